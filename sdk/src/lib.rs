@@ -1,0 +1,2 @@
+//! opkit: build Kubernetes operators in Rust, controller-runtime style.
+#![deny(unsafe_code)]

@@ -1,0 +1,13 @@
+//! `cargo opkit`: scaffolds operator projects that use opkit.
+//!
+//! The scaffolder lands with the user-journey work; today it only says so.
+
+use std::process::ExitCode;
+
+fn main() -> ExitCode {
+    eprintln!(
+        "cargo-opkit {}: project scaffolding (`cargo opkit new`) is not available yet",
+        env!("CARGO_PKG_VERSION")
+    );
+    ExitCode::FAILURE
+}

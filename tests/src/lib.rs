@@ -1,0 +1,1 @@
+//! Shared helpers for opkit's end-to-end tests.
