@@ -10,7 +10,6 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
 
-command -v go >/dev/null || { echo "build.sh: Go is required to build the control plane (install Go 1.26+)" >&2; exit 1; }
 
 k8s_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ {print $2; exit}' go.mod)
 [ -n "$k8s_version" ] || { echo "build.sh: no k8s.io/kubernetes requirement in go.mod" >&2; exit 1; }
@@ -23,6 +22,8 @@ if [ -x "$out/kube-apiserver" ] && [ -x "$out/etcd" ]; then
 fi
 
 mkdir -p "$cache/controlplane"
+go=$("$here/ensure-go.sh")
+export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 exec 9>"$cache/controlplane/.build.lock"
 flock 9
 # Another build may have finished while we waited for the lock.
@@ -46,8 +47,8 @@ tmp=$(mktemp -d "$cache/controlplane/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
 echo "build.sh: building kube-apiserver $k8s_version and etcd into $out (cold builds take several minutes)" >&2
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
-go build -trimpath -ldflags "$ldflags" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
-go build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
+"$go" build -trimpath -ldflags "$ldflags" -o "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+"$go" build -trimpath -ldflags "-s -w" -o "$tmp/etcd" go.etcd.io/etcd/server/v3
 "$tmp/kube-apiserver" --version >&2
 "$tmp/etcd" --version | head -n 1 >&2
 mkdir -p "$(dirname "$out")"

@@ -1,0 +1,106 @@
+//! Errors of [`crate::envtest`].
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// What can go wrong while starting, using or stopping a local control plane.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The etcd or kube-apiserver binary was not found in any place searched.
+    #[error(
+        "{binary} not found; looked in: {searched}.\n\
+         Build the control plane with `make controlplane` (or `tests/controlplane/build.sh`) \
+         in the opkit repository, or point KUBEBUILDER_ASSETS (or OPKIT_ASSETS) at a directory \
+         holding `etcd` and `kube-apiserver`, e.g. one made by \
+         `setup-envtest use -p path 1.36.x`"
+    )]
+    MissingBinary {
+        /// The binary's file name.
+        binary: &'static str,
+        /// Every directory looked in, in order, with where it came from.
+        searched: String,
+    },
+
+    /// A file or directory operation failed.
+    #[error("{what} ({path}): {source}")]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The path involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A process could not be started at all.
+    #[error("could not start {name} ({path}): {source}")]
+    Spawn {
+        /// `etcd` or `kube-apiserver`.
+        name: &'static str,
+        /// The binary.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// A process exited before it became ready.
+    #[error("{name} exited early ({status}); last lines of its log ({log}):\n{tail}")]
+    ExitedEarly {
+        /// `etcd` or `kube-apiserver`.
+        name: &'static str,
+        /// How it exited.
+        status: String,
+        /// Its log file.
+        log: PathBuf,
+        /// The last lines of its log.
+        tail: String,
+    },
+
+    /// A process did not become ready in time.
+    #[error(
+        "{name} was not ready after {waited:?}; last error: {last_error}; last lines of its log ({log}):\n{tail}"
+    )]
+    NotReady {
+        /// `etcd` or `kube-apiserver`.
+        name: &'static str,
+        /// How long we waited.
+        waited: Duration,
+        /// The last error seen while polling.
+        last_error: String,
+        /// Its log file.
+        log: PathBuf,
+        /// The last lines of its log.
+        tail: String,
+    },
+
+    /// Generating keys or certificates failed.
+    #[error("could not generate {what}: {source}")]
+    Certificate {
+        /// Which key or certificate.
+        what: &'static str,
+        /// The underlying error.
+        #[source]
+        source: rcgen::Error,
+    },
+
+    /// A kube client or config could not be built.
+    #[error("could not build a Kubernetes client: {0}")]
+    Client(#[from] kube::Error),
+
+    /// The kubeconfig could not be written or read.
+    #[error("kubeconfig: {0}")]
+    Kubeconfig(String),
+
+    /// A CustomResourceDefinition could not be installed or was not served in time.
+    #[error("CRD: {0}")]
+    Crd(String),
+
+    /// The shared control plane failed to start earlier in this process.
+    #[error("the shared control plane failed to start: {0}")]
+    SharedUnavailable(String),
+}
+
+/// Shorthand for results in this module.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
