@@ -1,5 +1,6 @@
 //! opkit: build Kubernetes operators in Rust, controller-runtime style.
 #![deny(unsafe_code)]
 
+pub mod config;
 #[cfg(feature = "envtest")]
 pub mod envtest;
