@@ -1,0 +1,153 @@
+//! Typed errors of `opkit::cache`, one enum per concern.
+//!
+//! ```
+//! use opkit::cache::{CacheError, IndexError};
+//!
+//! let err = CacheError::from(IndexError::UnknownIndex("by-owner".into()));
+//! assert!(err.to_string().contains("by-owner"));
+//! ```
+
+use std::time::Duration;
+
+/// An object could not be given a cache key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// The object has no `metadata.name`.
+    #[error("object has no metadata.name (namespace {namespace:?})")]
+    MissingName {
+        /// The object's namespace, if it had one.
+        namespace: Option<String>,
+    },
+}
+
+/// An index operation on the [`Indexer`](super::Indexer) failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum IndexError {
+    /// No index function is registered under this name.
+    #[error("no index named {0:?}: register it with add_indexers before reading it")]
+    UnknownIndex(String),
+    /// An index function with this name is already registered.
+    #[error("an index named {0:?} already exists")]
+    DuplicateIndex(String),
+}
+
+/// The [`DeltaFifo`](super::DeltaFifo) was closed; nothing more will be popped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("the DeltaFIFO is closed")]
+pub struct FifoClosed;
+
+/// A `Status` returned by the API server for a failed request or in a watch
+/// `ERROR` event.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ApiStatus {
+    /// HTTP status code (e.g. 410 for an expired resourceVersion).
+    pub code: u16,
+    /// Machine-readable reason (`Expired`, `Gone`, `Forbidden`, ...).
+    pub reason: String,
+    /// Human-readable message.
+    pub message: String,
+}
+
+impl std::fmt::Display for ApiStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.code, self.reason, self.message)
+    }
+}
+
+impl ApiStatus {
+    /// `410 Gone` / reason `Expired` or `Gone`: the requested resourceVersion
+    /// (or continue token) is too old; a full relist is needed.
+    pub fn is_expired(&self) -> bool {
+        self.code == 410 || self.reason == "Expired" || self.reason == "Gone"
+    }
+
+    /// `429 Too Many Requests` (also what a starting API server's watch
+    /// cache answers): retry after a backoff.
+    pub fn is_too_many_requests(&self) -> bool {
+        self.code == 429
+    }
+
+    /// `403 Forbidden`: the identity lacks RBAC permission.
+    pub fn is_forbidden(&self) -> bool {
+        self.code == 403
+    }
+}
+
+/// A list or watch request of the [`Reflector`](super::Reflector) failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ReflectorError {
+    /// The API server answered with an error status.
+    #[error("the API server answered {0}")]
+    Api(ApiStatus),
+    /// The request could not be sent or its response not read (connection
+    /// refused or reset, TLS, timeout).
+    #[error("request failed: {0}")]
+    Transport(#[source] kube::Error),
+    /// A response (not a single object: those are skipped) could not be decoded.
+    #[error("could not decode {what}: {source}")]
+    Decode {
+        /// What was being decoded.
+        what: &'static str,
+        /// The JSON error.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The request could not be built (bad selector characters, ...).
+    #[error("could not build the request: {0}")]
+    Request(#[source] http::Error),
+    /// A watch closed within a second without delivering any event.
+    #[error("very short watch: the watch closed after {0:?} without any event")]
+    VeryShortWatch(Duration),
+    /// The streaming list ended before the `k8s.io/initial-events-end` bookmark.
+    #[error("the streaming list ended before the initial-events-end bookmark")]
+    StreamingListIncomplete,
+}
+
+impl ReflectorError {
+    /// True when the error means the resourceVersion (or continue token) has
+    /// expired: 410 Gone / Expired.
+    pub fn is_expired(&self) -> bool {
+        matches!(self, Self::Api(s) if s.is_expired())
+    }
+
+    /// True when retrying the same watch after a backoff is the right move
+    /// (connection refused/reset, 429, 5xx) rather than a relist.
+    pub fn is_retriable(&self) -> bool {
+        match self {
+            Self::Transport(_) => true,
+            Self::Api(s) => s.is_too_many_requests() || s.code >= 500,
+            _ => false,
+        }
+    }
+}
+
+/// An error of the shared cache, the informer or a handler registration.
+#[derive(Debug, thiserror::Error)]
+pub enum CacheError {
+    /// `wait_for_sync` timed out. `kinds` names each informer that did not
+    /// sync, with its last list/watch error when there was one.
+    #[error(
+        "cache did not sync within {timeout:?}: {}. The usual cause is missing RBAC \
+         permission to list and watch the resource (check the ClusterRole/Role bound to \
+         the operator's ServiceAccount), or a CRD that is not installed",
+        .kinds.join("; ")
+    )]
+    SyncTimeout {
+        /// The timeout that elapsed.
+        timeout: Duration,
+        /// One description per informer that did not sync.
+        kinds: Vec<String>,
+    },
+    /// The cache or informer was stopped before it synced.
+    #[error("the cache was stopped before {0} synced")]
+    Stopped(String),
+    /// A read asked for a kind the cache has no informer for.
+    #[error("the cache has no informer for {0}: ask for it with SharedCache::informer first")]
+    NoInformer(String),
+    /// An operation needs a Tokio runtime and was called outside one.
+    #[error("no Tokio runtime: {0} must be called from within a Tokio runtime")]
+    NoRuntime(&'static str),
+    /// An index error.
+    #[error(transparent)]
+    Index(#[from] IndexError),
+}

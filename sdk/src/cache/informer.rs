@@ -1,0 +1,403 @@
+//! The SharedIndexInformer: runs a [`Reflector`] into a [`DeltaFifo`], applies
+//! the popped deltas to an [`Indexer`], and distributes add / update / delete
+//! notifications to every registered [`EventHandler`].
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use opkit::cache::{Event, InformerOptions, ListWatch, SharedIndexInformer, handler_fn};
+//!
+//! # async fn doc(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let informer = SharedIndexInformer::new(
+//!     ListWatch::<ConfigMap>::new(client, &()),
+//!     InformerOptions::default(),
+//! );
+//! let reg = informer.add_event_handler(handler_fn(|e: Event<ConfigMap>| {
+//!     if let Event::Update { old, new, is_resync: false } = e {
+//!         println!("{:?}: {:?} -> {:?}", new.metadata.name,
+//!                  old.metadata.resource_version, new.metadata.resource_version);
+//!     }
+//! }))?;
+//! informer.start()?;
+//! informer.wait_for_sync().await;
+//! reg.wait_synced().await;
+//! let cached = informer.indexer().get("default/my-config");
+//! # let _ = cached;
+//! informer.stop();
+//! # Ok(()) }
+//! ```
+//!
+//! Deltas are applied in order, oldest first (client-go's `HandleDeltas`):
+//! `Added`/`Updated`/`Replaced`/`Sync` store the object and notify `Update`
+//! (old and new) if the key was present, `Add` otherwise; `Deleted` removes it
+//! and notifies `Delete`. An `Update` whose resourceVersion did not change
+//! (a resync, or a relist that found the object unchanged) is flagged
+//! `is_resync` and goes only to the handlers whose resync period is due.
+//!
+//! The transform hook runs before objects are stored; the default,
+//! [`strip_managed_fields`](super::strip_managed_fields), drops
+//! `metadata.managedFields` (set [`InformerOptions::transform`] to `None` to
+//! keep them).
+
+use std::{
+    fmt,
+    sync::{
+        Arc,
+        atomic::{AtomicBool, Ordering},
+    },
+    time::Duration,
+};
+
+use kube::Resource;
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use super::{
+    delta_fifo::{Delta, DeltaFifo, Popped},
+    error::{CacheError, IndexError},
+    list_watch::ListWatch,
+    processor::{Event, EventHandler, HandlerRegistration, Processor},
+    reflector::{
+        Reflector, ReflectorConfig, ReflectorMetrics, ReflectorStats, Transform,
+        strip_managed_fields,
+    },
+    store::{IndexFn, Indexer},
+};
+
+/// Informer settings.
+pub struct InformerOptions<K> {
+    /// Reflector settings (page size, streaming list, watch timeout, backoff).
+    pub reflector: ReflectorConfig,
+    /// Applied to every object before it is stored. Default:
+    /// [`strip_managed_fields`]; `None` keeps objects as received.
+    pub transform: Option<Transform<K>>,
+    /// Resync period of handlers registered without one (`None`: no resync).
+    pub default_resync: Option<Duration>,
+}
+
+impl<K: Resource + 'static> Default for InformerOptions<K> {
+    fn default() -> Self {
+        Self {
+            reflector: ReflectorConfig::default(),
+            transform: Some(Arc::new(strip_managed_fields::<K>)),
+            default_resync: None,
+        }
+    }
+}
+
+impl<K> Clone for InformerOptions<K> {
+    fn clone(&self) -> Self {
+        Self {
+            reflector: self.reflector.clone(),
+            transform: self.transform.clone(),
+            default_resync: self.default_resync,
+        }
+    }
+}
+
+struct Inner<K> {
+    lw: ListWatch<K>,
+    name: String,
+    indexer: Indexer<K>,
+    fifo: Arc<DeltaFifo<K>>,
+    processor: Processor<K>,
+    block_deltas: Mutex<()>,
+    options: InformerOptions<K>,
+    metrics: Arc<ReflectorMetrics>,
+    started: AtomicBool,
+    cancel: CancellationToken,
+}
+
+/// See the [module documentation](self). Cloning gives another handle to the
+/// same informer.
+pub struct SharedIndexInformer<K> {
+    inner: Arc<Inner<K>>,
+}
+
+impl<K> Clone for SharedIndexInformer<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<K> fmt::Debug for SharedIndexInformer<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SharedIndexInformer")
+            .field("name", &self.inner.name)
+            .field("started", &self.inner.started.load(Ordering::Relaxed))
+            .finish()
+    }
+}
+
+fn same_resource_version<K: Resource>(a: &K, b: &K) -> bool {
+    match (&a.meta().resource_version, &b.meta().resource_version) {
+        (Some(x), Some(y)) => x == y,
+        _ => false,
+    }
+}
+
+impl<K> SharedIndexInformer<K>
+where
+    K: Resource + DeserializeOwned + Send + Sync + 'static,
+{
+    /// A new (not yet started) informer over `lw`.
+    pub fn new(lw: ListWatch<K>, options: InformerOptions<K>) -> Self {
+        Self::with_cancel(lw, options, CancellationToken::new())
+    }
+
+    /// A new informer stopped when `cancel` fires (used by the shared cache).
+    pub(crate) fn with_cancel(
+        lw: ListWatch<K>,
+        options: InformerOptions<K>,
+        cancel: CancellationToken,
+    ) -> Self {
+        let indexer = Indexer::new();
+        let fifo = Arc::new(DeltaFifo::new(Some(indexer.clone())));
+        let name = lw.describe();
+        let processor = Processor::new(fifo.subscribe_synced(), name.clone());
+        Self {
+            inner: Arc::new(Inner {
+                lw,
+                name,
+                indexer,
+                fifo,
+                processor,
+                block_deltas: Mutex::new(()),
+                options,
+                metrics: Arc::new(ReflectorMetrics::default()),
+                started: AtomicBool::new(false),
+                cancel,
+            }),
+        }
+    }
+
+    /// Registers `handler` with the default resync period. After start, the
+    /// handler first gets an `Add { is_in_initial_list: true }` for every
+    /// object already in the cache.
+    pub fn add_event_handler<H: EventHandler<K>>(
+        &self,
+        handler: H,
+    ) -> Result<HandlerRegistration, CacheError> {
+        self.add_event_handler_with_resync(handler, self.inner.options.default_resync)
+    }
+
+    /// Registers `handler` with its own resync period (`None`: never).
+    pub fn add_event_handler_with_resync<H: EventHandler<K>>(
+        &self,
+        handler: H,
+        resync: Option<Duration>,
+    ) -> Result<HandlerRegistration, CacheError> {
+        let _block = self.inner.block_deltas.lock();
+        let existing = self.inner.indexer.list();
+        self.inner.processor.add_listener(handler, resync, existing)
+    }
+
+    /// Removes a handler; it receives nothing more. False if it was not
+    /// registered here (or already removed).
+    pub fn remove_event_handler(&self, registration: &HandlerRegistration) -> bool {
+        self.inner.processor.remove_listener(registration)
+    }
+
+    /// The number of registered handlers.
+    pub fn handler_count(&self) -> usize {
+        self.inner.processor.len()
+    }
+
+    /// The store (shared handle).
+    pub fn indexer(&self) -> &Indexer<K> {
+        &self.inner.indexer
+    }
+
+    /// Adds index functions (built over the objects already stored).
+    pub fn add_indexers(
+        &self,
+        indexers: impl IntoIterator<Item = (String, IndexFn<K>)>,
+    ) -> Result<(), IndexError> {
+        self.inner.indexer.add_indexers(indexers)
+    }
+
+    /// True once the initial list has been applied to the store and
+    /// distributed.
+    pub fn has_synced(&self) -> bool {
+        self.inner.fifo.has_synced()
+    }
+
+    /// A receiver that turns `true` once synced.
+    pub fn subscribe_synced(&self) -> watch::Receiver<bool> {
+        self.inner.fifo.subscribe_synced()
+    }
+
+    /// Waits until synced; false if the informer stopped first.
+    pub async fn wait_for_sync(&self) -> bool {
+        let mut rx = self.inner.fifo.subscribe_synced();
+        tokio::select! {
+            r = rx.wait_for(|s| *s) => r.is_ok(),
+            _ = self.inner.cancel.cancelled() => self.has_synced(),
+        }
+    }
+
+    /// The resourceVersion the store is synced to.
+    pub fn last_sync_resource_version(&self) -> Option<String> {
+        self.inner.metrics.stats().last_sync_resource_version
+    }
+
+    /// The reflector's counters (LIST/WATCH requests, skipped objects, ...).
+    pub fn metrics(&self) -> &Arc<ReflectorMetrics> {
+        &self.inner.metrics
+    }
+
+    /// A snapshot of the reflector's counters.
+    pub fn stats(&self) -> ReflectorStats {
+        self.inner.metrics.stats()
+    }
+
+    /// What this informer watches, e.g. `v1/ConfigMap (all namespaces)`.
+    pub fn describe(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The list/watch target.
+    pub fn list_watch(&self) -> &ListWatch<K> {
+        &self.inner.lw
+    }
+
+    /// True once started.
+    pub fn is_started(&self) -> bool {
+        self.inner.started.load(Ordering::Acquire)
+    }
+
+    /// True once stopped.
+    pub fn is_stopped(&self) -> bool {
+        self.inner.cancel.is_cancelled()
+    }
+
+    /// Starts the reflector, the delta processing and the resync timer on the
+    /// current Tokio runtime. Idempotent.
+    pub fn start(&self) -> Result<(), CacheError> {
+        let rt = tokio::runtime::Handle::try_current()
+            .map_err(|_| CacheError::NoRuntime("SharedIndexInformer::start"))?;
+        if self.inner.started.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        let inner = &self.inner;
+        let reflector = Reflector::new(
+            inner.lw.clone(),
+            Arc::clone(&inner.fifo),
+            inner.options.reflector.clone(),
+        )
+        .with_transform(inner.options.transform.clone())
+        .with_metrics(Arc::clone(&inner.metrics));
+        rt.spawn(reflector.run(inner.cancel.clone()));
+        rt.spawn(process_loop(Arc::clone(inner)));
+        rt.spawn(resync_loop(Arc::clone(inner)));
+        tracing::debug!(informer = %inner.name, "informer started");
+        Ok(())
+    }
+
+    /// Stops the informer: the watch is closed, handlers get nothing more.
+    pub fn stop(&self) {
+        self.inner.cancel.cancel();
+        self.inner.fifo.close();
+        self.inner.processor.stop();
+    }
+}
+
+impl<K: Resource + Send + Sync + 'static> Inner<K> {
+    fn handle_deltas(&self, popped: Popped<K>) {
+        let _block = self.block_deltas.lock();
+        let Popped {
+            key,
+            deltas,
+            is_in_initial_list,
+        } = popped;
+        for delta in deltas {
+            match delta {
+                Delta::Added(obj)
+                | Delta::Updated(obj)
+                | Delta::Replaced(obj)
+                | Delta::Sync(obj) => match self.indexer.insert(key.clone(), Arc::clone(&obj)) {
+                    Some(old) => {
+                        let is_resync = same_resource_version(&*old, &*obj);
+                        self.processor.distribute(
+                            Event::Update {
+                                old,
+                                new: obj,
+                                is_resync,
+                            },
+                            is_resync,
+                        );
+                    }
+                    None => self.processor.distribute(
+                        Event::Add {
+                            obj,
+                            is_in_initial_list,
+                        },
+                        false,
+                    ),
+                },
+                Delta::Deleted(obj) => {
+                    self.indexer.remove(key.as_str());
+                    self.processor.distribute(Event::Delete { obj }, false);
+                }
+            }
+        }
+    }
+}
+
+const POP_BATCH: usize = 256;
+
+async fn process_loop<K>(inner: Arc<Inner<K>>)
+where
+    K: Resource + Send + Sync + 'static,
+{
+    loop {
+        let n = inner.fifo.pop_ready(POP_BATCH, |p| inner.handle_deltas(p));
+        if n == POP_BATCH {
+            tokio::task::yield_now().await;
+            continue;
+        }
+        let popped = tokio::select! {
+            _ = inner.cancel.cancelled() => break,
+            r = inner.fifo.pop(|p| inner.handle_deltas(p)) => r,
+        };
+        if popped.is_err() {
+            break;
+        }
+    }
+    tracing::trace!(informer = %inner.name, "delta processing stopped");
+}
+
+async fn resync_loop<K>(inner: Arc<Inner<K>>)
+where
+    K: Resource + Send + Sync + 'static,
+{
+    loop {
+        let next = inner.processor.next_resync_at();
+        tokio::select! {
+            _ = inner.cancel.cancelled() => break,
+            _ = inner.processor.resync_changed() => continue,
+            _ = async {
+                match next {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if inner.processor.should_resync(tokio::time::Instant::now()) {
+                    tracing::trace!(informer = %inner.name, "resync");
+                    inner.fifo.resync();
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+impl<K> SharedIndexInformer<K> {
+    pub(crate) fn inner_ptr(&self) -> Arc<impl Sized> {
+        Arc::clone(&self.inner)
+    }
+}

@@ -1,0 +1,542 @@
+//! The Indexer: a thread-safe store of `Arc<K>` by [`ObjectKey`], with named
+//! secondary indexes (client-go's `ThreadSafeStore` + `Indexer`).
+//!
+//! ```
+//! use std::sync::Arc;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::ObjectMeta;
+//! use opkit::cache::{Indexer, NAMESPACE_INDEX};
+//!
+//! let store: Indexer<ConfigMap> = Indexer::new();
+//! store.add_indexer("by-app", |cm: &ConfigMap| {
+//!     cm.metadata.labels.as_ref()
+//!         .and_then(|l| l.get("app").cloned())
+//!         .into_iter().collect()
+//! })?;
+//! let cm = ConfigMap {
+//!     metadata: ObjectMeta {
+//!         name: Some("web".into()),
+//!         namespace: Some("prod".into()),
+//!         labels: Some([("app".to_string(), "shop".to_string())].into()),
+//!         ..Default::default()
+//!     },
+//!     ..Default::default()
+//! };
+//! store.add(Arc::new(cm))?;
+//! assert!(store.get("prod/web").is_some());
+//! assert_eq!(store.by_index("by-app", "shop")?.len(), 1);
+//! assert_eq!(store.by_index(NAMESPACE_INDEX, "prod")?.len(), 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! Rules (as client-go):
+//! - every add / update / delete maintains every index: an object's old index
+//!   values are removed before its new ones are added, empty value sets are
+//!   dropped;
+//! - reads hand out `Arc<K>` clones, never deep copies of the objects;
+//! - the namespace index ([`NAMESPACE_INDEX`]) is built in;
+//! - [`Indexer::add_indexers`] may be called at any time: a new index is built
+//!   over the objects already stored.
+//!
+//! Readers take a shared lock; the writer (the informer applying one delta)
+//! holds the exclusive lock only for a single map insert plus its index
+//! updates, so readers are never blocked for long.
+
+use std::{
+    collections::{HashMap, HashSet},
+    fmt,
+    sync::Arc,
+};
+
+use kube::Resource;
+use parking_lot::RwLock;
+
+use super::{
+    error::{IndexError, KeyError},
+    key::ObjectKey,
+};
+
+/// Name of the built-in index from namespace to objects (cluster-scoped
+/// objects are indexed under `""`).
+pub const NAMESPACE_INDEX: &str = "namespace";
+
+/// An index function: the index values of an object (empty: not indexed).
+pub type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
+
+struct Index<K> {
+    func: IndexFn<K>,
+    values: HashMap<String, HashSet<ObjectKey>>,
+}
+
+impl<K> Index<K> {
+    fn insert(&mut self, key: &ObjectKey, obj: &K) {
+        for v in (self.func)(obj) {
+            self.values.entry(v).or_default().insert(key.clone());
+        }
+    }
+
+    fn remove(&mut self, key: &ObjectKey, obj: &K) {
+        for v in (self.func)(obj) {
+            if let Some(set) = self.values.get_mut(&v) {
+                set.remove(key);
+                if set.is_empty() {
+                    self.values.remove(&v);
+                }
+            }
+        }
+    }
+
+    fn update(&mut self, key: &ObjectKey, old: Option<&K>, new: &K) {
+        let new_values = (self.func)(new);
+        if let Some(old) = old {
+            let old_values = (self.func)(old);
+            if old_values == new_values {
+                return;
+            }
+            for v in old_values {
+                if let Some(set) = self.values.get_mut(&v) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        self.values.remove(&v);
+                    }
+                }
+            }
+        }
+        for v in new_values {
+            self.values.entry(v).or_default().insert(key.clone());
+        }
+    }
+}
+
+struct Inner<K> {
+    items: HashMap<ObjectKey, Arc<K>>,
+    indices: HashMap<String, Index<K>>,
+}
+
+/// A thread-safe, indexed store of objects. Cloning an `Indexer` gives
+/// another handle to the same store.
+pub struct Indexer<K> {
+    inner: Arc<RwLock<Inner<K>>>,
+}
+
+impl<K> Clone for Indexer<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<K> fmt::Debug for Indexer<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.inner.read();
+        f.debug_struct("Indexer")
+            .field("len", &inner.items.len())
+            .field("indices", &inner.indices.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl<K: Resource + Send + Sync + 'static> Default for Indexer<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+fn namespace_of<K: Resource>(obj: &K) -> Vec<String> {
+    vec![obj.meta().namespace.clone().unwrap_or_default()]
+}
+
+impl<K: Resource + Send + Sync + 'static> Indexer<K> {
+    /// An empty store with the built-in [`NAMESPACE_INDEX`].
+    pub fn new() -> Self {
+        let mut indices = HashMap::new();
+        indices.insert(
+            NAMESPACE_INDEX.to_string(),
+            Index {
+                func: Arc::new(namespace_of::<K>) as IndexFn<K>,
+                values: HashMap::new(),
+            },
+        );
+        Self {
+            inner: Arc::new(RwLock::new(Inner {
+                items: HashMap::new(),
+                indices,
+            })),
+        }
+    }
+
+    /// Registers one index function under `name`, building it over the
+    /// objects already stored.
+    pub fn add_indexer<F>(&self, name: impl Into<String>, func: F) -> Result<(), IndexError>
+    where
+        F: Fn(&K) -> Vec<String> + Send + Sync + 'static,
+    {
+        self.add_indexers([(name.into(), Arc::new(func) as IndexFn<K>)])
+    }
+
+    /// Registers several index functions at once (all or none: a duplicate
+    /// name fails the whole call). Each is built over the objects already
+    /// stored.
+    pub fn add_indexers(
+        &self,
+        indexers: impl IntoIterator<Item = (String, IndexFn<K>)>,
+    ) -> Result<(), IndexError> {
+        let indexers: Vec<_> = indexers.into_iter().collect();
+        let mut inner = self.inner.write();
+        let mut seen = HashSet::new();
+        for (name, _) in &indexers {
+            if inner.indices.contains_key(name) || !seen.insert(name.clone()) {
+                return Err(IndexError::DuplicateIndex(name.clone()));
+            }
+        }
+        let Inner { items, indices } = &mut *inner;
+        for (name, func) in indexers {
+            let mut index = Index {
+                func,
+                values: HashMap::new(),
+            };
+            for (key, obj) in items.iter() {
+                index.insert(key, obj);
+            }
+            indices.insert(name, index);
+        }
+        Ok(())
+    }
+
+    /// Adds or replaces `obj` (keyed by its namespace/name).
+    pub fn add(&self, obj: Arc<K>) -> Result<Option<Arc<K>>, KeyError> {
+        let key = ObjectKey::of(&*obj)?;
+        Ok(self.insert(key, obj))
+    }
+
+    /// Same as [`Indexer::add`]: stores `obj`, returning the previous version.
+    pub fn update(&self, obj: Arc<K>) -> Result<Option<Arc<K>>, KeyError> {
+        self.add(obj)
+    }
+
+    /// Removes the object with `obj`'s key, returning it.
+    pub fn delete(&self, obj: &K) -> Result<Option<Arc<K>>, KeyError> {
+        let key = ObjectKey::of(obj)?;
+        Ok(self.remove(key.as_str()))
+    }
+
+    /// Stores `obj` under `key`, returning the previous version.
+    pub fn insert(&self, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
+        let mut inner = self.inner.write();
+        let Inner { items, indices } = &mut *inner;
+        let old = items.insert(key.clone(), Arc::clone(&obj));
+        for index in indices.values_mut() {
+            index.update(&key, old.as_deref(), &obj);
+        }
+        old
+    }
+
+    /// Removes the object under `key`, returning it.
+    pub fn remove(&self, key: &str) -> Option<Arc<K>> {
+        let mut inner = self.inner.write();
+        let Inner { items, indices } = &mut *inner;
+        let (key, old) = items.remove_entry(key)?;
+        for index in indices.values_mut() {
+            index.remove(&key, &old);
+        }
+        Some(old)
+    }
+
+    /// Replaces the whole content with `list` (objects without a name are
+    /// skipped) and rebuilds every index.
+    pub fn replace(&self, list: impl IntoIterator<Item = Arc<K>>) {
+        let items: HashMap<ObjectKey, Arc<K>> = list
+            .into_iter()
+            .filter_map(|obj| ObjectKey::of(&*obj).ok().map(|k| (k, obj)))
+            .collect();
+        let mut inner = self.inner.write();
+        inner.items = items;
+        let Inner { items, indices } = &mut *inner;
+        for index in indices.values_mut() {
+            index.values.clear();
+            for (key, obj) in items.iter() {
+                index.insert(key, obj);
+            }
+        }
+    }
+
+    /// The object under `key` (`namespace/name` or `name`).
+    pub fn get(&self, key: &str) -> Option<Arc<K>> {
+        self.inner.read().items.get(key).cloned()
+    }
+
+    /// The object `name` in `namespace` (`None` for cluster-scoped).
+    pub fn get_by_name(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        let key = ObjectKey::new(namespace, name);
+        self.get(key.as_str())
+    }
+
+    /// True when an object is stored under `key`.
+    pub fn contains(&self, key: &str) -> bool {
+        self.inner.read().items.contains_key(key)
+    }
+
+    /// All objects (in no particular order).
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.inner.read().items.values().cloned().collect()
+    }
+
+    /// All keys (in no particular order).
+    pub fn list_keys(&self) -> Vec<ObjectKey> {
+        self.inner.read().items.keys().cloned().collect()
+    }
+
+    /// All (key, object) pairs, read under one lock.
+    pub fn entries(&self) -> Vec<(ObjectKey, Arc<K>)> {
+        self.inner
+            .read()
+            .items
+            .iter()
+            .map(|(k, v)| (k.clone(), Arc::clone(v)))
+            .collect()
+    }
+
+    /// The objects in `namespace` (through the namespace index).
+    pub fn list_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.by_index(NAMESPACE_INDEX, namespace)
+            .unwrap_or_default()
+    }
+
+    /// The number of objects stored.
+    pub fn len(&self) -> usize {
+        self.inner.read().items.len()
+    }
+
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The objects whose `index_name` values include `value`.
+    pub fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexError> {
+        let inner = self.inner.read();
+        let index = inner
+            .indices
+            .get(index_name)
+            .ok_or_else(|| IndexError::UnknownIndex(index_name.to_string()))?;
+        Ok(index
+            .values
+            .get(value)
+            .map(|set| {
+                set.iter()
+                    .filter_map(|k| inner.items.get(k).cloned())
+                    .collect()
+            })
+            .unwrap_or_default())
+    }
+
+    /// The keys of the objects whose `index_name` values include `value`.
+    pub fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, IndexError> {
+        let inner = self.inner.read();
+        let index = inner
+            .indices
+            .get(index_name)
+            .ok_or_else(|| IndexError::UnknownIndex(index_name.to_string()))?;
+        Ok(index
+            .values
+            .get(value)
+            .map(|set| set.iter().cloned().collect())
+            .unwrap_or_default())
+    }
+
+    /// The objects sharing at least one `index_name` value with `obj`
+    /// (client-go's `Index`).
+    pub fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, IndexError> {
+        let inner = self.inner.read();
+        let index = inner
+            .indices
+            .get(index_name)
+            .ok_or_else(|| IndexError::UnknownIndex(index_name.to_string()))?;
+        let mut keys: HashSet<&ObjectKey> = HashSet::new();
+        for v in (index.func)(obj) {
+            if let Some(set) = index.values.get(&v) {
+                keys.extend(set.iter());
+            }
+        }
+        Ok(keys
+            .into_iter()
+            .filter_map(|k| inner.items.get(k).cloned())
+            .collect())
+    }
+
+    /// Every value currently present in `index_name`.
+    pub fn list_index_values(&self, index_name: &str) -> Result<Vec<String>, IndexError> {
+        let inner = self.inner.read();
+        let index = inner
+            .indices
+            .get(index_name)
+            .ok_or_else(|| IndexError::UnknownIndex(index_name.to_string()))?;
+        Ok(index.values.keys().cloned().collect())
+    }
+
+    /// The names of the registered indexes.
+    pub fn index_names(&self) -> Vec<String> {
+        self.inner.read().indices.keys().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+
+    fn cm(ns: &str, name: &str, app: &str) -> Arc<ConfigMap> {
+        Arc::new(ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(ns.into()),
+                labels: Some([("app".to_string(), app.to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    fn by_app(cm: &ConfigMap) -> Vec<String> {
+        cm.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app").cloned())
+            .into_iter()
+            .collect()
+    }
+
+    fn sorted(mut v: Vec<String>) -> Vec<String> {
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn indexes_follow_add_update_delete() {
+        let s = Indexer::new();
+        s.add_indexer("app", by_app).unwrap();
+        s.add(cm("a", "x", "one")).unwrap();
+        s.add(cm("a", "y", "one")).unwrap();
+        s.add(cm("b", "z", "two")).unwrap();
+        assert_eq!(s.by_index("app", "one").unwrap().len(), 2);
+        assert_eq!(s.list_namespace("a").len(), 2);
+        assert_eq!(
+            sorted(s.list_index_values("app").unwrap()),
+            vec!["one", "two"]
+        );
+
+        // update moves x from "one" to "two"
+        let old = s.update(cm("a", "x", "two")).unwrap();
+        assert!(old.is_some());
+        assert_eq!(s.by_index("app", "one").unwrap().len(), 1);
+        assert_eq!(s.by_index("app", "two").unwrap().len(), 2);
+        let keys: Vec<String> = s
+            .index_keys("app", "two")
+            .unwrap()
+            .into_iter()
+            .map(|k| k.to_string())
+            .collect();
+        assert_eq!(sorted(keys), vec!["a/x", "b/z"]);
+
+        // delete y: value "one" disappears entirely
+        s.delete(&cm("a", "y", "ignored")).unwrap();
+        assert!(s.by_index("app", "one").unwrap().is_empty());
+        assert_eq!(s.list_index_values("app").unwrap(), vec!["two"]);
+        assert_eq!(s.index("app", &cm("q", "q", "two")).unwrap().len(), 2);
+        assert_eq!(s.len(), 2);
+    }
+
+    #[test]
+    fn reads_share_the_stored_arc() {
+        let s = Indexer::new();
+        let obj = cm("a", "x", "one");
+        s.add(Arc::clone(&obj)).unwrap();
+        let got = s.get("a/x").unwrap();
+        assert!(Arc::ptr_eq(&obj, &got));
+        assert!(Arc::ptr_eq(&obj, &s.list()[0]));
+        assert!(Arc::ptr_eq(
+            &obj,
+            &s.by_index(NAMESPACE_INDEX, "a").unwrap()[0]
+        ));
+    }
+
+    #[test]
+    fn add_indexers_builds_over_existing_and_rejects_duplicates() {
+        let s = Indexer::new();
+        s.add(cm("a", "x", "one")).unwrap();
+        s.add_indexer("app", by_app).unwrap();
+        assert_eq!(s.by_index("app", "one").unwrap().len(), 1);
+        assert_eq!(
+            s.add_indexer("app", by_app),
+            Err(IndexError::DuplicateIndex("app".into()))
+        );
+        assert_eq!(
+            s.add_indexer(NAMESPACE_INDEX, by_app),
+            Err(IndexError::DuplicateIndex(NAMESPACE_INDEX.into()))
+        );
+        assert_eq!(
+            s.by_index("nope", "x").unwrap_err(),
+            IndexError::UnknownIndex("nope".into())
+        );
+    }
+
+    #[test]
+    fn replace_rebuilds_indexes() {
+        let s = Indexer::new();
+        s.add_indexer("app", by_app).unwrap();
+        s.add(cm("a", "x", "one")).unwrap();
+        s.replace([cm("b", "y", "two")]);
+        assert!(s.get("a/x").is_none());
+        assert_eq!(s.list_index_values("app").unwrap(), vec!["two"]);
+        assert_eq!(s.list_index_values(NAMESPACE_INDEX).unwrap(), vec!["b"]);
+    }
+
+    #[test]
+    fn multi_valued_index() {
+        let s: Indexer<ConfigMap> = Indexer::new();
+        s.add_indexer("keys", |cm: &ConfigMap| {
+            cm.data
+                .as_ref()
+                .map(|d| d.keys().cloned().collect())
+                .unwrap_or_default()
+        })
+        .unwrap();
+        let mut obj = (*cm("a", "x", "one")).clone();
+        obj.data = Some([("k1".into(), "v".into()), ("k2".into(), "v".into())].into());
+        s.add(Arc::new(obj)).unwrap();
+        assert_eq!(s.by_index("keys", "k1").unwrap().len(), 1);
+        assert_eq!(s.by_index("keys", "k2").unwrap().len(), 1);
+        s.remove("a/x");
+        assert!(s.list_index_values("keys").unwrap().is_empty());
+    }
+
+    #[test]
+    fn concurrent_readers_and_writer() {
+        let s: Indexer<ConfigMap> = Indexer::new();
+        std::thread::scope(|scope| {
+            let w = s.clone();
+            scope.spawn(move || {
+                for i in 0..2000 {
+                    w.add(cm("ns", &format!("o{i}"), "a")).unwrap();
+                    if i % 3 == 0 {
+                        w.remove(&format!("ns/o{i}"));
+                    }
+                }
+            });
+            for _ in 0..2 {
+                let r = s.clone();
+                scope.spawn(move || {
+                    for _ in 0..200 {
+                        let n = r.list().len();
+                        let m = r.list_namespace("ns").len();
+                        assert!(n <= 2000 && m <= 2000);
+                    }
+                });
+            }
+        });
+        assert_eq!(s.len(), 2000 - 667);
+        assert_eq!(s.list_namespace("ns").len(), 2000 - 667);
+    }
+}
