@@ -15,7 +15,12 @@ use serde::{Deserialize, Serialize};
 
 /// The spec of a `Memcached`, as in operator-sdk's tutorial.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
-#[kube(group = "cache.example.com", version = "v1alpha1", kind = "Memcached", namespaced)]
+#[kube(
+    group = "cache.example.com",
+    version = "v1alpha1",
+    kind = "Memcached",
+    namespaced
+)]
 pub struct MemcachedSpec {
     /// How many memcached pods to run.
     #[schemars(range(min = 1, max = 5))]
@@ -67,7 +72,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         Err(e) => return Err(e.into()),
     }
 
-    println!("  kubeconfig while it ran: {}", plane.kubeconfig_path().display());
+    println!(
+        "  kubeconfig while it ran: {}",
+        plane.kubeconfig_path().display()
+    );
     plane.stop();
     println!("✓ control plane stopped; nothing left running");
     println!("  (the Memcached operator joins this demo when the controller runtime lands)");

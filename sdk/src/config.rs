@@ -109,11 +109,17 @@ pub async fn load(source: &ConfigSource) -> Result<kube::Config, ConfigError> {
                     detail: other.to_string(),
                 },
             })?;
-            let wanted = context.clone().or_else(|| kubeconfig.current_context.clone());
+            let wanted = context
+                .clone()
+                .or_else(|| kubeconfig.current_context.clone());
             if let Some(wanted) = &wanted
                 && !kubeconfig.contexts.iter().any(|c| &c.name == wanted)
             {
-                let names: Vec<&str> = kubeconfig.contexts.iter().map(|c| c.name.as_str()).collect();
+                let names: Vec<&str> = kubeconfig
+                    .contexts
+                    .iter()
+                    .map(|c| c.name.as_str())
+                    .collect();
                 return Err(ConfigError::UnknownContext {
                     path: path.clone(),
                     context: wanted.clone(),
@@ -178,7 +184,10 @@ current-context: dev
             .await
             .unwrap_err()
             .to_string();
-        assert!(msg.contains("cannot read kubeconfig /nonexistent/kubeconfig"), "{msg}");
+        assert!(
+            msg.contains("cannot read kubeconfig /nonexistent/kubeconfig"),
+            "{msg}"
+        );
         assert!(msg.contains("--kubeconfig"), "{msg}");
     }
 
@@ -194,7 +203,10 @@ current-context: dev
     async fn unknown_context_lists_the_available_ones() {
         let (_dir, path) = file(GOOD);
         let msg = load_file(path, Some("prod")).await.unwrap_err().to_string();
-        assert!(msg.contains("has no context \"prod\"; it has: dev"), "{msg}");
+        assert!(
+            msg.contains("has no context \"prod\"; it has: dev"),
+            "{msg}"
+        );
     }
 
     #[tokio::test]

@@ -7,7 +7,9 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{
+    Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
+};
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use opkit::envtest::ControlPlane;
 use schemars::JsonSchema;
@@ -59,7 +61,10 @@ async fn control_plane_is_a_real_v1_36_apiserver() {
             "process {pid} still runs after stop"
         );
     }
-    assert!(!plane.kubeconfig_path().exists(), "temp dir removed on stop");
+    assert!(
+        !plane.kubeconfig_path().exists(),
+        "temp dir removed on stop"
+    );
 }
 
 #[tokio::test]
@@ -80,7 +85,11 @@ async fn namespace_configmap_list_and_watch() {
 
     let listed = cms.list(&ListParams::default()).await.unwrap();
     assert_eq!(
-        listed.items.iter().map(|c| c.name_any()).collect::<Vec<_>>(),
+        listed
+            .items
+            .iter()
+            .map(|c| c.name_any())
+            .collect::<Vec<_>>(),
         ["settings"]
     );
 
@@ -184,7 +193,9 @@ async fn restricted_identity_is_forbidden_until_granted() {
             assert_eq!(status.code, 403, "{status:?}");
             assert_eq!(status.reason, "Forbidden");
             assert!(
-                status.message.contains("User \"alice\" cannot list resource \"configmaps\""),
+                status
+                    .message
+                    .contains("User \"alice\" cannot list resource \"configmaps\""),
                 "{}",
                 status.message
             );
@@ -224,7 +235,10 @@ async fn restricted_identity_is_forbidden_until_granted() {
             ..Subject::default()
         }]),
     };
-    bindings.create(&PostParams::default(), &binding).await.unwrap();
+    bindings
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
 
     // The RBAC authorizer's cache follows the binding through a watch: wait
     // for it (bounded), then the same call succeeds.
@@ -232,7 +246,11 @@ async fn restricted_identity_is_forbidden_until_granted() {
     loop {
         match as_alice.list(&ListParams::default()).await {
             Ok(list) => {
-                assert!(list.items.iter().all(|cm| cm.namespace().as_deref() == Some("envtest-rbac")));
+                assert!(
+                    list.items
+                        .iter()
+                        .all(|cm| cm.namespace().as_deref() == Some("envtest-rbac"))
+                );
                 break;
             }
             Err(kube::Error::Api(s)) if s.code == 403 && Instant::now() < deadline => {
@@ -256,5 +274,30 @@ async fn restricted_identity_is_forbidden_until_granted() {
     assert!(
         matches!(&err, kube::Error::Api(s) if s.code == 403 && s.message.contains("cannot create resource \"configmaps\"")),
         "{err:?}"
+    );
+}
+
+#[tokio::test]
+async fn apiserver_restart_keeps_etcd_state_and_port() {
+    let plane = ControlPlane::start().await.unwrap();
+    let client = plane.client().unwrap();
+    create_namespace(&client, "survives-restart").await;
+    let url = plane.server_url().to_owned();
+    let (etcd_pid, old_apiserver_pid) = plane.pids();
+
+    plane.restart_apiserver().await.unwrap();
+
+    let (etcd_pid_after, new_apiserver_pid) = plane.pids();
+    assert_eq!(etcd_pid, etcd_pid_after, "etcd keeps running");
+    assert_ne!(old_apiserver_pid, new_apiserver_pid);
+    assert!(!std::path::Path::new(&format!("/proc/{old_apiserver_pid}")).exists());
+    assert_eq!(plane.server_url(), url);
+    let namespaces: Api<Namespace> = Api::all(plane.client().unwrap());
+    assert!(
+        namespaces
+            .get_opt("survives-restart")
+            .await
+            .unwrap()
+            .is_some()
     );
 }

@@ -54,7 +54,11 @@ impl ControlPlaneBuilder {
     }
 
     /// Use these binaries instead of searching for them.
-    pub fn binaries(mut self, etcd: impl Into<PathBuf>, kube_apiserver: impl Into<PathBuf>) -> Self {
+    pub fn binaries(
+        mut self,
+        etcd: impl Into<PathBuf>,
+        kube_apiserver: impl Into<PathBuf>,
+    ) -> Self {
         self.binaries = Some(Binaries {
             etcd: etcd.into(),
             kube_apiserver: kube_apiserver.into(),
@@ -288,8 +292,8 @@ impl ControlPlane {
     pub fn config_as(&self, user: &str, groups: &[&str]) -> kube::Config {
         let mut config = self.admin_config.clone();
         config.auth_info.impersonate = Some(user.to_owned());
-        config.auth_info.impersonate_groups = (!groups.is_empty())
-            .then(|| groups.iter().map(|g| (*g).to_owned()).collect());
+        config.auth_info.impersonate_groups =
+            (!groups.is_empty()).then(|| groups.iter().map(|g| (*g).to_owned()).collect());
         config
     }
 
@@ -307,9 +311,14 @@ impl ControlPlane {
     /// Writes a kubeconfig that authenticates with `token` to `path`, for
     /// running an operator binary as a service account.
     pub fn write_token_kubeconfig(&self, token: &str, path: &Path) -> Result<()> {
-        let kc = kubeconfig::build(&self.server_url, &self.ca_pem, Credentials::Token(token), None);
-        let text = kubeconfig::to_json(&kc)
-            .map_err(|e| Error::Kubeconfig(format!("serializing: {e}")))?;
+        let kc = kubeconfig::build(
+            &self.server_url,
+            &self.ca_pem,
+            Credentials::Token(token),
+            None,
+        );
+        let text =
+            kubeconfig::to_json(&kc).map_err(|e| Error::Kubeconfig(format!("serializing: {e}")))?;
         write_file(path, &text)
     }
 
@@ -584,7 +593,10 @@ async fn wait_for_etcd(etcd: &ChildProcess, url: &str, timeout: Duration) -> Res
             let request = http::Request::get("/health")
                 .body(Vec::new())
                 .map_err(|e| e.to_string())?;
-            let body = client.request_text(request).await.map_err(|e| e.to_string())?;
+            let body = client
+                .request_text(request)
+                .await
+                .map_err(|e| e.to_string())?;
             if body.contains("\"health\":\"true\"") {
                 Ok(())
             } else {
@@ -635,5 +647,31 @@ fn remove_stale_dirs() {
         if !Path::new(&format!("/proc/{pid}")).exists() {
             let _ = std::fs::remove_dir_all(entry.path());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_taken_port_counts_as_a_race() {
+        let exited = |tail: &str| Error::ExitedEarly {
+            name: "etcd",
+            status: "exit status: 1".to_owned(),
+            log: PathBuf::from("etcd.log"),
+            tail: tail.to_owned(),
+        };
+        assert!(is_port_race(&exited(
+            "listen tcp 127.0.0.1:2379: bind: address already in use"
+        )));
+        assert!(!is_port_race(&exited("open /data: permission denied")));
+        assert!(!is_port_race(&Error::Kubeconfig("x".to_owned())));
+    }
+
+    #[test]
+    fn free_ports_are_distinct() {
+        let [a, b, c] = free_ports().unwrap();
+        assert!(a != b && b != c && a != c);
     }
 }

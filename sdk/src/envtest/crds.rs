@@ -23,11 +23,9 @@ pub(crate) async fn install(
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let mut names = Vec::with_capacity(crds.len());
     for crd in crds {
-        let name = crd
-            .metadata
-            .name
-            .clone()
-            .ok_or_else(|| Error::Crd("a CustomResourceDefinition has no metadata.name".to_owned()))?;
+        let name = crd.metadata.name.clone().ok_or_else(|| {
+            Error::Crd("a CustomResourceDefinition has no metadata.name".to_owned())
+        })?;
         let mut body = crd.clone();
         body.metadata.managed_fields = None;
         body.metadata.resource_version = None;

@@ -96,7 +96,10 @@ mod tests {
         assert_eq!(back.current_context.as_deref(), Some(CONTEXT));
         let user = back.auth_infos[0].auth_info.as_ref().unwrap();
         assert_eq!(user.impersonate.as_deref(), Some("alice"));
-        assert_eq!(user.impersonate_groups.as_deref(), Some(&["devs".to_owned()][..]));
+        assert_eq!(
+            user.impersonate_groups.as_deref(),
+            Some(&["devs".to_owned()][..])
+        );
         assert_eq!(
             user.client_certificate_data.as_deref(),
             Some(STANDARD.encode("CERT").as_str())

@@ -37,7 +37,8 @@ impl Pki {
     /// service-account signing key (all ECDSA P-256).
     pub fn generate() -> Result<Self> {
         let ca_key = KeyPair::generate().map_err(cert_err("the CA key"))?;
-        let mut ca_params = CertificateParams::new(Vec::<String>::new()).map_err(cert_err("the CA"))?;
+        let mut ca_params =
+            CertificateParams::new(Vec::<String>::new()).map_err(cert_err("the CA"))?;
         ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca_params
             .distinguished_name
@@ -72,7 +73,9 @@ impl Pki {
         let admin_key = KeyPair::generate().map_err(cert_err("the admin key"))?;
         let mut admin = CertificateParams::new(Vec::<String>::new())
             .map_err(cert_err("the admin certificate"))?;
-        admin.distinguished_name.push(DnType::CommonName, ADMIN_USER);
+        admin
+            .distinguished_name
+            .push(DnType::CommonName, ADMIN_USER);
         admin
             .distinguished_name
             .push(DnType::OrganizationName, "system:masters");
@@ -113,7 +116,10 @@ mod tests {
         ] {
             assert!(pem.starts_with("-----BEGIN PRIVATE KEY-----"), "{pem}");
         }
-        assert!(pki.service_account_pub_pem.starts_with("-----BEGIN PUBLIC KEY-----"));
+        assert!(
+            pki.service_account_pub_pem
+                .starts_with("-----BEGIN PUBLIC KEY-----")
+        );
         assert_ne!(pki.serving_key_pem, pki.admin_key_pem);
     }
 }

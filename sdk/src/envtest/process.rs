@@ -208,7 +208,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let args = vec!["-c".to_owned(), "exec sleep 600".to_owned()];
         let process =
-            ChildProcess::spawn("etcd", Path::new("/bin/sh"), &args, dir.path().join("log")).unwrap();
+            ChildProcess::spawn("etcd", Path::new("/bin/sh"), &args, dir.path().join("log"))
+                .unwrap();
         let pid = process.pid();
         assert!(Path::new(&format!("/proc/{pid}")).exists());
         process.kill();
@@ -226,6 +227,9 @@ mod tests {
             dir.path().join("log"),
         )
         .unwrap_err();
-        assert!(err.to_string().contains("could not start kube-apiserver"), "{err}");
+        assert!(
+            err.to_string().contains("could not start kube-apiserver"),
+            "{err}"
+        );
     }
 }
