@@ -6,3 +6,4 @@ pub mod cache;
 pub mod config;
 #[cfg(feature = "envtest")]
 pub mod envtest;
+pub mod workqueue;

@@ -1,0 +1,116 @@
+//! The workqueue: deduplicating, delaying, prioritised and rate-limited.
+//!
+//! Event handlers add object keys; controller workers [`get`](WorkQueue::get)
+//! them, reconcile, and call [`done`](WorkQueue::done). The queue guarantees
+//! that one key is never reconciled by two workers at once, and that a key
+//! added while it is being reconciled is reconciled again afterwards.
+//!
+//! ```
+//! use std::time::Duration;
+//! use opkit::workqueue::{ExponentialFailureRateLimiter, Priority, WorkQueue};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let queue: WorkQueue<String> = WorkQueue::builder()
+//!     .name("memcached")
+//!     .rate_limiter(ExponentialFailureRateLimiter::new(
+//!         Duration::from_millis(5),
+//!         Duration::from_secs(1000),
+//!     ))
+//!     .throttle(100, 100) // at most 100 reconciles/s, whatever path the key came by
+//!     .build();
+//!
+//! // The initial list is enqueued with low priority, fresh events with normal.
+//! queue.add_with_priority("default/from-initial-list".to_string(), Priority::Low);
+//! queue.add("default/just-created".to_string());
+//!
+//! // A worker: the fresh event comes first.
+//! let key = queue.get().await.expect("queue is running");
+//! assert_eq!(key, "default/just-created");
+//! // ... reconcile fails: retry with per-item backoff (5 ms, 10 ms, 20 ms, ...)
+//! queue.add_rate_limited(key.clone());
+//! queue.done(&key);
+//!
+//! let key = queue.get().await.expect("queue is running");
+//! assert_eq!(key, "default/from-initial-list");
+//! queue.forget(&key); // success: clear its failure history
+//! queue.done(&key);
+//!
+//! // The retry comes back once its backoff has passed.
+//! let key = queue.get().await.expect("queue is running");
+//! assert_eq!((key.as_str(), queue.num_requeues(&key)), ("default/just-created", 1));
+//! queue.done(&key);
+//!
+//! queue.shutdown_with_drain(Duration::from_secs(5)).await.expect("drained");
+//! assert_eq!(queue.get().await, None);
+//! # }
+//! ```
+//!
+//! # Rules
+//!
+//! **Dedup** (as client-go): the queue keeps a FIFO of ready items, a *dirty*
+//! set (items that need processing) and a *processing* set (items handed out).
+//! * [`add`](WorkQueue::add) of an item already waiting is a no-op.
+//! * `add` of an item being processed marks it dirty; it is queued again only
+//!   after [`done`](WorkQueue::done), so it is never held by two workers.
+//! * [`get`](WorkQueue::get) hands an item to one worker and marks it processing.
+//!
+//! **Delays**: [`add_after`](WorkQueue::add_after) adds the item when its time
+//! comes, through `add` (so it dedups against a waiting copy). A zero delay is a
+//! plain `add`. Two delayed adds of one item keep the earliest time. Delayed
+//! items sit in a timer heap; one idle getter sleeps until the earliest deadline
+//! (no polling, no background task, and `add_after` never blocks).
+//!
+//! **Priorities** ([`Priority`]): ready items of a higher priority are handed
+//! out first, FIFO within a priority; adding an item that is already waiting
+//! keeps the higher priority. Objects from an initial list or a resync go in
+//! as [`Priority::Low`] so fresh events ([`Priority::Normal`]) are not starved.
+//!
+//! **Per-item rate limiting** ([`RateLimiter`]): [`add_rate_limited`](WorkQueue::add_rate_limited)
+//! is `add_after(item, limiter.when(&item))`; [`forget`](WorkQueue::forget)
+//! clears the item's history. Limiters: [`ExponentialFailureRateLimiter`]
+//! (the default, 5 ms doubling to 1000 s), [`FastSlowRateLimiter`],
+//! [`MaxOfRateLimiter`], [`MaxWaitRateLimiter`].
+//!
+//! **Throttle** ([`WorkQueueBuilder::throttle`]): an optional limit on how many
+//! items per second the queue hands to workers, built on `governor`. It is
+//! applied when an item is handed out, so it holds for every item whatever path
+//! it entered by (unlike controller-runtime, where a `RequeueAfter` bypasses the
+//! rate limiter). [`WorkQueueBuilder::per_key_min_interval`] additionally hands
+//! one item out at most once per interval (a hot-loop guard).
+//!
+//! **Shutdown**: after [`shutdown`](WorkQueue::shutdown) adds are ignored,
+//! pending delayed adds are dropped, and `get` returns the items still waiting,
+//! then `None`. [`shutdown_with_drain`](WorkQueue::shutdown_with_drain) also
+//! waits, up to a timeout, until every item is done.
+//!
+//! **Metrics** ([`metrics`]): controller-runtime's metric names through a small
+//! [`MetricsProvider`] trait; without one the hot path does no metrics work.
+//!
+//! Time is `tokio::time`, so everything above is testable on tokio's paused clock.
+
+mod builder;
+mod delay;
+mod error;
+pub mod metrics;
+mod priority;
+mod queue;
+mod rate_limiter;
+mod state;
+mod throttle;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+pub use builder::WorkQueueBuilder;
+pub use error::Error;
+pub use governor::Quota;
+pub use metrics::{MetricsProvider, NoopMetricsProvider};
+pub use priority::Priority;
+pub use queue::WorkQueue;
+pub use rate_limiter::{
+    ExponentialFailureRateLimiter, FastSlowRateLimiter, MaxOfRateLimiter, MaxWaitRateLimiter,
+    RateLimiter,
+};

@@ -1,0 +1,602 @@
+//! [`WorkQueue`]: the handle, its lock, and how getters wait.
+//!
+//! All state sits behind one `parking_lot::Mutex` ([`State`]). Idle getters wait
+//! on a `tokio::sync::Notify`; an add wakes at most as many of them as items
+//! became ready. Time-based work (delayed items, parked items, the throttle)
+//! needs no background task: exactly one idle getter, the one "on duty",
+//! sleeps until the earliest deadline and is poked when an earlier one appears.
+//! Due timers are also promoted at the start of every operation, so the order
+//! items become ready in is the order of their deadlines whoever observes them.
+
+use std::fmt;
+use std::hash::Hash;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use super::WorkQueueBuilder;
+use super::error::Error;
+use super::metrics::QueueMetrics;
+use super::priority::Priority;
+use super::rate_limiter::RateLimiter;
+use super::state::{KeyVerdict, LazyNow, Popped, State};
+use super::throttle::{Throttle, Verdict};
+
+/// A deduplicating, delaying, prioritised, rate-limited work queue.
+///
+/// Semantics are client-go's workqueue (see the [module docs](super) for the
+/// full rules): an item is waiting at most once, is never held by two
+/// workers at once, and an item added while it is being processed is handed
+/// out again only after [`done`](Self::done).
+///
+/// `WorkQueue` is a cheap handle: clones share one queue.
+///
+/// ```
+/// use opkit::workqueue::WorkQueue;
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() {
+/// let queue = WorkQueue::new();
+/// queue.add("default/web");
+/// queue.add("default/web"); // deduplicated
+/// assert_eq!(queue.len(), 1);
+///
+/// let item = queue.get().await.expect("not shut down");
+/// queue.add(item); // being processed: marked dirty, not handed out twice
+/// assert_eq!(queue.len(), 0);
+/// queue.done(&item); // ... and queued again now
+/// assert_eq!(queue.len(), 1);
+/// # }
+/// ```
+pub struct WorkQueue<T: Eq + Hash + Clone> {
+    inner: Arc<Inner<T>>,
+}
+
+impl<T: Eq + Hash + Clone> Clone for WorkQueue<T> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<T: Eq + Hash + Clone> fmt::Debug for WorkQueue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.inner.state.lock();
+        f.debug_struct("WorkQueue")
+            .field("name", &self.inner.name)
+            .field("waiting", &st.len())
+            .field("processing", &st.processing())
+            .field("shutting_down", &st.shutting_down)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The shared part of a queue.
+pub(crate) struct Inner<T: Eq + Hash + Clone> {
+    pub(crate) name: String,
+    pub(crate) state: Mutex<State<T>>,
+    /// Idle getters wait here.
+    getters: Notify,
+    /// The getter on duty also waits here, to learn of an earlier deadline.
+    timer: Notify,
+    /// `shutdown_with_drain` waits here.
+    drained: Notify,
+    rate_limiter: Box<dyn RateLimiter<T>>,
+    throttle: Option<Throttle<T>>,
+    pub(crate) metrics: Option<QueueMetrics>,
+}
+
+/// Whom to wake once the lock is released.
+#[derive(Default)]
+#[must_use]
+struct Wake {
+    getters: usize,
+    duty: bool,
+    drained: bool,
+}
+
+/// What one round of `get` decided.
+enum Round<T> {
+    Done(Option<(T, Priority)>),
+    /// Nothing yet: register for wake-ups and look once more.
+    Register,
+    /// Registered as idle; `Some` if on timer duty until then.
+    Wait(Option<Instant>),
+}
+
+/// What a getter found.
+enum Take<T> {
+    Item(T, Priority),
+    Closed,
+    /// Nothing to hand out now; the next time-based event, if any.
+    Wait(Option<Instant>),
+}
+
+impl<T: Eq + Hash + Clone + Send + Sync + 'static> Inner<T> {
+    pub(crate) fn new(
+        name: String,
+        rate_limiter: Box<dyn RateLimiter<T>>,
+        throttle: Option<Throttle<T>>,
+        metrics: Option<QueueMetrics>,
+    ) -> Self {
+        Self {
+            name,
+            state: Mutex::new(State::new()),
+            getters: Notify::new(),
+            timer: Notify::new(),
+            drained: Notify::new(),
+            rate_limiter,
+            throttle,
+            metrics,
+        }
+    }
+
+    /// The earliest instant some getter must wake at: the next timer, or the
+    /// throttle's next token when ready items are held back by it.
+    fn wake_deadline(st: &State<T>) -> Option<Instant> {
+        let next = st.next_deadline();
+        match st.throttle_at {
+            Some(t) if st.throttled && st.queued() > 0 => Some(next.map_or(t, |n| n.min(t))),
+            _ => next,
+        }
+    }
+
+    /// Decides whom to wake after a change (called with the lock held).
+    fn settle(&self, st: &mut State<T>) -> Wake {
+        let mut wake = Wake::default();
+        let ready = std::mem::take(&mut st.newly_ready);
+        if ready > 0 && !(st.throttled && st.duty_held) {
+            let available = st.idle.saturating_sub(st.wakes_in_flight);
+            let n = ready.min(available);
+            st.wakes_in_flight += n;
+            wake.getters = n;
+        }
+        if (st.has_timers() || st.throttled)
+            && let Some(deadline) = Self::wake_deadline(st)
+        {
+            if st.duty_held {
+                if st.duty_deadline.is_none_or(|current| deadline < current) {
+                    st.duty_deadline = Some(deadline);
+                    wake.duty = true;
+                }
+            } else if st.idle > st.wakes_in_flight {
+                // Nobody sleeps until the deadline: recruit an idle getter.
+                st.wakes_in_flight += 1;
+                wake.getters += 1;
+            }
+        }
+        wake.drained = st.shutting_down && st.is_drained();
+        wake
+    }
+
+    fn wake(&self, wake: Wake) {
+        for _ in 0..wake.getters {
+            self.getters.notify_one();
+        }
+        if wake.duty {
+            self.timer.notify_one();
+        }
+        if wake.drained {
+            self.drained.notify_waiters();
+        }
+    }
+
+    /// Tries to hand out one item (called with the lock held).
+    fn take(&self, st: &mut State<T>, now: &mut LazyNow) -> Take<T> {
+        let metrics = self.metrics.as_ref();
+        st.promote(now, metrics);
+        let Some(throttle) = &self.throttle else {
+            if let Some(Popped::Started(item, priority)) =
+                st.pop(now, metrics, |_| KeyVerdict::Start)
+            {
+                return Take::Item(item, priority);
+            }
+            return self.idle_outcome(st);
+        };
+        let mut token = !throttle.has_global();
+        while st.queued() > 0 {
+            if !token {
+                match throttle.check_global() {
+                    Verdict::Allow => {
+                        token = true;
+                        st.throttled = false;
+                    }
+                    Verdict::NotBefore(at) => {
+                        st.throttled = true;
+                        st.throttle_at = Some(at);
+                        return Take::Wait(Self::wake_deadline(st));
+                    }
+                }
+            }
+            let popped = st.pop(now, metrics, |item| match throttle.check_key(item) {
+                Verdict::Allow => KeyVerdict::Start,
+                Verdict::NotBefore(at) => KeyVerdict::Park(at),
+            });
+            if let Some(Popped::Started(item, priority)) = popped {
+                return Take::Item(item, priority);
+            }
+        }
+        self.idle_outcome(st)
+    }
+
+    /// One locked round of `get`: take an item, or register as idle (and
+    /// possibly take the timer duty). Kept out of the async fn so that the
+    /// lock guard never lives across an await.
+    fn round(&self, me: &mut Waiter<'_, T>, registered: bool) -> Round<T> {
+        let mut now = LazyNow::new();
+        let mut st = self.state.lock();
+        me.leave(&mut st);
+        let result = match self.take(&mut st, &mut now) {
+            Take::Item(item, priority) => Round::Done(Some((item, priority))),
+            Take::Closed => Round::Done(None),
+            Take::Wait(_) if !registered => Round::Register,
+            Take::Wait(deadline) => {
+                st.idle += 1;
+                me.idle = true;
+                Round::Wait(match deadline {
+                    Some(at) if !st.duty_held => {
+                        st.duty_held = true;
+                        st.duty_deadline = Some(at);
+                        me.duty = true;
+                        Some(at)
+                    }
+                    _ => None,
+                })
+            }
+        };
+        let wake = self.settle(&mut st);
+        drop(st);
+        self.wake(wake);
+        result
+    }
+
+    /// `None` if drained, else the error to report.
+    fn drain_error(&self, timeout: Duration) -> Option<Error> {
+        let st = self.state.lock();
+        if st.is_drained() {
+            return None;
+        }
+        Some(Error::DrainTimeout {
+            queue: self.name.clone(),
+            timeout,
+            processing: st.processing(),
+            waiting: st.len(),
+        })
+    }
+
+    fn idle_outcome(&self, st: &State<T>) -> Take<T> {
+        if st.shutting_down && st.len() == 0 {
+            Take::Closed
+        } else {
+            Take::Wait(st.next_deadline())
+        }
+    }
+
+    pub(crate) fn update_unfinished_work(&self) {
+        let Some(metrics) = &self.metrics else {
+            return;
+        };
+        let now = Instant::now();
+        let (mut total, mut longest) = (0.0_f64, 0.0_f64);
+        self.state.lock().for_each_started(|at| {
+            let age = now.saturating_duration_since(at).as_secs_f64();
+            total += age;
+            longest = longest.max(age);
+        });
+        metrics.unfinished_work.set(total);
+        metrics.longest_running.set(longest);
+    }
+}
+
+/// A getter's bookkeeping while it waits; undone on wake-up or cancellation.
+struct Waiter<'a, T: Eq + Hash + Clone + Send + Sync + 'static> {
+    inner: &'a Inner<T>,
+    idle: bool,
+    duty: bool,
+}
+
+impl<T: Eq + Hash + Clone + Send + Sync + 'static> Waiter<'_, T> {
+    fn leave(&mut self, st: &mut State<T>) {
+        if self.idle {
+            self.idle = false;
+            st.idle -= 1;
+            st.wakes_in_flight = st.wakes_in_flight.saturating_sub(1);
+        }
+        if self.duty {
+            self.duty = false;
+            st.duty_held = false;
+            st.duty_deadline = None;
+        }
+    }
+}
+
+impl<T: Eq + Hash + Clone + Send + Sync + 'static> Drop for Waiter<'_, T> {
+    fn drop(&mut self) {
+        if self.idle || self.duty {
+            // The `get` future was dropped while waiting: hand duty to another getter.
+            let mut st = self.inner.state.lock();
+            self.leave(&mut st);
+            let wake = self.inner.settle(&mut st);
+            drop(st);
+            self.inner.wake(wake);
+        }
+    }
+}
+
+impl<T: Eq + Hash + Clone + Send + Sync + 'static> Default for WorkQueue<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
+    /// A queue with the defaults: no name (so no metrics), exponential
+    /// per-item backoff from 5 ms to 1000 s, no throttle.
+    pub fn new() -> Self {
+        WorkQueueBuilder::new().build()
+    }
+
+    /// Starts configuring a queue.
+    pub fn builder() -> WorkQueueBuilder<T> {
+        WorkQueueBuilder::new()
+    }
+
+    pub(crate) fn from_inner(inner: Arc<Inner<T>>) -> Self {
+        Self { inner }
+    }
+
+    /// The queue's name (used for metrics and logs).
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// Marks `item` as needing processing, with [`Priority::Normal`].
+    ///
+    /// A no-op if the item is already waiting; if it is being processed it is
+    /// marked dirty and handed out again after [`done`](Self::done). Ignored
+    /// once the queue is shutting down.
+    pub fn add(&self, item: T) {
+        self.add_with_priority(item, Priority::Normal);
+    }
+
+    /// Like [`add`](Self::add) with a priority. If the item is already
+    /// waiting, the higher of the two priorities is kept.
+    pub fn add_with_priority(&self, item: T, priority: Priority) {
+        let inner = &*self.inner;
+        let mut now = LazyNow::new();
+        let mut st = inner.state.lock();
+        st.add(item, priority, &mut now, inner.metrics.as_ref());
+        let wake = inner.settle(&mut st);
+        drop(st);
+        inner.wake(wake);
+    }
+
+    /// Adds `item` once `delay` has passed ([`Priority::Normal`]).
+    ///
+    /// A zero delay is a plain [`add`](Self::add). If the item already has a
+    /// pending delayed add, the earlier time is kept. When the time comes the
+    /// item goes through `add`, so it dedups against a waiting copy. Delays
+    /// are clamped to one year.
+    pub fn add_after(&self, item: T, delay: Duration) {
+        self.add_after_with_priority(item, delay, Priority::Normal);
+    }
+
+    /// Like [`add_after`](Self::add_after) with the priority the item is
+    /// added with when its time comes.
+    pub fn add_after_with_priority(&self, item: T, delay: Duration, priority: Priority) {
+        let inner = &*self.inner;
+        let mut now = LazyNow::new();
+        let mut st = inner.state.lock();
+        if st.shutting_down {
+            return;
+        }
+        if let Some(m) = &inner.metrics {
+            m.retries.inc();
+        }
+        st.add_after(item, delay, priority, &mut now, inner.metrics.as_ref());
+        let wake = inner.settle(&mut st);
+        drop(st);
+        inner.wake(wake);
+    }
+
+    /// Adds `item` after the delay the rate limiter decides
+    /// ([`RateLimiter::when`], which counts one more failure of the item).
+    pub fn add_rate_limited(&self, item: T) {
+        self.add_rate_limited_with_priority(item, Priority::Normal);
+    }
+
+    /// Like [`add_rate_limited`](Self::add_rate_limited) with a priority.
+    pub fn add_rate_limited_with_priority(&self, item: T, priority: Priority) {
+        if self.is_shutting_down() {
+            return;
+        }
+        let delay = self.inner.rate_limiter.when(&item);
+        self.add_after_with_priority(item, delay, priority);
+    }
+
+    /// Clears `item`'s failure history in the rate limiter (call it when the
+    /// item was processed successfully). Does not remove the item from the queue.
+    pub fn forget(&self, item: &T) {
+        self.inner.rate_limiter.forget(item);
+    }
+
+    /// How many times `item` was re-added with
+    /// [`add_rate_limited`](Self::add_rate_limited) since it was last forgotten.
+    pub fn num_requeues(&self, item: &T) -> u32 {
+        self.inner.rate_limiter.num_requeues(item)
+    }
+
+    /// Waits for an item and hands it to the caller, who must call
+    /// [`done`](Self::done) with it when finished.
+    ///
+    /// Returns `None` once the queue is shut down and has nothing left to
+    /// hand out. Ready items of higher priority come first, FIFO within a
+    /// priority; the throttle, if configured, paces the hand-outs.
+    ///
+    /// Cancel-safe: dropping the future never loses an item.
+    pub async fn get(&self) -> Option<T> {
+        self.get_with_priority().await.map(|(item, _)| item)
+    }
+
+    /// Like [`get`](Self::get), also returning the priority the item was
+    /// queued with (so that a requeue can keep it).
+    pub async fn get_with_priority(&self) -> Option<(T, Priority)> {
+        let inner = &*self.inner;
+        let mut me = Waiter {
+            inner,
+            idle: false,
+            duty: false,
+        };
+        // First round without registering for wake-ups: the common case finds an item.
+        let mut registered = false;
+        loop {
+            let notified = inner.getters.notified();
+            let mut notified = pin!(notified);
+            if registered {
+                notified.as_mut().enable();
+            }
+            let duty = match inner.round(&mut me, registered) {
+                Round::Done(result) => return result,
+                Round::Register => {
+                    registered = true;
+                    continue;
+                }
+                Round::Wait(duty) => duty,
+            };
+            match duty {
+                Some(at) => {
+                    let poked = inner.timer.notified();
+                    tokio::select! {
+                        biased;
+                        () = notified.as_mut() => {}
+                        () = poked => {}
+                        () = tokio::time::sleep_until(at) => {}
+                    }
+                }
+                None => notified.as_mut().await,
+            }
+        }
+    }
+
+    /// Hands out an item if one is ready right now (and the throttle allows),
+    /// without waiting. The caller must call [`done`](Self::done) with it.
+    pub fn try_get(&self) -> Option<T> {
+        let inner = &*self.inner;
+        let mut now = LazyNow::new();
+        let mut st = inner.state.lock();
+        let outcome = inner.take(&mut st, &mut now);
+        let wake = inner.settle(&mut st);
+        drop(st);
+        inner.wake(wake);
+        match outcome {
+            Take::Item(item, _) => Some(item),
+            Take::Closed | Take::Wait(_) => None,
+        }
+    }
+
+    /// Marks `item` as finished. If it was added again while it was being
+    /// processed, it is queued again now. A no-op for an item that is not
+    /// being processed.
+    pub fn done(&self, item: &T) {
+        let inner = &*self.inner;
+        let mut now = LazyNow::new();
+        let mut st = inner.state.lock();
+        let outcome = st.done(item, &mut now, inner.metrics.as_ref());
+        let wake = inner.settle(&mut st);
+        drop(st);
+        inner.wake(wake);
+        if outcome.is_none() {
+            tracing::debug!(queue = %inner.name, "done called for an item that is not being processed");
+        }
+    }
+
+    /// Number of items waiting to be handed out. Items being processed and
+    /// delayed items whose time has not come are not counted. For
+    /// information only: never gate `add` or `get` on it.
+    pub fn len(&self) -> usize {
+        let inner = &*self.inner;
+        let mut now = LazyNow::new();
+        let mut st = inner.state.lock();
+        st.promote(&mut now, inner.metrics.as_ref());
+        let len = st.len();
+        let wake = inner.settle(&mut st);
+        drop(st);
+        inner.wake(wake);
+        len
+    }
+
+    /// `true` if no item is waiting to be handed out (see [`len`](Self::len)).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Shuts the queue down: later adds are ignored, pending delayed adds are
+    /// discarded, and getters receive the items still waiting, then `None`.
+    pub fn shutdown(&self) {
+        let inner = &*self.inner;
+        let mut st = inner.state.lock();
+        let first = !st.shutting_down;
+        st.shut_down();
+        let wake = inner.settle(&mut st);
+        drop(st);
+        inner.wake(wake);
+        inner.getters.notify_waiters();
+        if first {
+            tracing::debug!(queue = %inner.name, "workqueue shutting down");
+        }
+    }
+
+    /// Shuts the queue down like [`shutdown`](Self::shutdown) and waits until
+    /// it is drained: every item still waiting has been handed out and every
+    /// item handed out is [`done`](Self::done). Gives up after `timeout`.
+    ///
+    /// Workers must keep calling [`get`](Self::get) and `done` meanwhile.
+    pub async fn shutdown_with_drain(&self, timeout: Duration) -> Result<(), Error> {
+        self.shutdown();
+        let inner = &*self.inner;
+        let deadline = Instant::now()
+            .checked_add(timeout)
+            .unwrap_or_else(|| Instant::now() + super::state::MAX_DELAY);
+        loop {
+            let drained = inner.drained.notified();
+            let mut drained = pin!(drained);
+            drained.as_mut().enable();
+            if inner.drain_error(timeout).is_none() {
+                return Ok(());
+            }
+            if tokio::time::timeout_at(deadline, drained).await.is_err() {
+                return match inner.drain_error(timeout) {
+                    None => Ok(()),
+                    Some(err) => {
+                        tracing::warn!(queue = %inner.name, error = %err, "workqueue drain timed out");
+                        Err(err)
+                    }
+                };
+            }
+        }
+    }
+
+    /// `true` once [`shutdown`](Self::shutdown) was called.
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.state.lock().shutting_down
+    }
+
+    /// Sets the `workqueue_unfinished_work_seconds` and
+    /// `workqueue_longest_running_processor_seconds` gauges now.
+    ///
+    /// The queue does this every 500 ms by itself when it was built inside a
+    /// tokio runtime; call it before a scrape for exact values.
+    pub fn update_unfinished_work_metrics(&self) {
+        self.inner.update_unfinished_work();
+    }
+
+    #[cfg(test)]
+    pub(crate) fn with_state<R>(&self, f: impl FnOnce(&State<T>) -> R) -> R {
+        f(&self.inner.state.lock())
+    }
+}

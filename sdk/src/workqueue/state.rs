@@ -1,0 +1,854 @@
+//! The queue's state machine: synchronous, behind the queue's one lock.
+//!
+//! Every item known to the queue has one [`Slot`] in one hash map, so each
+//! operation is a single hash lookup. A slot's flags are client-go's sets:
+//!
+//! * `DIRTY`: the item needs processing (client-go's *dirty* set);
+//! * `PROCESSING`: a worker holds it (client-go's *processing* set);
+//! * `QUEUED`: it sits in a ready lane (client-go's *queue*); implies `DIRTY`
+//!   and not `PROCESSING`;
+//! * `PARKED`: dirty, but held back by the per-key minimum interval until a
+//!   timer fires; implies `DIRTY` and not `PROCESSING`.
+//!
+//! A slot may also carry a pending `add_after` ([`Delay`]), independent of the
+//! flags: when it fires the item goes through [`State::add`], so it dedups
+//! against a dirty item exactly like a plain add. A slot is removed as soon as
+//! it has no flag and no delay.
+//!
+//! Time is passed in ([`LazyNow`]), so the state is deterministic and is read
+//! from the clock only when timers or metrics need it.
+
+use std::hash::{BuildHasher, Hash};
+
+use hashbrown::hash_table::Entry as TableEntry;
+use hashbrown::{DefaultHashBuilder, HashTable};
+use tokio::time::{Duration, Instant};
+
+use super::delay::TimerHeap;
+use super::metrics::QueueMetrics;
+use super::priority::{Priority, ReadyLanes};
+
+const DIRTY: u8 = 1;
+const PROCESSING: u8 = 2;
+const QUEUED: u8 = 4;
+const PARKED: u8 = 8;
+
+/// The longest delay `add_after` honours; longer ones are clamped to it.
+pub(crate) const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Reads the clock at most once per operation, and only if asked.
+#[derive(Debug, Default)]
+pub(crate) struct LazyNow(Option<Instant>);
+
+impl LazyNow {
+    pub(crate) fn new() -> Self {
+        Self(None)
+    }
+
+    #[cfg(test)]
+    pub(crate) fn at(now: Instant) -> Self {
+        Self(Some(now))
+    }
+
+    pub(crate) fn get(&mut self) -> Instant {
+        *self.0.get_or_insert_with(Instant::now)
+    }
+}
+
+/// A pending `add_after`: the earliest requested time wins.
+#[derive(Debug, Clone, Copy)]
+struct Delay {
+    at: Instant,
+    id: u64,
+    priority: Priority,
+}
+
+#[derive(Debug)]
+struct Slot {
+    flags: u8,
+    /// Priority of the pending (dirty) instance.
+    priority: Priority,
+    /// Id of the current ready-lane element (if `QUEUED`) or park timer (if `PARKED`).
+    id: u64,
+    delay: Option<Delay>,
+    /// When the item last became dirty (metrics only).
+    added_at: Option<Instant>,
+    /// When the item was handed out (metrics only).
+    started_at: Option<Instant>,
+}
+
+impl Slot {
+    fn empty() -> Self {
+        Self {
+            flags: 0,
+            priority: Priority::Normal,
+            id: 0,
+            delay: None,
+            added_at: None,
+            started_at: None,
+        }
+    }
+
+    fn has(&self, flag: u8) -> bool {
+        self.flags & flag != 0
+    }
+
+    fn is_vacant(&self) -> bool {
+        self.flags == 0 && self.delay.is_none()
+    }
+}
+
+/// The slot map: one hash table of `(item, slot)`, hashed with foldhash.
+///
+/// A `HashTable` rather than a `HashMap` so that an add of a known item
+/// neither clones nor drops-and-rehashes the item it was given.
+struct Slots<T> {
+    table: HashTable<(T, Slot)>,
+    hasher: DefaultHashBuilder,
+}
+
+impl<T: Eq + Hash> Slots<T> {
+    fn new() -> Self {
+        Self {
+            table: HashTable::new(),
+            hasher: DefaultHashBuilder::default(),
+        }
+    }
+
+    fn entry(&mut self, item: &T) -> TableEntry<'_, (T, Slot)> {
+        let hasher = &self.hasher;
+        self.table.entry(
+            hasher.hash_one(item),
+            |(k, _)| k == item,
+            |(k, _)| hasher.hash_one(k),
+        )
+    }
+
+    fn get_mut(&mut self, item: &T) -> Option<&mut Slot> {
+        self.table
+            .find_mut(self.hasher.hash_one(item), |(k, _)| k == item)
+            .map(|(_, slot)| slot)
+    }
+
+    fn get(&self, item: &T) -> Option<&Slot> {
+        self.table
+            .find(self.hasher.hash_one(item), |(k, _)| k == item)
+            .map(|(_, slot)| slot)
+    }
+
+    fn remove(&mut self, item: &T) {
+        if let Ok(entry) = self
+            .table
+            .find_entry(self.hasher.hash_one(item), |(k, _)| k == item)
+        {
+            entry.remove();
+        }
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&mut Slot) -> bool) {
+        self.table.retain(|(_, slot)| keep(slot));
+    }
+
+    fn values(&self) -> impl Iterator<Item = &Slot> {
+        self.table.iter().map(|(_, slot)| slot)
+    }
+
+    #[cfg(test)]
+    fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+}
+
+/// What an add did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Added {
+    /// The item became ready: a getter may take it.
+    Queued,
+    /// The item is being processed; it will be queued again on `done`.
+    MarkedDirty,
+    /// The item was already waiting (possibly with a lower priority, now raised).
+    Duplicate,
+    /// The queue is shutting down.
+    Ignored,
+}
+
+/// What the per-key check decided for a popped item.
+pub(crate) enum KeyVerdict {
+    /// Hand it out.
+    Start,
+    /// Hold it back until then.
+    Park(Instant),
+}
+
+/// What popping the ready lanes produced.
+pub(crate) enum Popped<T> {
+    /// The item was handed out (now `PROCESSING`).
+    Started(T, Priority),
+    /// The item was parked by the per-key check.
+    Parked,
+}
+
+/// All mutable state of one queue.
+pub(crate) struct State<T> {
+    slots: Slots<T>,
+    ready: ReadyLanes<T>,
+    timers: TimerHeap<T>,
+    next_id: u64,
+    /// Valid elements in the ready lanes.
+    queued: usize,
+    parked: usize,
+    processing: usize,
+    /// Live timers (pending delays plus parks); the heap may hold stale extras.
+    live_timers: usize,
+    /// Items that became ready since the queue layer last looked.
+    pub(crate) newly_ready: usize,
+    pub(crate) shutting_down: bool,
+
+    // Coordination of waiting getters (maintained by the queue layer).
+    /// Getters waiting for an item.
+    pub(crate) idle: usize,
+    /// Wake-ups sent to idle getters that have not yet run.
+    pub(crate) wakes_in_flight: usize,
+    /// Whether one idle getter sleeps until the next timer / throttle deadline.
+    pub(crate) duty_held: bool,
+    /// The deadline that getter sleeps until.
+    pub(crate) duty_deadline: Option<Instant>,
+    /// The global throttle refused the last attempt.
+    pub(crate) throttled: bool,
+    /// When the global throttle allows the next hand-out (valid if `throttled`).
+    pub(crate) throttle_at: Option<Instant>,
+}
+
+impl<T: Eq + Hash + Clone> State<T> {
+    pub(crate) fn new() -> Self {
+        Self {
+            slots: Slots::new(),
+            ready: ReadyLanes::new(),
+            timers: TimerHeap::new(),
+            next_id: 0,
+            queued: 0,
+            parked: 0,
+            processing: 0,
+            live_timers: 0,
+            newly_ready: 0,
+            shutting_down: false,
+            idle: 0,
+            wakes_in_flight: 0,
+            duty_held: false,
+            duty_deadline: None,
+            throttled: false,
+            throttle_at: None,
+        }
+    }
+
+    fn fresh_id(&mut self) -> u64 {
+        self.next_id = self.next_id.wrapping_add(1);
+        self.next_id
+    }
+
+    /// Items waiting to be handed out (ready or parked; delayed ones excluded).
+    pub(crate) fn len(&self) -> usize {
+        self.queued + self.parked
+    }
+
+    pub(crate) fn queued(&self) -> usize {
+        self.queued
+    }
+
+    pub(crate) fn processing(&self) -> usize {
+        self.processing
+    }
+
+    /// Whether any item is waiting, being processed, or delayed.
+    #[cfg(test)]
+    pub(crate) fn is_idle(&self) -> bool {
+        self.slots.is_empty()
+    }
+
+    /// Nothing handed out and nothing left to hand out.
+    pub(crate) fn is_drained(&self) -> bool {
+        self.processing == 0 && self.queued == 0 && self.parked == 0
+    }
+
+    pub(crate) fn has_timers(&self) -> bool {
+        !self.timers.is_empty()
+    }
+
+    pub(crate) fn next_deadline(&self) -> Option<Instant> {
+        self.timers.next_deadline()
+    }
+
+    /// Marks `item` as needing processing.
+    pub(crate) fn add(
+        &mut self,
+        item: T,
+        priority: Priority,
+        now: &mut LazyNow,
+        metrics: Option<&QueueMetrics>,
+    ) -> Added {
+        if self.shutting_down {
+            return Added::Ignored;
+        }
+        self.promote(now, metrics);
+        let id = self.fresh_id();
+        match self.slots.entry(&item) {
+            TableEntry::Vacant(vacant) => {
+                let mut slot = Slot::empty();
+                slot.flags = DIRTY | QUEUED;
+                slot.priority = priority;
+                slot.id = id;
+                if let Some(m) = metrics {
+                    m.added();
+                    slot.added_at = Some(now.get());
+                }
+                vacant.insert((item.clone(), slot));
+                self.ready.push(priority, item, id);
+                self.queued += 1;
+                self.newly_ready += 1;
+                Added::Queued
+            }
+            TableEntry::Occupied(mut occupied) => {
+                let (_, slot) = occupied.get_mut();
+                let outcome =
+                    Self::mark_dirty(slot, item, priority, id, &mut self.ready, now, metrics);
+                self.count(outcome);
+                outcome
+            }
+        }
+    }
+
+    /// The add rule for an item that already has a slot. `item` is an owned
+    /// copy used only if the item has to be pushed to a lane.
+    fn mark_dirty(
+        slot: &mut Slot,
+        item: T,
+        priority: Priority,
+        id: u64,
+        ready: &mut ReadyLanes<T>,
+        now: &mut LazyNow,
+        metrics: Option<&QueueMetrics>,
+    ) -> Added {
+        if slot.has(DIRTY) {
+            // Already waiting (or dirty while processing): dedup, keeping the
+            // higher priority. A queued item moves to its new lane; the old
+            // element becomes stale.
+            if priority > slot.priority {
+                slot.priority = priority;
+                if slot.has(QUEUED) {
+                    slot.id = id;
+                    ready.push(priority, item, id);
+                }
+            }
+            return Added::Duplicate;
+        }
+        slot.flags |= DIRTY;
+        slot.priority = priority;
+        if let Some(m) = metrics {
+            m.added();
+            slot.added_at = Some(now.get());
+        }
+        if slot.has(PROCESSING) {
+            return Added::MarkedDirty;
+        }
+        slot.flags |= QUEUED;
+        slot.id = id;
+        ready.push(priority, item, id);
+        Added::Queued
+    }
+
+    fn count(&mut self, outcome: Added) {
+        if outcome == Added::Queued {
+            self.queued += 1;
+            self.newly_ready += 1;
+        }
+    }
+
+    /// Schedules `item` to be added at `now + delay` (earliest request wins).
+    /// Returns `true` if this became the earliest timer.
+    pub(crate) fn add_after(
+        &mut self,
+        item: T,
+        delay: Duration,
+        priority: Priority,
+        now: &mut LazyNow,
+        metrics: Option<&QueueMetrics>,
+    ) -> bool {
+        if self.shutting_down {
+            return false;
+        }
+        if delay.is_zero() {
+            self.add(item, priority, now, metrics);
+            return false;
+        }
+        let at = now.get() + delay.min(MAX_DELAY);
+        self.promote(now, metrics);
+        let id = self.fresh_id();
+        let key = match self.slots.entry(&item) {
+            TableEntry::Vacant(vacant) => {
+                let mut slot = Slot::empty();
+                slot.delay = Some(Delay { at, id, priority });
+                vacant.insert((item.clone(), slot));
+                self.live_timers += 1;
+                item
+            }
+            TableEntry::Occupied(mut occupied) => {
+                let (_, slot) = occupied.get_mut();
+                match &mut slot.delay {
+                    Some(pending) => {
+                        pending.priority = pending.priority.max(priority);
+                        if at >= pending.at {
+                            return false;
+                        }
+                        // Earlier time wins; the old timer becomes stale.
+                        pending.at = at;
+                        pending.id = id;
+                    }
+                    None => {
+                        slot.delay = Some(Delay { at, id, priority });
+                        self.live_timers += 1;
+                    }
+                }
+                item
+            }
+        };
+        let earliest = self.timers.next_deadline().is_none_or(|next| at < next);
+        self.timers.push(at, id, key);
+        self.compact_timers();
+        earliest
+    }
+
+    /// Moves every due timer forward: a due delay goes through the add rule,
+    /// a due park returns the item to its lane.
+    pub(crate) fn promote(&mut self, now: &mut LazyNow, metrics: Option<&QueueMetrics>) {
+        if self.timers.is_empty() {
+            return;
+        }
+        let now_at = now.get();
+        while let Some(timer) = self.timers.pop_due(now_at) {
+            let Some(slot) = self.slots.get_mut(&timer.item) else {
+                continue;
+            };
+            if slot.delay.is_some_and(|d| d.id == timer.id) {
+                let priority = slot.delay.map_or(Priority::Normal, |d| d.priority);
+                slot.delay = None;
+                self.live_timers -= 1;
+                let id = self.next_id.wrapping_add(1);
+                self.next_id = id;
+                let outcome = Self::mark_dirty(
+                    slot,
+                    timer.item,
+                    priority,
+                    id,
+                    &mut self.ready,
+                    now,
+                    metrics,
+                );
+                self.count(outcome);
+            } else if slot.has(PARKED) && slot.id == timer.id {
+                slot.flags = (slot.flags & !PARKED) | QUEUED;
+                let id = self.next_id.wrapping_add(1);
+                self.next_id = id;
+                slot.id = id;
+                let priority = slot.priority;
+                self.ready.push(priority, timer.item, id);
+                self.live_timers -= 1;
+                self.parked -= 1;
+                self.queued += 1;
+                self.newly_ready += 1;
+            }
+        }
+    }
+
+    /// Drops stale timers once they outnumber live ones (bounded memory when
+    /// earlier `add_after`s keep superseding later ones).
+    fn compact_timers(&mut self) {
+        if self.timers.len() <= 2 * self.live_timers + 1024 {
+            return;
+        }
+        let slots = &self.slots;
+        self.timers.retain(|t| {
+            slots.get(&t.item).is_some_and(|s| {
+                s.delay.is_some_and(|d| d.id == t.id) || (s.has(PARKED) && s.id == t.id)
+            })
+        });
+    }
+
+    /// Drops stale lane elements once they outnumber live ones.
+    fn compact_lanes(&mut self) {
+        if self.ready.raw_len() <= 2 * self.queued + 1024 {
+            return;
+        }
+        let slots = &self.slots;
+        self.ready
+            .retain(|item, id| slots.get(item).is_some_and(|s| s.has(QUEUED) && s.id == id));
+    }
+
+    /// Pops the next ready item (highest priority, oldest first). `check`
+    /// decides whether it is handed out or parked by the per-key interval.
+    pub(crate) fn pop(
+        &mut self,
+        now: &mut LazyNow,
+        metrics: Option<&QueueMetrics>,
+        check: impl FnOnce(&T) -> KeyVerdict,
+    ) -> Option<Popped<T>> {
+        if self.queued == 0 {
+            return None;
+        }
+        loop {
+            let (item, id, priority) = self.ready.pop()?;
+            let Some(slot) = self.slots.get_mut(&item) else {
+                continue;
+            };
+            if !slot.has(QUEUED) || slot.id != id {
+                continue; // stale element left behind by a priority upgrade
+            }
+            self.queued -= 1;
+            match check(&item) {
+                KeyVerdict::Start => {
+                    slot.flags = (slot.flags & !(DIRTY | QUEUED)) | PROCESSING;
+                    if let Some(m) = metrics {
+                        let at = now.get();
+                        m.handed_out(slot.added_at.take(), at);
+                        slot.started_at = Some(at);
+                    }
+                    self.processing += 1;
+                    return Some(Popped::Started(item, priority));
+                }
+                KeyVerdict::Park(at) => {
+                    let park_id = self.next_id.wrapping_add(1);
+                    self.next_id = park_id;
+                    slot.flags = (slot.flags & !QUEUED) | PARKED;
+                    slot.id = park_id;
+                    self.timers.push(at, park_id, item);
+                    self.parked += 1;
+                    self.live_timers += 1;
+                    self.compact_timers();
+                    return Some(Popped::Parked);
+                }
+            }
+        }
+    }
+
+    /// A worker finished `item`. Returns `true` if it was dirty and went back
+    /// to its lane, `None` if it was not being processed.
+    pub(crate) fn done(
+        &mut self,
+        item: &T,
+        now: &mut LazyNow,
+        metrics: Option<&QueueMetrics>,
+    ) -> Option<bool> {
+        self.promote(now, metrics);
+        let id = self.next_id.wrapping_add(1);
+        let slot = self.slots.get_mut(item)?;
+        if !slot.has(PROCESSING) {
+            return None;
+        }
+        slot.flags &= !PROCESSING;
+        self.processing -= 1;
+        if let Some(m) = metrics {
+            m.finished(slot.started_at.take(), now.get());
+        }
+        if slot.has(DIRTY) {
+            self.next_id = id;
+            slot.flags |= QUEUED;
+            slot.id = id;
+            let priority = slot.priority;
+            self.ready.push(priority, item.clone(), id);
+            self.queued += 1;
+            self.newly_ready += 1;
+            self.compact_lanes();
+            Some(true)
+        } else {
+            if slot.is_vacant() {
+                self.slots.remove(item);
+            }
+            Some(false)
+        }
+    }
+
+    /// Stops accepting adds and discards pending `add_after`s. Items already
+    /// waiting (ready or parked) stay, so getters can drain them.
+    pub(crate) fn shut_down(&mut self) {
+        self.shutting_down = true;
+        let slots = &mut self.slots;
+        slots.retain(|slot| {
+            slot.delay = None;
+            !slot.is_vacant()
+        });
+        self.timers.retain(|t| {
+            slots
+                .get(&t.item)
+                .is_some_and(|s| s.has(PARKED) && s.id == t.id)
+        });
+        self.live_timers = self.parked;
+    }
+
+    /// Calls `f` with the start time of every item being processed.
+    pub(crate) fn for_each_started(&self, mut f: impl FnMut(Instant)) {
+        if self.processing == 0 {
+            return;
+        }
+        for slot in self.slots.values() {
+            if let Some(at) = slot.started_at.filter(|_| slot.has(PROCESSING)) {
+                f(at);
+            }
+        }
+    }
+
+    /// Checks the internal invariants (tests only).
+    #[cfg(test)]
+    pub(crate) fn check_invariants(&self) {
+        let (mut queued, mut parked, mut processing, mut delays) = (0, 0, 0, 0);
+        for slot in self.slots.values() {
+            assert!(!slot.is_vacant(), "vacant slot kept");
+            if slot.has(QUEUED) {
+                assert!(slot.has(DIRTY) && !slot.has(PROCESSING) && !slot.has(PARKED));
+                queued += 1;
+            }
+            if slot.has(PARKED) {
+                assert!(slot.has(DIRTY) && !slot.has(PROCESSING) && !slot.has(QUEUED));
+                parked += 1;
+            }
+            if slot.has(PROCESSING) {
+                processing += 1;
+            }
+            if slot.has(DIRTY) {
+                assert!(slot.has(PROCESSING) || slot.has(QUEUED) || slot.has(PARKED));
+            }
+            if slot.delay.is_some() {
+                delays += 1;
+            }
+        }
+        assert_eq!(queued, self.queued, "queued count");
+        assert_eq!(parked, self.parked, "parked count");
+        assert_eq!(processing, self.processing, "processing count");
+        assert_eq!(delays + parked, self.live_timers, "live timer count");
+        assert!(self.timers.len() >= self.live_timers);
+        assert!(self.ready.raw_len() >= self.queued);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: Duration = Duration::from_millis(1);
+
+    fn state() -> State<&'static str> {
+        State::new()
+    }
+
+    fn add(s: &mut State<&'static str>, item: &'static str, now: Instant) -> Added {
+        s.add(item, Priority::Normal, &mut LazyNow::at(now), None)
+    }
+
+    fn pop(s: &mut State<&'static str>, now: Instant) -> Option<&'static str> {
+        match s.pop(&mut LazyNow::at(now), None, |_| KeyVerdict::Start)? {
+            Popped::Started(item, _) => Some(item),
+            Popped::Parked => None,
+        }
+    }
+
+    fn done(s: &mut State<&'static str>, item: &'static str, now: Instant) -> Option<bool> {
+        s.done(&item, &mut LazyNow::at(now), None)
+    }
+
+    #[test]
+    fn dedup_dirty_processing() {
+        let t = Instant::now();
+        let mut s = state();
+        assert_eq!(add(&mut s, "a", t), Added::Queued);
+        assert_eq!(add(&mut s, "a", t), Added::Duplicate);
+        assert_eq!(s.len(), 1);
+        assert_eq!(pop(&mut s, t), Some("a"));
+        assert_eq!(s.len(), 0);
+        assert_eq!(add(&mut s, "a", t), Added::MarkedDirty);
+        assert_eq!(add(&mut s, "a", t), Added::Duplicate);
+        assert_eq!(s.len(), 0, "dirty while processing is not handed out");
+        assert_eq!(pop(&mut s, t), None);
+        s.check_invariants();
+        assert_eq!(done(&mut s, "a", t), Some(true));
+        assert_eq!(s.len(), 1);
+        assert_eq!(pop(&mut s, t), Some("a"));
+        assert_eq!(done(&mut s, "a", t), Some(false));
+        assert_eq!(done(&mut s, "a", t), None, "done twice is a no-op");
+        assert!(s.is_idle());
+        s.check_invariants();
+    }
+
+    #[test]
+    fn fifo_and_priorities() {
+        let t = Instant::now();
+        let mut s = state();
+        let mut now = LazyNow::at(t);
+        s.add("l1", Priority::Low, &mut now, None);
+        s.add("n1", Priority::Normal, &mut now, None);
+        s.add("l2", Priority::Low, &mut now, None);
+        s.add("n2", Priority::Normal, &mut now, None);
+        // an upgrade moves l2 to the normal lane, a downgrade is ignored
+        s.add("l2", Priority::Normal, &mut now, None);
+        s.add("n1", Priority::Low, &mut now, None);
+        s.check_invariants();
+        let order: Vec<_> = std::iter::from_fn(|| pop(&mut s, t)).collect();
+        assert_eq!(order, ["n1", "n2", "l2", "l1"]);
+        assert_eq!(s.len(), 0);
+        s.check_invariants();
+    }
+
+    #[test]
+    fn add_after_earliest_wins_and_dedups() {
+        let t = Instant::now();
+        let mut s = state();
+        let mut now = LazyNow::at(t);
+        assert!(s.add_after("a", 50 * MS, Priority::Normal, &mut now, None));
+        assert!(s.add_after("a", 10 * MS, Priority::Normal, &mut now, None));
+        assert!(!s.add_after("a", 30 * MS, Priority::Normal, &mut now, None));
+        assert_eq!(s.len(), 0);
+        assert_eq!(s.next_deadline(), Some(t + 10 * MS));
+        assert_eq!(pop(&mut s, t + 9 * MS), None);
+        s.promote(&mut LazyNow::at(t + 10 * MS), None);
+        assert_eq!(s.len(), 1);
+        assert_eq!(pop(&mut s, t + 10 * MS), Some("a"));
+        done(&mut s, "a", t + 11 * MS);
+        // the superseded timers are stale: nothing fires again
+        s.promote(&mut LazyNow::at(t + 100 * MS), None);
+        assert_eq!(s.len(), 0);
+        assert!(s.is_idle());
+        s.check_invariants();
+    }
+
+    #[test]
+    fn delayed_item_dedups_against_a_dirty_one() {
+        let t = Instant::now();
+        let mut s = state();
+        let mut now = LazyNow::at(t);
+        s.add_after("a", 10 * MS, Priority::Normal, &mut now, None);
+        add(&mut s, "a", t);
+        assert_eq!(s.len(), 1);
+        s.promote(&mut LazyNow::at(t + 10 * MS), None);
+        assert_eq!(s.len(), 1, "the delayed add merged with the waiting one");
+        assert_eq!(pop(&mut s, t + 10 * MS), Some("a"));
+        assert_eq!(pop(&mut s, t + 10 * MS), None);
+        s.check_invariants();
+    }
+
+    #[test]
+    fn delayed_item_fires_while_processing_requeues_after_done() {
+        let t = Instant::now();
+        let mut s = state();
+        add(&mut s, "a", t);
+        assert_eq!(pop(&mut s, t), Some("a"));
+        s.add_after("a", 5 * MS, Priority::Normal, &mut LazyNow::at(t), None);
+        s.promote(&mut LazyNow::at(t + 5 * MS), None);
+        assert_eq!(s.len(), 0);
+        assert_eq!(done(&mut s, "a", t + 6 * MS), Some(true));
+        assert_eq!(pop(&mut s, t + 6 * MS), Some("a"));
+        s.check_invariants();
+    }
+
+    #[test]
+    fn zero_delay_is_a_plain_add() {
+        let t = Instant::now();
+        let mut s = state();
+        assert!(!s.add_after(
+            "a",
+            Duration::ZERO,
+            Priority::Normal,
+            &mut LazyNow::at(t),
+            None
+        ));
+        assert_eq!(s.len(), 1);
+        assert!(!s.has_timers());
+    }
+
+    #[test]
+    fn huge_delay_is_clamped() {
+        let t = Instant::now();
+        let mut s = state();
+        s.add_after(
+            "a",
+            Duration::MAX,
+            Priority::Normal,
+            &mut LazyNow::at(t),
+            None,
+        );
+        assert_eq!(s.next_deadline(), Some(t + MAX_DELAY));
+    }
+
+    #[test]
+    fn park_and_unpark() {
+        let t = Instant::now();
+        let mut s = state();
+        add(&mut s, "a", t);
+        add(&mut s, "b", t);
+        let popped = s.pop(&mut LazyNow::at(t), None, |_| KeyVerdict::Park(t + 7 * MS));
+        assert!(matches!(popped, Some(Popped::Parked)));
+        assert_eq!(s.len(), 2, "a parked item still counts as waiting");
+        assert_eq!(add(&mut s, "a", t), Added::Duplicate, "parked items dedup");
+        s.check_invariants();
+        assert_eq!(pop(&mut s, t), Some("b"));
+        assert_eq!(pop(&mut s, t), None);
+        s.promote(&mut LazyNow::at(t + 7 * MS), None);
+        assert_eq!(pop(&mut s, t + 7 * MS), Some("a"));
+        s.check_invariants();
+    }
+
+    #[test]
+    fn shutdown_discards_delays_keeps_waiting_items() {
+        let t = Instant::now();
+        let mut s = state();
+        let mut now = LazyNow::at(t);
+        add(&mut s, "a", t);
+        s.add_after("b", 10 * MS, Priority::Normal, &mut now, None);
+        s.add_after("a", 10 * MS, Priority::Normal, &mut now, None);
+        s.shut_down();
+        s.check_invariants();
+        assert!(!s.has_timers());
+        assert_eq!(add(&mut s, "c", t), Added::Ignored);
+        assert_eq!(pop(&mut s, t), Some("a"));
+        done(&mut s, "a", t);
+        assert!(s.is_idle());
+    }
+
+    #[test]
+    fn stale_timers_are_compacted() {
+        let t = Instant::now();
+        let mut s = state();
+        let mut now = LazyNow::at(t);
+        for i in 0..10_000u32 {
+            s.add_after(
+                "a",
+                Duration::from_secs(100_000 - u64::from(i)),
+                Priority::Normal,
+                &mut now,
+                None,
+            );
+        }
+        assert!(s.timers.len() < 2_100, "heap grew to {}", s.timers.len());
+        s.check_invariants();
+    }
+
+    #[test]
+    fn stale_lane_elements_are_compacted() {
+        let t = Instant::now();
+        let mut s: State<u32> = State::new();
+        let mut now = LazyNow::at(t);
+        for round in 0..3 {
+            for i in 0..1000 {
+                s.add(i, Priority::Low, &mut now, None);
+                s.add(i, Priority::Normal, &mut now, None);
+                s.add(i, Priority::High, &mut now, None);
+            }
+            for _ in 0..1000 {
+                let Some(Popped::Started(item, p)) = s.pop(&mut now, None, |_| KeyVerdict::Start)
+                else {
+                    panic!("round {round}: missing item");
+                };
+                assert_eq!(p, Priority::High);
+                s.done(&item, &mut now, None);
+            }
+            assert!(s.pop(&mut now, None, |_| KeyVerdict::Start).is_none());
+            s.check_invariants();
+        }
+    }
+}
