@@ -131,13 +131,22 @@ async fn cache_equals_a_fresh_list_after_concurrent_churn() {
             })
             .collect()
     };
-    eventually("the cache to equal a fresh LIST", Duration::from_secs(60), || {
-        snapshot() == want
-    })
+    eventually(
+        "the cache to equal a fresh LIST",
+        Duration::from_secs(60),
+        || snapshot() == want,
+    )
     .await;
     // ... and the typed reads of the shared cache agree.
     assert_eq!(cache.list::<ConfigMap>(Some(NS)).unwrap().len(), want.len());
-    let any = want.keys().next().unwrap().split_once('/').unwrap().1.to_string();
+    let any = want
+        .keys()
+        .next()
+        .unwrap()
+        .split_once('/')
+        .unwrap()
+        .1
+        .to_string();
     assert!(cache.get::<ConfigMap>(Some(NS), &any).unwrap().is_some());
 
     // Wait until the handler has caught up with the final state of every key.
@@ -157,7 +166,12 @@ async fn cache_equals_a_fresh_list_after_concurrent_churn() {
             }
         })
     };
-    eventually("the handler to see every final state", Duration::from_secs(60), caught_up).await;
+    eventually(
+        "the handler to see every final state",
+        Duration::from_secs(60),
+        caught_up,
+    )
+    .await;
 
     // Per key: resourceVersions strictly increase, the first event is an Add,
     // nothing follows a Delete, and the last event is the final state.
@@ -172,9 +186,16 @@ async fn cache_equals_a_fresh_list_after_concurrent_churn() {
                 Seen::Add(rv) | Seen::Update(rv) | Seen::Delete(rv) => *rv,
             })
             .collect();
-        assert!(rvs.windows(2).all(|w| w[0] < w[1]), "{name}: out of order {events:?}");
+        assert!(
+            rvs.windows(2).all(|w| w[0] < w[1]),
+            "{name}: out of order {events:?}"
+        );
         if let Some(pos) = events.iter().position(|e| matches!(e, Seen::Delete(_))) {
-            assert_eq!(pos, events.len() - 1, "{name}: events after delete {events:?}");
+            assert_eq!(
+                pos,
+                events.len() - 1,
+                "{name}: events after delete {events:?}"
+            );
             assert_eq!(i % 3, 0, "{name}: unexpected delete");
         }
     }

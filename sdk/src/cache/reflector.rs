@@ -551,6 +551,9 @@ where
     ) -> Result<(), ReflectorError> {
         loop {
             let start = Instant::now();
+            // a stream continued from a streaming list has already delivered
+            // events: its end is never a "very short watch"
+            let continued = stream.is_some();
             let w = match stream.take() {
                 Some(w) => w,
                 None => {
@@ -578,7 +581,7 @@ where
             match self.handle_watch(w).await {
                 Ok(WatchEnd::Closed { events }) => {
                     let elapsed = start.elapsed();
-                    if events == 0 && elapsed < Duration::from_secs(1) {
+                    if !continued && events == 0 && elapsed < Duration::from_secs(1) {
                         return Err(ReflectorError::VeryShortWatch(elapsed));
                     }
                     tracing::trace!(reflector = %self.name, events, "watch closed; re-opening from the last resourceVersion");

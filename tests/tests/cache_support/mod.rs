@@ -161,15 +161,12 @@ where
             .path_and_query()
             .map(|p| p.to_string())
             .unwrap_or_default();
-        self.traffic
-            .state
-            .log
-            .lock()
-            .unwrap()
-            .push((kind, path));
+        self.traffic.state.log.lock().unwrap().push((kind, path));
         let is_watch = matches!(kind, Kind::Watch | Kind::WatchList);
         if is_watch && self.traffic.state.block_watches.load(Ordering::SeqCst) {
-            return Box::pin(async { Err::<Self::Response, BoxError>("connection refused (blocked by the test)".into()) });
+            return Box::pin(async {
+                Err::<Self::Response, BoxError>("connection refused (blocked by the test)".into())
+            });
         }
         let kill = is_watch.then(|| {
             self.traffic
