@@ -7,3 +7,7 @@ pub mod config;
 #[cfg(feature = "envtest")]
 pub mod envtest;
 pub mod workqueue;
+pub mod controller;
+pub mod handler;
+pub mod predicate;
+pub mod reconcile;

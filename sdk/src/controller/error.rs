@@ -1,0 +1,32 @@
+//! Errors of [`crate::controller`].
+
+use std::time::Duration;
+
+/// Why a controller could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ControllerError {
+    /// A watch could not be registered on the shared cache.
+    #[error("controller {controller}: cannot watch {kind}: {source}")]
+    Watch {
+        /// The controller.
+        controller: String,
+        /// The kind.
+        kind: String,
+        /// The cache's error.
+        #[source]
+        source: crate::cache::CacheError,
+    },
+    /// A cache the controller reads did not sync in time.
+    #[error(
+        "controller {controller}: the cache of {kind} did not sync within {timeout:?}; \
+         the usual cause is missing RBAC: the controller's identity needs list and watch on {kind}"
+    )]
+    CacheSync {
+        /// The controller.
+        controller: String,
+        /// The kind that did not sync.
+        kind: String,
+        /// How long we waited.
+        timeout: Duration,
+    },
+}

@@ -1,0 +1,433 @@
+//! Controllers: watches that enqueue keys, and workers that reconcile them.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//! use k8s_openapi::api::apps::v1::Deployment;
+//! use k8s_openapi::api::core::v1::{ConfigMap, Service};
+//! use opkit::cache::SharedCache;
+//! use opkit::controller::{Context, Controller};
+//! use opkit::predicate::GenerationChanged;
+//! use opkit::reconcile::{Action, Error, Reconcile, Request};
+//!
+//! struct Web;
+//!
+//! impl Reconcile for Web {
+//!     async fn reconcile(&self, _req: Request, ctx: &Context) -> Result<Action, Error> {
+//!         let Some(_deployment) = ctx.get::<Deployment>()? else {
+//!             return Ok(Action::done());
+//!         };
+//!         // ... create or update the Service it owns ...
+//!         Ok(Action::done())
+//!     }
+//! }
+//!
+//! # async fn example(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let cache = SharedCache::new(client);
+//! let controller = Controller::for_::<Deployment>(Web)
+//!     .owns::<Service>() // a Service change wakes its controller-owner
+//!     .watches::<ConfigMap>(|cm| {
+//!         // a ConfigMap change wakes the Deployment of the same name
+//!         opkit::reconcile::Request::for_object(cm).into_iter().collect()
+//!     })
+//!     .with_predicates(GenerationChanged)
+//!     .max_concurrent_reconciles(4)
+//!     .throttle(50, 10); // at most 50 reconciles/s, requeue_after loops included
+//! cache.start()?;
+//! controller.run(&cache, tokio::signal::ctrl_c().map(|_| ())).await?;
+//! # Ok(()) }
+//! # use futures::FutureExt;
+//! ```
+//!
+//! Per key, at most one reconcile runs at a time; up to
+//! `max_concurrent_reconciles` keys run at once. Workers start only after
+//! every cache the controller watches has synced; the result of each
+//! reconcile decides what happens to the key (see [`crate::reconcile`]).
+
+mod context;
+mod error;
+mod stats;
+mod worker;
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Resource;
+use kube::core::PartialObjectMeta;
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+pub use context::Context;
+pub use error::ControllerError;
+pub use stats::{ReconcileCounts, ReconcileStats};
+
+use crate::cache::{CacheError, HandlerRegistration, Scope, SharedCache};
+use crate::handler::{EnqueueHandler, Mapper, OwnerKind, owner_of, the_object};
+use crate::predicate::Predicate;
+use crate::reconcile::{Reconcile, Request};
+use crate::workqueue::{RateLimiter, WorkQueue};
+use context::ControllerShared;
+
+/// Registers one watch of a controller on the shared cache.
+type WatchFn = Box<
+    dyn FnOnce(&SharedCache, &WatchTarget) -> Result<RegisteredWatch, (String, CacheError)> + Send,
+>;
+
+/// A registered watch: its kind, its sync state, and how to remove it.
+struct RegisteredWatch {
+    kind: String,
+    registration: HandlerRegistration,
+    remove: Box<dyn FnOnce() + Send + Sync>,
+}
+
+/// What every watch of a controller enqueues into, and how.
+struct WatchTarget {
+    queue: WorkQueue<Request>,
+    predicates: Arc<[Arc<dyn Predicate>]>,
+    namespace: Option<String>,
+}
+
+/// A controller for the primary kind chosen with [`Controller::for_`].
+pub struct Controller<R> {
+    name: String,
+    reconciler: Arc<R>,
+    watches: Vec<WatchFn>,
+    predicates: Vec<Arc<dyn Predicate>>,
+    max_concurrent_reconciles: usize,
+    rate_limiter: Option<Box<dyn RateLimiter<Request>>>,
+    throttle: Option<(u32, u32)>,
+    reconcile_timeout: Option<Duration>,
+    cache_sync_timeout: Duration,
+    shutdown_timeout: Duration,
+    namespace: Option<String>,
+    primary: OwnerKind,
+    stats: Arc<ReconcileStats>,
+}
+
+impl<R> std::fmt::Debug for Controller<R> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Controller")
+            .field("name", &self.name)
+            .field("watches", &self.watches.len())
+            .field("max_concurrent_reconciles", &self.max_concurrent_reconciles)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Reconcile> Controller<R> {
+    /// A controller reconciling objects of kind `K` with `reconciler`. Named
+    /// after the kind (lower case) unless [`name`](Self::name) says otherwise.
+    pub fn for_<K>(reconciler: R) -> Self
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        K::Scope: 'static,
+    {
+        let primary = OwnerKind::of::<K>();
+        let mut controller = Self {
+            name: primary.kind.to_lowercase(),
+            reconciler: Arc::new(reconciler),
+            watches: Vec::new(),
+            predicates: Vec::new(),
+            max_concurrent_reconciles: 1,
+            rate_limiter: None,
+            throttle: None,
+            reconcile_timeout: None,
+            cache_sync_timeout: Duration::from_secs(120),
+            shutdown_timeout: Duration::from_secs(30),
+            namespace: None,
+            primary,
+            stats: Arc::default(),
+        };
+        controller.add_watch::<K>(the_object::<K>());
+        controller
+    }
+
+    /// Also reconcile the controller-owner (of the primary kind) of objects
+    /// of kind `C` when they change. Watches metadata only, so owned objects
+    /// cost little memory.
+    pub fn owns<C>(mut self) -> Self
+    where
+        C: Resource<DynamicType = ()> + Send + Sync + 'static,
+        C::Scope: 'static,
+    {
+        self.add_watch::<PartialObjectMeta<C>>(owner_of(self.primary.clone()));
+        self
+    }
+
+    /// Also watch objects of kind `W` and reconcile the requests `map` returns
+    /// for each changed object.
+    pub fn watches<W>(mut self, map: impl Fn(&W) -> Vec<Request> + Send + Sync + 'static) -> Self
+    where
+        W: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    {
+        self.add_watch::<W>(Mapper::from_fn(map));
+        self
+    }
+
+    /// Only events that pass `predicate` enqueue (applies to every watch;
+    /// call again to require several).
+    pub fn with_predicates(mut self, predicate: impl Predicate) -> Self {
+        self.predicates.push(Arc::new(predicate));
+        self
+    }
+
+    /// The controller's name, in logs and metrics (default: the kind, lower case).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// How many keys may be reconciled at once (default 1). One key is never
+    /// reconciled by two workers at once, whatever this says.
+    pub fn max_concurrent_reconciles(mut self, workers: usize) -> Self {
+        self.max_concurrent_reconciles = workers.max(1);
+        self
+    }
+
+    /// The per-key rate limiter for retries (default: exponential, 5 ms
+    /// doubling to 1000 s).
+    pub fn rate_limiter(mut self, limiter: impl RateLimiter<Request> + 'static) -> Self {
+        self.rate_limiter = Some(Box::new(limiter));
+        self
+    }
+
+    /// At most `per_second` reconciles per second (bursts of `burst`), for
+    /// every reconcile whatever put the key in the queue.
+    pub fn throttle(mut self, per_second: u32, burst: u32) -> Self {
+        self.throttle = Some((per_second, burst));
+        self
+    }
+
+    /// Cancel a reconcile that runs longer than `timeout`; it counts as a
+    /// retryable error.
+    pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
+        self.reconcile_timeout = Some(timeout);
+        self
+    }
+
+    /// How long to wait for the watched caches to sync before failing
+    /// (default 120 s).
+    pub fn cache_sync_timeout(mut self, timeout: Duration) -> Self {
+        self.cache_sync_timeout = timeout;
+        self
+    }
+
+    /// How long in-flight reconciles may take to finish at shutdown (default 30 s).
+    pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.shutdown_timeout = timeout;
+        self
+    }
+
+    /// Watch only `namespace` (every watch of this controller).
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// The controller's live reconcile counters.
+    pub fn stats(&self) -> Arc<ReconcileStats> {
+        Arc::clone(&self.stats)
+    }
+
+    /// The controller's name.
+    pub fn controller_name(&self) -> &str {
+        &self.name
+    }
+
+    fn add_watch<K>(&mut self, mapper: Mapper<K>)
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    {
+        self.watches.push(Box::new(
+            move |cache: &SharedCache, target: &WatchTarget| {
+                let kind = K::kind(&()).into_owned();
+                let mut scope = Scope::<K>::all();
+                if let Some(ns) = &target.namespace {
+                    scope = scope.namespace(ns.clone());
+                }
+                let handler = EnqueueHandler::new(
+                    mapper,
+                    Arc::clone(&target.predicates),
+                    target.queue.clone(),
+                );
+                let informer = cache.informer_for(scope).map_err(|e| (kind.clone(), e))?;
+                let registration = informer
+                    .add_event_handler(handler)
+                    .map_err(|e| (kind.clone(), e))?;
+                let remove = {
+                    let registration = registration.clone();
+                    Box::new(move || {
+                        informer.remove_event_handler(&registration);
+                    }) as Box<dyn FnOnce() + Send + Sync>
+                };
+                Ok(RegisteredWatch {
+                    kind,
+                    registration,
+                    remove,
+                })
+            },
+        ));
+    }
+
+    /// Registers the watches on `cache`, waits for them to sync, then
+    /// reconciles until `shutdown` completes. At shutdown no new reconcile
+    /// starts; running ones get [`shutdown_timeout`](Self::shutdown_timeout)
+    /// to finish. The cache must be started (by the caller or a manager).
+    pub async fn run(
+        self,
+        cache: &SharedCache,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ControllerError> {
+        let token = CancellationToken::new();
+        let run = self.run_until_cancelled(cache, token.clone());
+        tokio::pin!(run);
+        tokio::select! {
+            result = &mut run => return result,
+            () = shutdown => token.cancel(),
+        }
+        run.await
+    }
+
+    /// Like [`run`](Self::run), stopping when `token` is cancelled.
+    pub async fn run_until_cancelled(
+        self,
+        cache: &SharedCache,
+        token: CancellationToken,
+    ) -> Result<(), ControllerError> {
+        let mut builder = WorkQueue::builder().name(self.name.clone());
+        if let Some(limiter) = self.rate_limiter {
+            builder = builder.rate_limiter(limiter);
+        }
+        if let Some((per_second, burst)) = self.throttle {
+            builder = builder.throttle(per_second, burst);
+        }
+        let queue = builder.build();
+        let target = WatchTarget {
+            queue: queue.clone(),
+            predicates: Arc::from(self.predicates),
+            namespace: self.namespace,
+        };
+        let mut watches = Vec::with_capacity(self.watches.len());
+        let mut result = Ok(());
+        for watch in self.watches {
+            match watch(cache, &target) {
+                Ok(registered) => watches.push(registered),
+                Err((kind, source)) => {
+                    result = Err(ControllerError::Watch {
+                        controller: self.name.clone(),
+                        kind,
+                        source,
+                    });
+                    break;
+                }
+            }
+        }
+        if result.is_ok() {
+            let workers = Workers {
+                name: &self.name,
+                reconciler: self.reconciler,
+                cache,
+                queue: &queue,
+                stats: &self.stats,
+                count: self.max_concurrent_reconciles,
+                reconcile_timeout: self.reconcile_timeout,
+                cache_sync_timeout: self.cache_sync_timeout,
+                shutdown_timeout: self.shutdown_timeout,
+            };
+            result = workers.run(&watches, token).await;
+        }
+        queue.shutdown();
+        for watch in watches {
+            (watch.remove)();
+        }
+        result
+    }
+}
+
+/// Everything the worker pool of one controller needs.
+struct Workers<'a, R> {
+    name: &'a str,
+    reconciler: Arc<R>,
+    cache: &'a SharedCache,
+    queue: &'a WorkQueue<Request>,
+    stats: &'a Arc<ReconcileStats>,
+    count: usize,
+    reconcile_timeout: Option<Duration>,
+    cache_sync_timeout: Duration,
+    shutdown_timeout: Duration,
+}
+
+impl<R: Reconcile> Workers<'_, R> {
+    /// Waits for the watched caches, then runs `count` workers until `token`
+    /// is cancelled, then gives running reconciles the shutdown timeout.
+    async fn run(
+        self,
+        watches: &[RegisteredWatch],
+        token: CancellationToken,
+    ) -> Result<(), ControllerError> {
+        for watch in watches {
+            tokio::select! {
+                () = token.cancelled() => return Ok(()),
+                synced = tokio::time::timeout(self.cache_sync_timeout, watch.registration.wait_synced()) => {
+                    if synced.is_err() {
+                        return Err(ControllerError::CacheSync {
+                            controller: self.name.to_owned(),
+                            kind: watch.kind.clone(),
+                            timeout: self.cache_sync_timeout,
+                        });
+                    }
+                }
+            }
+        }
+        tracing::info!(
+            controller = self.name,
+            workers = self.count,
+            "caches synced; starting workers"
+        );
+        let shared = Arc::new(ControllerShared {
+            name: self.name.to_owned(),
+            cache: self.cache.clone(),
+        });
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..self.count {
+            let reconciler = Arc::clone(&self.reconciler);
+            let shared = Arc::clone(&shared);
+            let queue = self.queue.clone();
+            let stats = Arc::clone(self.stats);
+            let token = token.clone();
+            let timeout = self.reconcile_timeout;
+            tasks.spawn(async move {
+                loop {
+                    // A cancelled token wins over a ready key: no new work at shutdown.
+                    let request = tokio::select! {
+                        biased;
+                        () = token.cancelled() => break,
+                        request = queue.get() => match request {
+                            Some(request) => request,
+                            None => break,
+                        },
+                    };
+                    worker::process(&*reconciler, &shared, &queue, &stats, timeout, request).await;
+                }
+            });
+        }
+        token.cancelled().await;
+        tracing::info!(
+            controller = self.name,
+            "shutting down; waiting for running reconciles"
+        );
+        let drained = tokio::time::timeout(self.shutdown_timeout, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(
+                controller = self.name,
+                timeout = ?self.shutdown_timeout,
+                "reconciles still running at the shutdown timeout; abandoning them"
+            );
+            tasks.abort_all();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,118 @@
+//! One reconcile of one key, and what its result does to the queue.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tracing::Instrument;
+
+use super::context::{Context, ControllerShared};
+use super::stats::ReconcileStats;
+use crate::reconcile::{ActionKind, Reconcile, Request};
+use crate::workqueue::WorkQueue;
+
+/// How a reconcile ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Done,
+    Requeue,
+    RequeueAfter(Duration),
+    Retry,
+    Terminal,
+}
+
+/// Runs `reconcile` for `request` (recovering a panic, enforcing the
+/// timeout), applies the result to the queue, and marks the key done.
+pub(crate) async fn process<R: Reconcile>(
+    reconciler: &R,
+    shared: &Arc<ControllerShared>,
+    queue: &WorkQueue<Request>,
+    stats: &ReconcileStats,
+    timeout: Option<Duration>,
+    request: Request,
+) -> Outcome {
+    let reconcile_id = format!("{:016x}", fastrand::u64(..));
+    let span = tracing::info_span!(
+        "reconcile",
+        controller = %shared.name,
+        namespace = request.namespace.as_deref().unwrap_or(""),
+        name = %request.name,
+        reconcile_id = %reconcile_id,
+    );
+    let ctx = Context::new(Arc::clone(shared), request.clone());
+    stats.active.fetch_add(1, Ordering::Relaxed);
+    let run = AssertUnwindSafe(reconciler.reconcile(request.clone(), &ctx)).catch_unwind();
+    let result = match timeout {
+        Some(limit) => tokio::time::timeout(limit, run).await.ok(),
+        None => Some(run.await),
+    };
+    stats.active.fetch_sub(1, Ordering::Relaxed);
+
+    let outcome = async {
+        match result {
+            None => {
+                ReconcileStats::bump(&stats.timeout);
+                ReconcileStats::bump(&stats.error);
+                tracing::warn!(timeout = ?timeout, "reconcile timed out; retrying with backoff");
+                Outcome::Retry
+            }
+            Some(Err(panic)) => {
+                ReconcileStats::bump(&stats.panic);
+                ReconcileStats::bump(&stats.error);
+                tracing::error!(
+                    panic = panic_message(&*panic),
+                    "reconcile panicked; retrying with backoff"
+                );
+                Outcome::Retry
+            }
+            Some(Ok(Err(error))) if error.is_terminal() => {
+                ReconcileStats::bump(&stats.terminal_error);
+                ReconcileStats::bump(&stats.error);
+                tracing::error!(%error, "reconcile failed with a terminal error; not requeued");
+                Outcome::Terminal
+            }
+            Some(Ok(Err(error))) => {
+                ReconcileStats::bump(&stats.error);
+                tracing::warn!(%error, "reconcile failed; retrying with backoff");
+                Outcome::Retry
+            }
+            Some(Ok(Ok(action))) => match action.kind() {
+                ActionKind::Done => {
+                    ReconcileStats::bump(&stats.success);
+                    Outcome::Done
+                }
+                ActionKind::Requeue => {
+                    ReconcileStats::bump(&stats.requeue);
+                    Outcome::Requeue
+                }
+                ActionKind::RequeueAfter(delay) => {
+                    ReconcileStats::bump(&stats.requeue_after);
+                    Outcome::RequeueAfter(delay)
+                }
+            },
+        }
+    }
+    .instrument(span)
+    .await;
+
+    match outcome {
+        Outcome::Done | Outcome::Terminal => queue.forget(&request),
+        Outcome::RequeueAfter(delay) => {
+            queue.forget(&request);
+            queue.add_after(request.clone(), delay);
+        }
+        Outcome::Requeue | Outcome::Retry => queue.add_rate_limited(request.clone()),
+    }
+    queue.done(&request);
+    outcome
+}
+
+fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("(non-string panic payload)")
+}

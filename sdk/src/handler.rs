@@ -1,0 +1,285 @@
+//! Event handlers: turn watch events into [`Request`]s on a workqueue.
+//!
+//! A controller registers one [`EnqueueHandler`] per watch on the shared
+//! informer of that kind. The handler runs the controller's predicates, maps
+//! the object to zero or more requests, and adds them to the queue: objects
+//! of an initial list or a resync at [`Priority::Low`], fresh events at
+//! [`Priority::Normal`], so a startup storm never delays a user's new object.
+//!
+//! The mappings (what [`Controller`](crate::controller::Controller) builds
+//! for `for_`, `owns` and `watches`):
+//!
+//! ```
+//! use k8s_openapi::api::apps::v1::Deployment;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use opkit::handler::{Mapper, owner_of_kind, the_object};
+//! use opkit::reconcile::Request;
+//!
+//! let primary: Mapper<Deployment> = the_object();
+//! let owned: Mapper<ConfigMap> = owner_of_kind::<ConfigMap, Deployment>();
+//! let mapped: Mapper<ConfigMap> = Mapper::from_fn(|cm: &ConfigMap| {
+//!     vec![Request::namespaced("default", format!("uses-{}", cm.metadata.name.clone().unwrap_or_default()))]
+//! });
+//! # let _ = (primary, owned, mapped);
+//! ```
+
+use std::any::TypeId;
+use std::sync::Arc;
+
+use k8s_openapi::NamespaceResourceScope;
+use kube::Resource;
+
+use crate::cache::{DeletedObject, EventHandler};
+use crate::predicate::{Predicate, PredicateEvent};
+use crate::reconcile::Request;
+use crate::workqueue::{Priority, WorkQueue};
+
+/// Maps an object of kind `K` to the requests it should trigger.
+pub struct Mapper<K>(Arc<dyn Fn(&K) -> Vec<Request> + Send + Sync>);
+
+impl<K> Clone for Mapper<K> {
+    fn clone(&self) -> Self {
+        Self(Arc::clone(&self.0))
+    }
+}
+
+impl<K> std::fmt::Debug for Mapper<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Mapper")
+    }
+}
+
+impl<K> Mapper<K> {
+    /// A mapper from a function (any object to any requests).
+    pub fn from_fn(f: impl Fn(&K) -> Vec<Request> + Send + Sync + 'static) -> Self {
+        Self(Arc::new(f))
+    }
+
+    /// The requests for `obj`.
+    pub fn map(&self, obj: &K) -> Vec<Request> {
+        (self.0)(obj)
+    }
+}
+
+/// Enqueues the object itself (`for_`).
+pub fn the_object<K: Resource>() -> Mapper<K> {
+    Mapper::from_fn(|obj: &K| Request::for_object(obj).into_iter().collect())
+}
+
+/// Enqueues the object's controller owner if it is of kind `O` (`owns`):
+/// the owner reference with `controller: true` whose kind and API group
+/// match `O` (any version).
+pub fn owner_of_kind<K, O>() -> Mapper<K>
+where
+    K: Resource,
+    O: Resource<DynamicType = ()>,
+    O::Scope: 'static,
+{
+    owner_of(OwnerKind::of::<O>())
+}
+
+/// The kind of a controller owner, as [`owner_of`] matches it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerKind {
+    /// API group (`""` for the core group).
+    pub group: String,
+    /// Kind.
+    pub kind: String,
+    /// Whether the owner kind is namespaced (then it lives in the owned
+    /// object's namespace).
+    pub namespaced: bool,
+}
+
+impl OwnerKind {
+    /// The owner kind of Rust type `O`.
+    pub fn of<O>() -> Self
+    where
+        O: Resource<DynamicType = ()>,
+        O::Scope: 'static,
+    {
+        Self {
+            group: O::group(&()).into_owned(),
+            kind: O::kind(&()).into_owned(),
+            namespaced: TypeId::of::<O::Scope>() == TypeId::of::<NamespaceResourceScope>(),
+        }
+    }
+}
+
+/// Enqueues the object's controller owner if it is of kind `owner`.
+pub fn owner_of<K: Resource>(owner: OwnerKind) -> Mapper<K> {
+    Mapper::from_fn(move |obj: &K| {
+        let meta = obj.meta();
+        meta.owner_references
+            .iter()
+            .flatten()
+            .filter(|r| {
+                r.controller == Some(true)
+                    && r.kind == owner.kind
+                    && group_of(&r.api_version) == owner.group
+            })
+            .map(|r| Request {
+                namespace: if owner.namespaced {
+                    meta.namespace.clone()
+                } else {
+                    None
+                },
+                name: r.name.clone(),
+            })
+            .collect()
+    })
+}
+
+/// The group of an `apiVersion` (`apps/v1` → `apps`, `v1` → ``).
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(group, _)| group)
+}
+
+/// An informer event handler that enqueues mapped requests.
+pub struct EnqueueHandler<K> {
+    mapper: Mapper<K>,
+    predicates: Arc<[Arc<dyn Predicate>]>,
+    queue: WorkQueue<Request>,
+}
+
+impl<K> EnqueueHandler<K> {
+    /// A handler adding `mapper`'s requests to `queue` for events that pass
+    /// every predicate.
+    pub fn new(
+        mapper: Mapper<K>,
+        predicates: Arc<[Arc<dyn Predicate>]>,
+        queue: WorkQueue<Request>,
+    ) -> Self {
+        Self {
+            mapper,
+            predicates,
+            queue,
+        }
+    }
+
+    fn passes(&self, event: &PredicateEvent<'_>) -> bool {
+        self.predicates.iter().all(|p| p.filter(event))
+    }
+
+    fn enqueue(&self, obj: &K, priority: Priority) {
+        for request in self.mapper.map(obj) {
+            self.queue.add_with_priority(request, priority);
+        }
+    }
+}
+
+fn priority(background: bool) -> Priority {
+    if background {
+        Priority::Low
+    } else {
+        Priority::Normal
+    }
+}
+
+impl<K: Resource + Send + Sync + 'static> EventHandler<K> for EnqueueHandler<K> {
+    async fn on_add(&mut self, obj: Arc<K>, is_in_initial_list: bool) {
+        if self.passes(&PredicateEvent::Create(obj.meta())) {
+            self.enqueue(&obj, priority(is_in_initial_list));
+        }
+    }
+
+    async fn on_update(&mut self, old: Arc<K>, new: Arc<K>, is_resync: bool) {
+        let event = PredicateEvent::Update {
+            old: old.meta(),
+            new: new.meta(),
+        };
+        if self.passes(&event) {
+            let priority = priority(is_resync);
+            // Both: an owner reference (or mapping) that moved away from an
+            // object must still wake the one it used to point at.
+            self.enqueue(&new, priority);
+            if !is_resync {
+                self.enqueue(&old, priority);
+            }
+        }
+    }
+
+    async fn on_delete(&mut self, obj: DeletedObject<K>) {
+        let obj = obj.object();
+        if self.passes(&PredicateEvent::Delete(obj.meta())) {
+            self.enqueue(obj, Priority::Normal);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::predicate::GenerationChanged;
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    fn cm(name: &str, owners: Vec<OwnerReference>) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm.metadata.namespace = Some("ns".into());
+        cm.metadata.owner_references = Some(owners);
+        cm
+    }
+
+    fn owner(api_version: &str, kind: &str, name: &str, controller: bool) -> OwnerReference {
+        OwnerReference {
+            api_version: api_version.into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: "u".into(),
+            controller: Some(controller),
+            ..OwnerReference::default()
+        }
+    }
+
+    #[test]
+    fn owner_mapper_picks_the_controller_of_the_right_kind() {
+        let map = owner_of_kind::<ConfigMap, Deployment>();
+        let obj = cm(
+            "c",
+            vec![
+                owner("apps/v1", "Deployment", "not-controller", false),
+                owner("apps/v1", "ReplicaSet", "other-kind", true),
+                owner("example.com/v1", "Deployment", "other-group", true),
+                owner("apps/v1beta1", "Deployment", "web", true),
+            ],
+        );
+        assert_eq!(map.map(&obj), vec![Request::namespaced("ns", "web")]);
+        assert!(map.map(&cm("c", vec![])).is_empty());
+    }
+
+    #[test]
+    fn cluster_scoped_owner_has_no_namespace() {
+        let map = owner_of_kind::<ConfigMap, Namespace>();
+        let obj = cm("c", vec![owner("v1", "Namespace", "team-a", true)]);
+        assert_eq!(map.map(&obj), vec![Request::cluster("team-a")]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn initial_list_is_low_priority_and_predicates_filter() {
+        let queue: WorkQueue<Request> = WorkQueue::builder().build();
+        let predicates: Arc<[Arc<dyn Predicate>]> =
+            Arc::from(vec![Arc::new(GenerationChanged) as Arc<dyn Predicate>]);
+        let mut handler = EnqueueHandler::new(the_object::<ConfigMap>(), predicates, queue.clone());
+        let mut old = cm("old", vec![]);
+        old.metadata.generation = Some(1);
+        handler.on_add(Arc::new(old.clone()), true).await;
+        handler.on_add(Arc::new(cm("fresh", vec![])), false).await;
+        // Same generation: filtered out.
+        let mut touched = old.clone();
+        touched.metadata.resource_version = Some("2".into());
+        handler
+            .on_update(Arc::new(old.clone()), Arc::new(touched), false)
+            .await;
+        assert_eq!(queue.len(), 2);
+        let first = queue.get().await.unwrap();
+        assert_eq!(
+            first,
+            Request::namespaced("ns", "fresh"),
+            "fresh event first"
+        );
+        let second = queue.get().await.unwrap();
+        assert_eq!(second, Request::namespaced("ns", "old"));
+    }
+}

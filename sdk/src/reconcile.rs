@@ -1,0 +1,247 @@
+//! The [`Reconcile`] trait: what an operator implements.
+//!
+//! A reconciler receives a [`Request`] (the key of an object) and drives the
+//! cluster towards that object's desired state. It is level-triggered: it
+//! reads the current state through the [`Context`](crate::controller::Context),
+//! never the event that woke it, so missed or merged events do no harm.
+//!
+//! ```
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use opkit::controller::Context;
+//! use opkit::reconcile::{Action, Error, Reconcile, Request};
+//!
+//! struct Expiry;
+//!
+//! impl Reconcile for Expiry {
+//!     async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
+//!         let Some(cm) = ctx.get::<ConfigMap>()? else {
+//!             return Ok(Action::done()); // deleted: nothing to do
+//!         };
+//!         if cm.data.as_ref().is_some_and(|d| d.contains_key("invalid")) {
+//!             // Retrying cannot help: report it and stop.
+//!             return Err(Error::terminal(format!("{req} has an invalid key")));
+//!         }
+//!         // Look again in five minutes.
+//!         Ok(Action::requeue_after(Duration::from_secs(300)))
+//!     }
+//! }
+//! ```
+//!
+//! What the controller does with each result:
+//!
+//! | `reconcile` returns | the controller |
+//! |---|---|
+//! | `Ok(Action::done())` | forgets the key's failure history |
+//! | `Ok(Action::requeue_after(d))` | forgets failures, adds the key again after `d` |
+//! | `Ok(Action::requeue())` | adds the key again, rate-limited (per-key backoff) |
+//! | `Err(e)` | adds the key again, rate-limited (per-key exponential backoff) |
+//! | `Err(Error::terminal(..))` | does not requeue; counts it |
+//! | a panic | recovers, counts it, treats it as a retryable error |
+//!
+//! A throttle configured on the controller applies to every reconcile, the
+//! `requeue_after` ones included.
+
+use std::fmt;
+use std::future::Future;
+use std::time::Duration;
+
+use kube::Resource;
+
+use crate::controller::Context;
+
+/// The key of the object to reconcile.
+#[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
+pub struct Request {
+    /// The namespace; `None` for cluster-scoped objects.
+    pub namespace: Option<String>,
+    /// The object's name.
+    pub name: String,
+}
+
+impl Request {
+    /// A request for a namespaced object.
+    pub fn namespaced(namespace: impl Into<String>, name: impl Into<String>) -> Self {
+        Self {
+            namespace: Some(namespace.into()),
+            name: name.into(),
+        }
+    }
+
+    /// A request for a cluster-scoped object.
+    pub fn cluster(name: impl Into<String>) -> Self {
+        Self {
+            namespace: None,
+            name: name.into(),
+        }
+    }
+
+    /// The request for `obj`, or `None` if it has no name.
+    pub fn for_object<K: Resource>(obj: &K) -> Option<Self> {
+        let meta = obj.meta();
+        Some(Self {
+            namespace: meta.namespace.clone(),
+            name: meta.name.clone()?,
+        })
+    }
+}
+
+impl fmt::Display for Request {
+    /// `namespace/name`, or `name` for cluster-scoped objects.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.namespace {
+            Some(ns) => write!(f, "{ns}/{}", self.name),
+            None => f.write_str(&self.name),
+        }
+    }
+}
+
+/// What to do with a key after a successful reconcile.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Action {
+    kind: ActionKind,
+}
+
+/// The kinds of [`Action`].
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum ActionKind {
+    Done,
+    Requeue,
+    RequeueAfter(Duration),
+}
+
+impl Action {
+    /// Nothing more to do until the next change.
+    pub fn done() -> Self {
+        Self {
+            kind: ActionKind::Done,
+        }
+    }
+
+    /// Reconcile again after `delay` (a periodic check). A zero delay is
+    /// the same as [`requeue`](Self::requeue) without backoff.
+    pub fn requeue_after(delay: Duration) -> Self {
+        Self {
+            kind: ActionKind::RequeueAfter(delay),
+        }
+    }
+
+    /// Reconcile again soon, with the per-key backoff of the rate limiter
+    /// (e.g. while waiting for something that is not watched).
+    pub fn requeue() -> Self {
+        Self {
+            kind: ActionKind::Requeue,
+        }
+    }
+
+    pub(crate) fn kind(self) -> ActionKind {
+        self.kind
+    }
+}
+
+/// A failed reconcile: retryable (the default) or terminal.
+///
+/// Any error converts into a retryable one with `?`; wrap one in
+/// [`Error::terminal`] when retrying cannot help (an invalid spec).
+pub struct Error {
+    source: Box<dyn std::error::Error + Send + Sync + 'static>,
+    terminal: bool,
+}
+
+impl Error {
+    /// An error that is retried with per-key backoff.
+    pub fn retryable(error: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>) -> Self {
+        Self {
+            source: error.into(),
+            terminal: false,
+        }
+    }
+
+    /// An error that is not retried: the key is reconciled again only on the
+    /// next change of a watched object.
+    pub fn terminal(error: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>) -> Self {
+        Self {
+            source: error.into(),
+            terminal: true,
+        }
+    }
+
+    /// Whether this error is terminal.
+    pub fn is_terminal(&self) -> bool {
+        self.terminal
+    }
+
+    /// The underlying error.
+    pub fn source(&self) -> &(dyn std::error::Error + Send + Sync + 'static) {
+        &*self.source
+    }
+}
+
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for Error {
+    fn from(error: E) -> Self {
+        Self::retryable(error)
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.terminal {
+            write!(f, "terminal error: {}", self.source)
+        } else {
+            fmt::Display::fmt(&self.source, f)
+        }
+    }
+}
+
+impl fmt::Debug for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("source", &self.source)
+            .field("terminal", &self.terminal)
+            .finish()
+    }
+}
+
+/// The one trait an operator implements: drive the object named by `req`
+/// towards its desired state.
+pub trait Reconcile: Send + Sync + 'static {
+    /// Reconcile one object. Called by at most one worker at a time per key.
+    fn reconcile(
+        &self,
+        req: Request,
+        ctx: &Context,
+    ) -> impl Future<Output = Result<Action, Error>> + Send;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_display_and_for_object() {
+        assert_eq!(Request::namespaced("prod", "web").to_string(), "prod/web");
+        assert_eq!(Request::cluster("node-1").to_string(), "node-1");
+        let mut cm = k8s_openapi::api::core::v1::ConfigMap::default();
+        assert_eq!(Request::for_object(&cm), None);
+        cm.metadata.name = Some("a".into());
+        cm.metadata.namespace = Some("ns".into());
+        assert_eq!(
+            Request::for_object(&cm),
+            Some(Request::namespaced("ns", "a"))
+        );
+    }
+
+    #[test]
+    fn errors_are_retryable_unless_terminal() {
+        fn fails() -> Result<(), Error> {
+            Err(std::io::Error::other("disk"))?;
+            Ok(())
+        }
+        let e = fails().unwrap_err();
+        assert!(!e.is_terminal());
+        assert_eq!(e.to_string(), "disk");
+        let t = Error::terminal("bad spec");
+        assert!(t.is_terminal());
+        assert_eq!(t.to_string(), "terminal error: bad spec");
+    }
+}

@@ -1,0 +1,397 @@
+//! Issue 4, tests 4 and 5: a late handler gets the existing objects; a slow
+//! handler does not delay another; an undeserializable custom resource is
+//! skipped while the others keep flowing; controllers asking for the same
+//! scope share one watch; scoped, dynamic and metadata-only informers.
+
+mod cache_support;
+
+use std::{
+    collections::BTreeSet,
+    sync::{
+        Arc, Mutex,
+        atomic::{AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use cache_support::{Kind, Traffic, create_namespace, eventually, init_tracing};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
+    CustomResourceValidation, JSONSchemaProps,
+};
+use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, DynamicObject, PartialObjectMeta};
+use kube::{CustomResource, CustomResourceExt};
+use opkit::cache::{Event, EventHandler, Scope, SharedCache, handler_fn};
+use opkit::envtest::ControlPlane;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+fn cm(name: &str, labels: &[(&str, &str)]) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(name.into()),
+            labels: Some(
+                labels
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+            ),
+            ..Default::default()
+        },
+        data: Some([("k".to_string(), "v".to_string())].into()),
+        ..Default::default()
+    }
+}
+
+fn names(log: &Mutex<Vec<String>>) -> BTreeSet<String> {
+    log.lock().unwrap().iter().cloned().collect()
+}
+
+fn add_recorder() -> (Arc<Mutex<Vec<String>>>, impl EventHandler<ConfigMap>) {
+    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let l2 = Arc::clone(&log);
+    let h = handler_fn(move |e: Event<ConfigMap>| {
+        if let Event::Add { obj, .. } = e {
+            l2.lock()
+                .unwrap()
+                .push(obj.metadata.name.clone().unwrap_or_default());
+        }
+    });
+    (log, h)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn late_handler_gets_existing_objects_and_slow_handler_delays_nobody() {
+    init_tracing();
+    let cp = ControlPlane::shared().await.unwrap();
+    let admin = cp.client().unwrap();
+    let ns = "cache-handlers";
+    create_namespace(&admin, ns).await;
+    let api: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
+    for i in 0..30 {
+        api.create(&PostParams::default(), &cm(&format!("pre-{i:02}"), &[]))
+            .await
+            .unwrap();
+    }
+    let cache = SharedCache::new(cp.client().unwrap());
+    let informer = cache
+        .informer_for(Scope::<ConfigMap>::all().namespace(ns))
+        .unwrap();
+    cache.start().unwrap();
+    cache.wait_for_sync(Duration::from_secs(30)).await.unwrap();
+
+    // A handler registered after sync is replayed the existing objects as
+    // initial-list adds, and reports synced once it has handled them.
+    let initial = Arc::new(AtomicUsize::new(0));
+    let i2 = Arc::clone(&initial);
+    let late = informer
+        .add_event_handler(handler_fn(move |e: Event<ConfigMap>| {
+            if let Event::Add {
+                is_in_initial_list: true,
+                ..
+            } = e
+            {
+                i2.fetch_add(1, Ordering::SeqCst);
+            }
+        }))
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(10), late.wait_synced())
+        .await
+        .unwrap();
+    assert!(late.has_synced());
+    assert_eq!(initial.load(Ordering::SeqCst), 30);
+
+    // A handler stuck on its first event does not delay another handler.
+    let gate = Arc::new(tokio::sync::Semaphore::new(0));
+    struct Stuck(Arc<tokio::sync::Semaphore>, Arc<AtomicUsize>);
+    impl EventHandler<ConfigMap> for Stuck {
+        async fn on_add(&mut self, _obj: Arc<ConfigMap>, is_in_initial_list: bool) {
+            if !is_in_initial_list {
+                let _permit = self.0.acquire().await;
+                self.1.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    }
+    let stuck_done = Arc::new(AtomicUsize::new(0));
+    let stuck = informer
+        .add_event_handler(Stuck(Arc::clone(&gate), Arc::clone(&stuck_done)))
+        .unwrap();
+    let (fast_log, fast) = add_recorder();
+    informer.add_event_handler(fast).unwrap();
+    for i in 0..20 {
+        api.create(&PostParams::default(), &cm(&format!("new-{i:02}"), &[]))
+            .await
+            .unwrap();
+    }
+    eventually(
+        "the fast handler to see 20 new objects",
+        Duration::from_secs(20),
+        || {
+            names(&fast_log)
+                .iter()
+                .filter(|n| n.starts_with("new-"))
+                .count()
+                == 20
+        },
+    )
+    .await;
+    assert_eq!(stuck_done.load(Ordering::SeqCst), 0);
+    assert!(stuck.backlog() >= 20, "backlog {}", stuck.backlog());
+    // the store is not held up either
+    assert_eq!(informer.indexer().len(), 50);
+    gate.add_permits(100);
+    eventually(
+        "the stuck handler to drain",
+        Duration::from_secs(20),
+        || stuck_done.load(Ordering::SeqCst) == 20,
+    )
+    .await;
+
+    // Removed handlers get nothing more.
+    assert!(informer.remove_event_handler(&stuck));
+    api.create(&PostParams::default(), &cm("after-removal", &[]))
+        .await
+        .unwrap();
+    eventually(
+        "the fast handler to see after-removal",
+        Duration::from_secs(20),
+        || names(&fast_log).contains("after-removal"),
+    )
+    .await;
+    assert_eq!(stuck_done.load(Ordering::SeqCst), 20);
+    cache.stop();
+}
+
+/// A custom resource whose Rust type is stricter than its CRD schema.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
+#[kube(
+    group = "cachetest.opkit.dev",
+    version = "v1",
+    kind = "Gadget",
+    namespaced
+)]
+struct GadgetSpec {
+    size: i32,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn undeserializable_custom_resource_is_skipped_and_others_flow() {
+    init_tracing();
+    let cp = ControlPlane::shared().await.unwrap();
+    let admin = cp.client().unwrap();
+    let ns = "cache-bad-cr";
+    create_namespace(&admin, ns).await;
+    // The CRD accepts anything under spec (schema drift / a bad CR).
+    let mut crd = Gadget::crd();
+    crd.spec.versions[0].schema = Some(CustomResourceValidation {
+        open_api_v3_schema: Some(JSONSchemaProps {
+            type_: Some("object".into()),
+            x_kubernetes_preserve_unknown_fields: Some(true),
+            ..Default::default()
+        }),
+    });
+    cp.install_crds(&[crd]).await.unwrap();
+    let raw = Api::<DynamicObject>::namespaced_with(
+        admin.clone(),
+        ns,
+        &ApiResource::erase::<Gadget>(&()),
+    );
+    let gadget = |name: &str, size: serde_json::Value| {
+        serde_json::from_value::<DynamicObject>(serde_json::json!({
+            "apiVersion": "cachetest.opkit.dev/v1",
+            "kind": "Gadget",
+            "metadata": {"name": name},
+            "spec": {"size": size},
+        }))
+        .unwrap()
+    };
+    raw.create(&PostParams::default(), &gadget("good-1", 1.into()))
+        .await
+        .unwrap();
+    raw.create(&PostParams::default(), &gadget("bad", "huge".into()))
+        .await
+        .unwrap();
+    raw.create(&PostParams::default(), &gadget("good-2", 2.into()))
+        .await
+        .unwrap();
+
+    let cache = SharedCache::new(cp.client().unwrap());
+    let informer = cache
+        .informer_for(Scope::<Gadget>::all().namespace(ns))
+        .unwrap();
+    cache.start().unwrap();
+    cache.wait_for_sync(Duration::from_secs(30)).await.unwrap();
+    let stored = |inf: &opkit::cache::SharedIndexInformer<Gadget>| -> BTreeSet<String> {
+        inf.indexer()
+            .list()
+            .iter()
+            .map(|g| g.metadata.name.clone().unwrap())
+            .collect()
+    };
+    assert_eq!(
+        stored(&informer),
+        BTreeSet::from(["good-1".into(), "good-2".into()])
+    );
+    assert_eq!(informer.stats().skipped_objects, 1);
+
+    // The watch keeps flowing around the bad object.
+    let patch = serde_json::json!({"spec": {"size": "still huge", "x": 1}});
+    raw.patch("bad", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    raw.create(&PostParams::default(), &gadget("good-3", 3.into()))
+        .await
+        .unwrap();
+    eventually("good-3 in the cache", Duration::from_secs(20), || {
+        stored(&informer).contains("good-3")
+    })
+    .await;
+    assert_eq!(informer.stats().skipped_objects, 2);
+    assert_eq!(
+        informer.stats().relists,
+        1,
+        "no relist because of a bad object"
+    );
+    assert!(cache.get::<Gadget>(Some(ns), "good-3").unwrap().is_some());
+    assert!(cache.get::<Gadget>(Some(ns), "bad").unwrap().is_none());
+
+    // A dynamic informer of the same kind sees every object, the bad one too.
+    let ar = ApiResource::erase::<Gadget>(&());
+    let dynamic = cache
+        .informer_for(Scope::<DynamicObject>::with_dyntype(ar).namespace(ns))
+        .unwrap();
+    assert!(
+        tokio::time::timeout(Duration::from_secs(20), dynamic.wait_for_sync())
+            .await
+            .unwrap()
+    );
+    assert_eq!(dynamic.indexer().len(), 4);
+    cache.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_scope_shares_one_watch_and_scopes_filter() {
+    init_tracing();
+    let cp = ControlPlane::shared().await.unwrap();
+    let admin = cp.client().unwrap();
+    let ns = "cache-shared";
+    create_namespace(&admin, ns).await;
+    let api: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
+    for i in 0..10 {
+        let labels: &[(&str, &str)] = if i % 2 == 0 { &[("team", "a")] } else { &[] };
+        api.create(&PostParams::default(), &cm(&format!("cm-{i}"), labels))
+            .await
+            .unwrap();
+    }
+    let traffic = Traffic::default();
+    let cache = SharedCache::new(traffic.client(cp.config()));
+
+    // Two controllers ask for the same (GVK, namespace, selectors).
+    let first = cache
+        .informer_for(Scope::<ConfigMap>::all().namespace(ns))
+        .unwrap();
+    let (log_a, a) = add_recorder();
+    first.add_event_handler(a).unwrap();
+    let second = cache
+        .informer_for(Scope::<ConfigMap>::all().namespace(ns))
+        .unwrap();
+    let (log_b, b) = add_recorder();
+    second.add_event_handler(b).unwrap();
+    assert_eq!(first.handler_count(), 2, "both handlers on one informer");
+    assert_eq!(cache.informer_count(), 1);
+
+    // Other scopes: a label selector, a field selector, metadata only.
+    let labelled = cache
+        .informer_for(Scope::<ConfigMap>::all().namespace(ns).labels("team=a"))
+        .unwrap();
+    let one = cache
+        .informer_for(
+            Scope::<ConfigMap>::all()
+                .namespace(ns)
+                .fields("metadata.name=cm-3"),
+        )
+        .unwrap();
+    let meta = cache
+        .informer_for(Scope::<PartialObjectMeta<ConfigMap>>::all().namespace(ns))
+        .unwrap();
+    assert_eq!(cache.informer_count(), 4);
+    cache.start().unwrap();
+    cache.wait_for_sync(Duration::from_secs(30)).await.unwrap();
+
+    eventually(
+        "both handlers see 10 objects",
+        Duration::from_secs(20),
+        || names(&log_a).len() == 10 && names(&log_b).len() == 10,
+    )
+    .await;
+    assert_eq!(labelled.indexer().len(), 5);
+    assert_eq!(one.indexer().len(), 1);
+    assert!(one.indexer().get(&format!("{ns}/cm-3")).is_some());
+    assert_eq!(meta.indexer().len(), 10);
+    let m = meta.indexer().get(&format!("{ns}/cm-0")).unwrap();
+    assert!(m.metadata.uid.is_some());
+
+    // One watch for the shared scope: the requests on the plain path (no
+    // selector) are exactly one initial list/watch-list, no second watch.
+    let path = format!("/api/v1/namespaces/{ns}/configmaps?");
+    let plain = |k: Kind| {
+        traffic
+            .log()
+            .iter()
+            .filter(|(kind, p)| {
+                *kind == k
+                    && p.starts_with(&path)
+                    && !p.contains("labelSelector")
+                    && !p.contains("fieldSelector")
+            })
+            .count()
+    };
+    // the metadata-only informer watches the same path: tell it apart by its
+    // own counters instead
+    let meta_stats = meta.stats();
+    let shared_stats = first.stats();
+    assert_eq!(
+        shared_stats.watch_list_requests + shared_stats.list_requests,
+        1
+    );
+    assert_eq!(shared_stats.watch_requests, 0);
+    assert_eq!(
+        plain(Kind::WatchList) + plain(Kind::List) + plain(Kind::Watch),
+        (shared_stats.watch_list_requests
+            + shared_stats.list_requests
+            + shared_stats.watch_requests
+            + meta_stats.watch_list_requests
+            + meta_stats.list_requests
+            + meta_stats.watch_requests) as usize,
+        "{:?}",
+        traffic.log()
+    );
+    assert_eq!(
+        traffic.count(Kind::WatchList, "labelSelector")
+            + traffic.count(Kind::List, "labelSelector"),
+        1
+    );
+
+    // New objects reach both handlers through the one watch.
+    api.create(&PostParams::default(), &cm("late", &[("team", "a")]))
+        .await
+        .unwrap();
+    eventually(
+        "both handlers see the new object",
+        Duration::from_secs(20),
+        || names(&log_a).contains("late") && names(&log_b).contains("late"),
+    )
+    .await;
+    eventually(
+        "the labelled informer sees it too",
+        Duration::from_secs(20),
+        || labelled.indexer().len() == 6,
+    )
+    .await;
+    assert_eq!(
+        first.stats().watch_list_requests + first.stats().list_requests,
+        1
+    );
+    cache.stop();
+}
