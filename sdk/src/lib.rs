@@ -11,3 +11,4 @@ pub mod controller;
 pub mod handler;
 pub mod predicate;
 pub mod reconcile;
+pub mod leader;
