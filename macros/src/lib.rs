@@ -3,3 +3,4 @@
 //!
 //! The controller derive lands with the user-journey work; until then this
 //! crate is intentionally empty.
+#![warn(clippy::unwrap_used)]

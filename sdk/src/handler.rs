@@ -34,8 +34,11 @@ use crate::predicate::{Predicate, PredicateEvent};
 use crate::reconcile::Request;
 use crate::workqueue::{Priority, WorkQueue};
 
+/// A shared mapping function.
+type MapFn<K> = Arc<dyn Fn(&K) -> Vec<Request> + Send + Sync>;
+
 /// Maps an object of kind `K` to the requests it should trigger.
-pub struct Mapper<K>(Arc<dyn Fn(&K) -> Vec<Request> + Send + Sync>);
+pub struct Mapper<K>(MapFn<K>);
 
 impl<K> Clone for Mapper<K> {
     fn clone(&self) -> Self {

@@ -1,14 +1,15 @@
 //! opkit: build Kubernetes operators in Rust, controller-runtime style.
 #![deny(unsafe_code)]
+#![warn(clippy::unwrap_used)]
 
 pub mod cache;
 
 pub mod config;
+pub mod controller;
 #[cfg(feature = "envtest")]
 pub mod envtest;
-pub mod workqueue;
-pub mod controller;
 pub mod handler;
+pub mod leader;
 pub mod predicate;
 pub mod reconcile;
-pub mod leader;
+pub mod workqueue;

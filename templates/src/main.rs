@@ -1,6 +1,7 @@
 //! `cargo opkit`: scaffolds operator projects that use opkit.
 //!
 //! The scaffolder lands with the user-journey work; today it only says so.
+#![warn(clippy::unwrap_used)]
 
 use std::process::ExitCode;
 

@@ -2,7 +2,7 @@
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -205,7 +205,7 @@ impl Started {
     fn finish(self, dir: TempDir, binaries: Binaries) -> ControlPlane {
         ControlPlane {
             apiserver: Mutex::new(Some(self.apiserver)),
-            etcd: Mutex::new(Some(self.etcd)),
+            etcd: Mutex::new(Some(Arc::new(self.etcd))),
             apiserver_args: self.apiserver_args,
             server_url: self.server_url,
             ca_pem: self.ca_pem,
@@ -226,7 +226,7 @@ impl Started {
 pub struct ControlPlane {
     // Field order matters for drop: processes die before the directory goes.
     apiserver: Mutex<Option<ChildProcess>>,
-    etcd: Mutex<Option<ChildProcess>>,
+    etcd: Mutex<Option<Arc<ChildProcess>>>,
     apiserver_args: Vec<String>,
     server_url: String,
     ca_pem: String,
@@ -366,13 +366,9 @@ impl ControlPlane {
 
     /// The OS process ids of etcd and kube-apiserver (0 once stopped).
     pub fn pids(&self) -> (u32, u32) {
-        let pid = |m: &Mutex<Option<ChildProcess>>| {
-            m.lock()
-                .ok()
-                .and_then(|p| p.as_ref().map(ChildProcess::pid))
-                .unwrap_or(0)
-        };
-        (pid(&self.etcd), pid(&self.apiserver))
+        let etcd = self.etcd.lock().ok().and_then(|p| p.as_ref().map(|p| p.pid()));
+        let apiserver = self.apiserver.lock().ok().and_then(|p| p.as_ref().map(ChildProcess::pid));
+        (etcd.unwrap_or(0), apiserver.unwrap_or(0))
     }
 
     /// Stops kube-apiserver and starts it again on the same port and etcd,
@@ -390,11 +386,13 @@ impl ControlPlane {
             .and_then(|d| d.as_ref().map(|d| d.path().to_owned()))
             .ok_or_else(|| Error::Kubeconfig("the control plane was stopped".to_owned()))?;
         let apiserver = spawn_apiserver(&self.binaries, &dir, &self.apiserver_args)?;
-        {
-            let etcd = self.etcd.lock().map_err(|_| poisoned())?;
-            let etcd = etcd.as_ref().ok_or_else(poisoned)?;
-            wait_for_apiserver(&apiserver, etcd, &self.admin_config, self.start_timeout).await?;
-        }
+        let etcd = self
+            .etcd
+            .lock()
+            .ok()
+            .and_then(|e| e.as_ref().map(Arc::clone))
+            .ok_or_else(poisoned)?;
+        wait_for_apiserver(&apiserver, &etcd, &self.admin_config, self.start_timeout).await?;
         if let Ok(mut guard) = self.apiserver.lock() {
             *guard = Some(apiserver);
         }
@@ -404,10 +402,12 @@ impl ControlPlane {
     /// Kills both processes and removes the temporary directory. Dropping the
     /// control plane does the same; calling `stop` twice is harmless.
     pub fn stop(&self) {
-        for process in [&self.apiserver, &self.etcd] {
-            if let Ok(mut guard) = process.lock() {
-                guard.take();
-            }
+        // The apiserver first, so it does not log a lost etcd on the way out.
+        if let Ok(mut apiserver) = self.apiserver.lock() {
+            apiserver.take();
+        }
+        if let Ok(mut etcd) = self.etcd.lock() {
+            etcd.take();
         }
         if let Ok(mut dir) = self.dir.lock()
             && let Some(dir) = dir.take()
