@@ -431,3 +431,6 @@ impl<R: Reconcile> Workers<'_, R> {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests;
