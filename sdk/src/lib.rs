@@ -3,6 +3,7 @@
 #![warn(clippy::unwrap_used)]
 
 pub mod cache;
+pub mod client;
 
 pub mod config;
 pub mod controller;

@@ -87,3 +87,4 @@ pub use elector::LeaderElector;
 pub use error::LeaderError;
 pub use handle::{LeaderHandle, LeaderState};
 pub use identity::default_identity;
+pub(crate) use identity::hostname;

@@ -1,0 +1,142 @@
+//! Adding and removing one finalizer without clobbering others' writes.
+//!
+//! Each write is a merge patch of `metadata.finalizers` that carries the
+//! `resourceVersion` it was computed from, so the apiserver rejects it with
+//! 409 if anyone changed the object in between; the helper then re-reads the
+//! object, recomputes the list, and tries again with a bounded backoff. A
+//! finalizer written concurrently by another controller is never lost.
+
+use std::fmt::Debug;
+
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+
+use super::apply::name_of;
+use super::error::{ClientError, Target};
+use super::retry::RetryPolicy;
+
+/// Adds `finalizer` to the object (no request if `obj` already lists it).
+/// Returns the object as stored.
+///
+/// `obj` is used as the first guess of the current state (e.g. from the
+/// cache); on a conflict the object is re-read. Retries conflicts with
+/// [`RetryPolicy::default`]. Fails with [`ClientError::NotFound`] if the object
+/// is gone, and with [`ClientError::Invalid`] if it is being deleted (the
+/// apiserver forbids new finalizers then).
+pub async fn add_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<K, ClientError>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+{
+    let edited = edit_finalizers(api, obj, finalizer, |list| {
+        if list.iter().any(|f| f == finalizer) {
+            false
+        } else {
+            list.push(finalizer.to_owned());
+            true
+        }
+    })
+    .await?;
+    match edited {
+        Some(obj) => Ok(obj),
+        None => Err(ClientError::NotFound {
+            resource: K::plural(&()).into_owned(),
+            name: name_of(obj)?,
+            namespace: obj.namespace(),
+        }),
+    }
+}
+
+/// Removes `finalizer` from the object (no request if `obj` does not list
+/// it). Returns the object as the apiserver returned it, or `None` if it no
+/// longer exists. Removing the last finalizer of an object being deleted
+/// returns its final state (no finalizers, `deletionTimestamp` set); the
+/// apiserver deletes it right after.
+///
+/// Conflicts are retried as for [`add_finalizer`].
+pub async fn remove_finalizer<K>(
+    api: &Api<K>,
+    obj: &K,
+    finalizer: &str,
+) -> Result<Option<K>, ClientError>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+{
+    edit_finalizers(api, obj, finalizer, |list| {
+        let before = list.len();
+        list.retain(|f| f != finalizer);
+        list.len() != before
+    })
+    .await
+}
+
+/// Applies `edit` to the finalizers of the freshest copy known, and writes
+/// the result guarded by that copy's resourceVersion. `None`: the object is gone.
+async fn edit_finalizers<K, E>(
+    api: &Api<K>,
+    obj: &K,
+    finalizer: &str,
+    edit: E,
+) -> Result<Option<K>, ClientError>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+    E: Fn(&mut Vec<String>) -> bool,
+{
+    let name = name_of(obj)?;
+    let namespace = obj.namespace();
+    let get_target = Target::of::<K>("get", namespace.clone(), &name);
+    let patch_target = Target::of::<K>("patch", namespace.clone(), &name);
+    let policy = RetryPolicy::default();
+    let attempts = policy.attempts.max(1);
+
+    let mut current = obj.clone();
+    if current.meta().resource_version.is_none() {
+        match api.get_opt(&name).await {
+            Ok(Some(fresh)) => current = fresh,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(ClientError::from_kube(e, &get_target)),
+        }
+    }
+    let mut attempt = 0;
+    loop {
+        let mut finalizers = current.finalizers().to_vec();
+        if !edit(&mut finalizers) {
+            return Ok(Some(current));
+        }
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": current.meta().resource_version,
+                "finalizers": finalizers,
+            }
+        });
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(written) => {
+                tracing::debug!(kind = %K::kind(&()), namespace = ?namespace, %name, %finalizer, ?finalizers, "finalizers updated");
+                return Ok(Some(written));
+            }
+            Err(e) => {
+                let error = ClientError::from_kube(e, &patch_target);
+                if error.is_not_found() {
+                    return Ok(None);
+                }
+                if !error.is_conflict() || attempt + 1 >= attempts {
+                    return Err(error);
+                }
+                let wait = policy.backoff(attempt);
+                tracing::debug!(kind = %K::kind(&()), namespace = ?namespace, %name, %finalizer, attempt, ?wait, "finalizer write conflicted; re-reading");
+                tokio::time::sleep(wait).await;
+                attempt += 1;
+                match api.get_opt(&name).await {
+                    Ok(Some(fresh)) => current = fresh,
+                    Ok(None) => return Ok(None),
+                    Err(e) => return Err(ClientError::from_kube(e, &get_target)),
+                }
+            }
+        }
+    }
+}
