@@ -52,7 +52,7 @@ pub enum ClientError {
     /// 409: the object changed since it was read (stale `resourceVersion`),
     /// or it already exists. Retried by the helpers that say so; give up
     /// and requeue otherwise.
-    #[error("conflict on {resource} {name:?}: {message}")]
+    #[error("conflict on {}: {message}", object(resource, name))]
     Conflict {
         /// `plural[/subresource]`.
         resource: String,
@@ -81,7 +81,7 @@ pub enum ClientError {
         message: String,
     },
     /// 404: the object (or its namespace) does not exist.
-    #[error("{resource} {name:?} not found{}", in_namespace(namespace.as_deref()))]
+    #[error("{} not found{}", object(resource, name), in_namespace(namespace.as_deref()))]
     NotFound {
         /// `plural[/subresource]`.
         resource: String,
@@ -103,7 +103,10 @@ pub enum ClientError {
         message: String,
     },
     /// Any other status the apiserver answered with (429, 5xx, ...).
-    #[error("cannot {verb} {resource} {name:?}: the apiserver answered {code} {reason}: {message}")]
+    #[error(
+        "cannot {verb} {}: the apiserver answered {code} {reason}: {message}",
+        object(resource, name)
+    )]
     Api {
         /// The verb that was attempted.
         verb: String,
@@ -120,7 +123,7 @@ pub enum ClientError {
     },
     /// The request did not get an answer (connection, TLS, timeout) or the
     /// answer could not be read.
-    #[error("cannot {verb} {resource} {name:?}: {source}")]
+    #[error("cannot {verb} {}: {source}", object(resource, name))]
     Request {
         /// The verb that was attempted.
         verb: String,
@@ -151,9 +154,19 @@ pub enum ClientError {
     },
 }
 
+/// `resource "name"`, or what of it is known.
+fn object(resource: &str, name: &str) -> String {
+    match (resource.is_empty(), name.is_empty()) {
+        (false, false) => format!("{resource} {name:?}"),
+        (false, true) => resource.to_owned(),
+        (true, false) => format!("{name:?}"),
+        (true, true) => "the object".to_owned(),
+    }
+}
+
 fn invalid_text(resource: &str, name: &str, message: &str) -> String {
     if message.is_empty() {
-        format!("{resource} {name:?} is invalid")
+        format!("{} is invalid", object(resource, name))
     } else {
         message.to_owned()
     }
@@ -261,7 +274,7 @@ impl From<kube::Error> for ClientError {
         Self::from_kube(
             error,
             &Target {
-                verb: "access",
+                verb: "reach",
                 ..Target::default()
             },
         )
@@ -445,5 +458,16 @@ mod tests {
             ClientError::from_kube(api(503, "ServiceUnavailable", "later"), &t),
             ClientError::Api { code: 503, .. }
         ));
+        let err = ClientError::from(kube::Error::TlsRequired);
+        assert_eq!(
+            err.to_string(),
+            "cannot reach the object: TLS required but no TLS stack selected"
+        );
+        let err = ClientError::from_kube(kube::Error::TlsRequired, &t);
+        assert!(
+            err.to_string()
+                .starts_with("cannot update configmaps \"c\": "),
+            "{err}"
+        );
     }
 }

@@ -21,8 +21,11 @@ use super::retry::RetryPolicy;
 /// Adds `finalizer` to the object (no request if `obj` already lists it).
 /// Returns the object as stored.
 ///
-/// `obj` is used as the first guess of the current state (e.g. from the
-/// cache); on a conflict the object is re-read. Retries conflicts with
+/// The write is a merge patch of `metadata.finalizers` carrying the
+/// `resourceVersion` it was computed from, so a concurrent change makes it
+/// fail with 409 instead of overwriting another writer's finalizer. `obj` is
+/// the first guess of the current state (e.g. from the cache); on a
+/// conflict the object is re-read and the list recomputed. Retries conflicts with
 /// [`RetryPolicy::default`]. Fails with [`ClientError::NotFound`] if the object
 /// is gone, and with [`ClientError::Invalid`] if it is being deleted (the
 /// apiserver forbids new finalizers then).

@@ -1,42 +1,5 @@
-//! Kubernetes Events (`events.k8s.io/v1`) about the objects a controller
-//! manages, with repeats folded into one Event's `series`.
-//!
-//! ```no_run
-//! use k8s_openapi::api::core::v1::ConfigMap;
-//! use opkit::client::{Event, EventRecorder, EventType};
-//!
-//! # async fn example(client: kube::Client, cm: ConfigMap) -> Result<(), opkit::client::EventError> {
-//! let recorder = EventRecorder::builder(client, "cache.example.com/memcached-controller")
-//!     .reporting_instance("memcached-operator-7d9f-x2x")
-//!     .build()?;
-//! recorder.warning(&cm, "InvalidSize", "Reconciling", "size must be between 1 and 10");
-//! recorder.publish(
-//!     &cm,
-//!     Event::new(EventType::Normal, "Scaled", "Scaling").note("scaled to 3 replicas"),
-//! );
-//! recorder.flush().await; // only needed to observe the Events right away (tests)
-//! # Ok(()) }
-//! ```
-//!
-//! # Repeats
-//!
-//! Publishing returns at once: a background task writes the Events. An
-//! event equal to one published within the *series window* (default 6
-//! minutes, client-go's) — same object (`regarding`), `related`, type,
-//! reason, action and note — does not create a new Event: the existing
-//! one's `series` is updated instead. `series.count` is the number of
-//! occurrences including the first (the first write has no `series`, the
-//! second sets `count: 2`, as client-go does), and `series.lastObservedTime`
-//! the time of the latest. Bursts are coalesced: five identical events
-//! published at once cost one create and at most one patch.
-//!
-//! Failures to write are logged with `tracing` and never reach the caller; an
-//! event published while 1000 are waiting to be written is dropped (logged).
-//!
-//! # RBAC
-//!
-//! `create` and `patch` on `events` in API group `events.k8s.io`, in the
-//! namespaces of the objects (`default` for cluster-scoped ones).
+//! Kubernetes Events (`events.k8s.io/v1`): the public types here, the
+//! recorder in `recorder.rs`, the folding of repeats in `series.rs`.
 
 mod recorder;
 mod series;
