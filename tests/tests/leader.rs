@@ -323,9 +323,10 @@ async fn a_leader_that_cannot_renew_stops_before_another_acquires() {
         acquired - cut_at
     );
     // `a` gave up within its renew deadline of the cut (its last renew was
-    // sent at most a retry period before the cut).
+    // sent before the cut; the margin covers the RBAC cache catching up with
+    // the deleted binding and a loaded scheduler).
     assert!(
-        lost - cut_at <= RENEW + Duration::from_millis(200),
+        lost - cut_at <= RENEW + Duration::from_millis(500),
         "{:?}",
         lost - cut_at
     );
