@@ -1,0 +1,220 @@
+//! `bench-informer --go-peer PATH [--sizes 10000,50000] [--runs 3]`
+//!
+//! Starts a real control plane (`opkit::envtest`), creates N ConfigMaps with
+//! ~1 KiB of data in a namespace per size, then runs every peer as its own
+//! process against the same control plane, `runs` times each in rotating
+//! order, and prints a Markdown table of the medians: initial sync time
+//! (× the raw paginated LIST floor) and process RSS after sync (× client-go).
+
+use std::{path::PathBuf, process::Command, time::Duration};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::api::{Api, ObjectMeta, PostParams};
+use opkit::envtest::ControlPlane;
+
+struct Peer {
+    label: &'static str,
+    cmd: Vec<String>,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Sample {
+    sync_ms: f64,
+    rss_kib: f64,
+}
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    if n == 0 {
+        return f64::NAN;
+    }
+    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+}
+
+fn payload(i: usize) -> String {
+    // ~1 KiB of varied text per object
+    let mut x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..1024)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (b'a' + (x % 26) as u8) as char
+        })
+        .collect()
+}
+
+async fn populate(client: &kube::Client, ns: &str, n: usize) {
+    let nss: Api<Namespace> = Api::all(client.clone());
+    let _ = nss
+        .create(
+            &PostParams::default(),
+            &Namespace {
+                metadata: ObjectMeta {
+                    name: Some(ns.into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+        )
+        .await;
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    futures::stream::iter(0..n)
+        .for_each_concurrent(64, |i| {
+            let api = api.clone();
+            async move {
+                let cm = ConfigMap {
+                    metadata: ObjectMeta {
+                        name: Some(format!("cm-{i:06}")),
+                        labels: Some([("bench".to_string(), "informer".to_string())].into()),
+                        ..Default::default()
+                    },
+                    data: Some([("payload".to_string(), payload(i))].into()),
+                    ..Default::default()
+                };
+                for attempt in 0..5 {
+                    match api.create(&PostParams::default(), &cm).await {
+                        Ok(_) => return,
+                        Err(kube::Error::Api(e)) if e.code == 409 => return,
+                        Err(e) if attempt < 4 => {
+                            eprintln!("create cm-{i:06}: {e}; retrying");
+                            tokio::time::sleep(Duration::from_millis(200)).await;
+                        }
+                        Err(e) => panic!("create cm-{i:06}: {e}"),
+                    }
+                }
+            }
+        })
+        .await;
+}
+
+fn run(peer: &Peer, kubeconfig: &str, ns: &str, expect: usize) -> Sample {
+    let out = Command::new(&peer.cmd[0])
+        .args(&peer.cmd[1..])
+        .args(["--kubeconfig", kubeconfig, "--namespace", ns])
+        .output()
+        .unwrap_or_else(|e| panic!("running {}: {e}", peer.cmd[0]));
+    if !out.status.success() {
+        panic!(
+            "{} failed: {}\n{}",
+            peer.label,
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let line = String::from_utf8_lossy(&out.stdout);
+    let v: serde_json::Value = serde_json::from_str(line.trim().lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{}: bad output {line:?}: {e}", peer.label));
+    let objects = v["objects"].as_u64().unwrap_or(0) as usize;
+    assert_eq!(objects, expect, "{} synced {objects} objects, expected {expect}", peer.label);
+    Sample {
+        sync_ms: v["sync_ms"].as_f64().unwrap_or(f64::NAN),
+        rss_kib: v["rss_kib"].as_f64().unwrap_or(f64::NAN),
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let go_peer = arg(&args, "--go-peer").expect("--go-peer PATH");
+    let sizes: Vec<usize> = arg(&args, "--sizes")
+        .unwrap_or_else(|| "10000,50000".into())
+        .split(',')
+        .map(|s| s.trim().parse().expect("size"))
+        .collect();
+    let runs: usize = arg(&args, "--runs").and_then(|s| s.parse().ok()).unwrap_or(3);
+    let me = std::env::current_exe().expect("current exe");
+    let rust_peer: PathBuf = me.with_file_name("informer-peers");
+    let rp = |mode: &str| vec![rust_peer.display().to_string(), mode.to_string()];
+    let peers = [
+        Peer { label: "raw paginated LIST (floor)", cmd: rp("raw-list") },
+        Peer { label: "opkit informer", cmd: rp("opkit") },
+        Peer { label: "opkit informer, LIST mode", cmd: rp("opkit-list") },
+        Peer { label: "opkit informer, managedFields kept", cmd: rp("opkit-keep-mf") },
+        Peer { label: "kube-runtime reflector", cmd: rp("kube-runtime") },
+        Peer { label: "client-go informer", cmd: vec![go_peer.clone()] },
+    ];
+
+    eprintln!("bench-informer: starting a control plane");
+    let cp = ControlPlane::start().await.expect("control plane");
+    let client = cp.client().expect("client");
+    let kubeconfig = cp.kubeconfig_path().display().to_string();
+    let version = client.apiserver_version().await.expect("version").git_version;
+
+    let mut rows = Vec::new();
+    for &size in &sizes {
+        let ns = format!("bench-{size}");
+        let t = std::time::Instant::now();
+        populate(&client, &ns, size).await;
+        eprintln!("bench-informer: created {size} ConfigMaps in {:?}", t.elapsed());
+        // warm the apiserver's caches and connections once
+        run(&peers[0], &kubeconfig, &ns, size);
+        let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); peers.len()];
+        for r in 0..runs {
+            for k in 0..peers.len() {
+                let i = (k + r) % peers.len();
+                let s = run(&peers[i], &kubeconfig, &ns, size);
+                eprintln!(
+                    "  {size:>6} {:<38} run {r}: sync {:>8.1} ms, rss {:>8.1} MiB",
+                    peers[i].label,
+                    s.sync_ms,
+                    s.rss_kib / 1024.0
+                );
+                samples[i].push(s);
+            }
+        }
+        let med: Vec<Sample> = samples
+            .iter()
+            .map(|v| Sample {
+                sync_ms: median(v.iter().map(|s| s.sync_ms).collect()),
+                rss_kib: median(v.iter().map(|s| s.rss_kib).collect()),
+            })
+            .collect();
+        rows.push((size, med));
+    }
+
+    println!(
+        "Informer initial sync of ConfigMaps (~1 KiB of data each), one namespace, kube-apiserver {version}; \
+         median of {runs} runs, each peer its own process; RSS read 1 s after sync."
+    );
+    println!();
+    println!("| objects | peer | sync (ms) | × raw LIST | RSS after sync (MiB) | × client-go |");
+    println!("|---:|---|---:|---:|---:|---:|");
+    let go = peers.len() - 1;
+    for (size, med) in &rows {
+        for (i, p) in peers.iter().enumerate() {
+            println!(
+                "| {size} | {} | {:.0} | {:.2} | {:.1} | {:.2} |",
+                p.label,
+                med[i].sync_ms,
+                med[i].sync_ms / med[0].sync_ms,
+                med[i].rss_kib / 1024.0,
+                med[i].rss_kib / med[go].rss_kib
+            );
+        }
+    }
+    println!();
+    for (size, med) in &rows {
+        let (o, raw, kr) = (med[1], med[0], med[4]);
+        let g = med[go];
+        println!(
+            "targets at {size}: sync ≤ 1.1× raw LIST: {} ({:.2}×); RSS ≤ 0.5× client-go: {} ({:.2}×); RSS below kube-runtime: {} ({:.1} vs {:.1} MiB)",
+            if o.sync_ms <= 1.1 * raw.sync_ms { "met" } else { "MISSED" },
+            o.sync_ms / raw.sync_ms,
+            if o.rss_kib <= 0.5 * g.rss_kib { "met" } else { "MISSED" },
+            o.rss_kib / g.rss_kib,
+            if o.rss_kib < kr.rss_kib { "met" } else { "MISSED" },
+            o.rss_kib / 1024.0,
+            kr.rss_kib / 1024.0,
+        );
+    }
+    cp.stop();
+}

@@ -1,0 +1,137 @@
+//! `informer-peer MODE --kubeconfig K --namespace NS`: one informer (or the
+//! raw LIST floor) syncs ConfigMaps of one namespace; prints one JSON line
+//! `{"peer", "sync_ms", "objects", "rss_kib"}`.
+//!
+//! Modes:
+//! - `opkit`: `opkit::cache` informer, defaults (streaming list when the
+//!   server supports it, managedFields stripped);
+//! - `opkit-list`: same, paginated LIST instead of the streaming list;
+//! - `opkit-keep-mf`: same as `opkit`, managedFields kept;
+//! - `kube-runtime`: `kube::runtime::reflector` over `watcher` (defaults);
+//! - `raw-list`: the floor — a paginated LIST (500 per page) decoded into
+//!   `ConfigMap`s and dropped, nothing stored.
+
+use std::{future::ready, time::{Duration, Instant}};
+
+use futures::StreamExt;
+use http_body_util::BodyExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::{
+    Api, Client, Resource,
+    runtime::{WatchStreamExt, reflector, watcher},
+};
+use opkit::cache::{InformerOptions, ListWatch, ReflectorConfig, SharedIndexInformer, StreamingList};
+
+fn rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("VmRSS:"))
+                .and_then(|l| l.split_whitespace().nth(1))
+                .and_then(|v| v.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+async fn opkit(client: Client, ns: &str, streaming: bool, strip: bool) -> usize {
+    let mut options = InformerOptions::<ConfigMap>::default();
+    options.reflector = ReflectorConfig {
+        streaming_list: if streaming { StreamingList::Auto } else { StreamingList::Off },
+        ..Default::default()
+    };
+    if !strip {
+        options.transform = None;
+    }
+    let informer = SharedIndexInformer::new(ListWatch::<ConfigMap>::new(client, &()).namespace(ns), options);
+    informer.start().expect("start");
+    assert!(informer.wait_for_sync().await, "informer stopped before sync");
+    let n = informer.indexer().len();
+    std::mem::forget(informer); // keep it (and its cache) alive until exit
+    n
+}
+
+async fn kube_runtime(client: Client, ns: &str) -> usize {
+    let api: Api<ConfigMap> = Api::namespaced(client, ns);
+    let (reader, writer) = reflector::store();
+    let stream = reflector(writer, watcher(api, watcher::Config::default()))
+        .applied_objects()
+        .for_each(|_| ready(()));
+    tokio::spawn(stream);
+    reader.wait_until_ready().await.expect("reflector ready");
+    let n = reader.state().len();
+    std::mem::forget(reader);
+    n
+}
+
+/// A list page, decoded with no detour (no `#[serde(flatten)]` buffering).
+#[derive(serde::Deserialize)]
+struct Page {
+    metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta,
+    items: Vec<ConfigMap>,
+}
+
+async fn raw_list(client: Client, ns: &str) -> usize {
+    let path = ConfigMap::url_path(&(), Some(ns));
+    let mut cont: Option<String> = None;
+    let mut n = 0;
+    loop {
+        let mut q = format!("{path}?limit=500");
+        if let Some(c) = &cont {
+            q.push_str("&continue=");
+            q.push_str(c);
+        }
+        let req = http::Request::get(q)
+            .header(http::header::ACCEPT, "application/json")
+            .body(kube::client::Body::empty())
+            .expect("request");
+        let res = client.send(req).await.expect("LIST");
+        assert!(res.status().is_success(), "LIST failed: {}", res.status());
+        let bytes = res.into_body().collect().await.expect("body").to_bytes();
+        let page: Page = serde_json::from_slice(&bytes).expect("decode");
+        n += page.items.len();
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(c) => cont = Some(c),
+            None => return n,
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let mode = args.get(1).cloned().unwrap_or_default();
+    let kubeconfig = arg(&args, "--kubeconfig").expect("--kubeconfig");
+    let ns = arg(&args, "--namespace").expect("--namespace");
+    let settle = Duration::from_millis(
+        arg(&args, "--settle-ms").and_then(|s| s.parse().ok()).unwrap_or(1000),
+    );
+    let kc = kube::config::Kubeconfig::read_from(&kubeconfig).expect("read kubeconfig");
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .expect("kubeconfig");
+    let client = Client::try_from(config).expect("client");
+
+    let start = Instant::now();
+    let objects = match mode.as_str() {
+        "opkit" => opkit(client, &ns, true, true).await,
+        "opkit-list" => opkit(client, &ns, false, true).await,
+        "opkit-keep-mf" => opkit(client, &ns, true, false).await,
+        "kube-runtime" => kube_runtime(client, &ns).await,
+        "raw-list" => raw_list(client, &ns).await,
+        other => panic!("unknown mode {other:?}"),
+    };
+    let sync_ms = start.elapsed().as_secs_f64() * 1000.0;
+    tokio::time::sleep(settle).await;
+    println!(
+        "{}",
+        serde_json::json!({"peer": mode, "sync_ms": sync_ms, "objects": objects, "rss_kib": rss_kib()})
+    );
+    std::process::exit(0);
+}
