@@ -1,9 +1,10 @@
 //! The timer heap behind `add_after` and the per-key throttle.
 //!
-//! A min-heap keyed by deadline. An entry carries a unique id; the queue's
-//! slot for the item records which id is current, so superseded entries (an
-//! earlier `add_after` won) are recognised as stale when they surface and are
-//! skipped. Nothing polls: the queue's getters sleep until [`TimerHeap::next_deadline`].
+//! A min-heap keyed by deadline. An entry names a slot of the queue and
+//! carries an id; the slot records which id is current, so superseded
+//! entries (an earlier `add_after` won, or the slot was reused) are
+//! recognised as stale when they surface and are skipped. Nothing polls: the
+//! queue's getters sleep until [`TimerHeap::next_deadline`].
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -13,7 +14,7 @@ use tokio::time::Instant;
 /// One scheduled wake-up for `item`.
 pub(crate) struct Timer<T> {
     pub(crate) at: Instant,
-    pub(crate) id: u64,
+    pub(crate) id: u32,
     pub(crate) item: T,
 }
 
@@ -51,7 +52,7 @@ impl<T> TimerHeap<T> {
         }
     }
 
-    pub(crate) fn push(&mut self, at: Instant, id: u64, item: T) {
+    pub(crate) fn push(&mut self, at: Instant, id: u32, item: T) {
         self.heap.push(Timer { at, id, item });
     }
 

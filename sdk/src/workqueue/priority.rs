@@ -44,28 +44,29 @@ impl Priority {
     }
 }
 
-/// One FIFO lane per priority. Each element carries the id it was queued
-/// under, so that an element left behind by a priority upgrade can be
-/// recognised as stale and skipped (lazy deletion keeps every operation O(1)).
-pub(crate) struct ReadyLanes<T> {
-    lanes: [VecDeque<(T, u64)>; Priority::COUNT],
+/// One FIFO lane per priority, of `(slot index, id)` elements. The id is the
+/// one the slot was queued under, so that an element left behind by a
+/// priority upgrade can be recognised as stale and skipped (lazy deletion
+/// keeps every operation O(1)).
+pub(crate) struct ReadyLanes {
+    lanes: [VecDeque<(u32, u32)>; Priority::COUNT],
 }
 
-impl<T> ReadyLanes<T> {
+impl ReadyLanes {
     pub(crate) fn new() -> Self {
         Self {
             lanes: [VecDeque::new(), VecDeque::new(), VecDeque::new()],
         }
     }
 
-    pub(crate) fn push(&mut self, priority: Priority, item: T, id: u64) {
+    pub(crate) fn push(&mut self, priority: Priority, item: u32, id: u32) {
         if let Some(lane) = self.lanes.get_mut(priority.lane()) {
             lane.push_back((item, id));
         }
     }
 
     /// Pops the oldest element of the highest non-empty lane.
-    pub(crate) fn pop(&mut self) -> Option<(T, u64, Priority)> {
+    pub(crate) fn pop(&mut self) -> Option<(u32, u32, Priority)> {
         for priority in Priority::HIGHEST_FIRST {
             if let Some(lane) = self.lanes.get_mut(priority.lane())
                 && let Some((item, id)) = lane.pop_front()
@@ -82,9 +83,9 @@ impl<T> ReadyLanes<T> {
     }
 
     /// Drops the stale elements (those `is_live` rejects).
-    pub(crate) fn retain(&mut self, mut is_live: impl FnMut(&T, u64) -> bool) {
+    pub(crate) fn retain(&mut self, mut is_live: impl FnMut(u32, u32) -> bool) {
         for lane in &mut self.lanes {
-            lane.retain(|(item, id)| is_live(item, *id));
+            lane.retain(|&(item, id)| is_live(item, id));
         }
     }
 }
@@ -96,24 +97,24 @@ mod tests {
     #[test]
     fn higher_lanes_first_fifo_within() {
         let mut lanes = ReadyLanes::new();
-        lanes.push(Priority::Low, "l1", 1);
-        lanes.push(Priority::Normal, "n1", 2);
-        lanes.push(Priority::Low, "l2", 3);
-        lanes.push(Priority::High, "h1", 4);
-        lanes.push(Priority::Normal, "n2", 5);
+        lanes.push(Priority::Low, 11, 1);
+        lanes.push(Priority::Normal, 21, 2);
+        lanes.push(Priority::Low, 12, 3);
+        lanes.push(Priority::High, 31, 4);
+        lanes.push(Priority::Normal, 22, 5);
         let order: Vec<_> = std::iter::from_fn(|| lanes.pop().map(|(i, _, _)| i)).collect();
-        assert_eq!(order, ["h1", "n1", "n2", "l1", "l2"]);
+        assert_eq!(order, [31, 21, 22, 11, 12]);
         assert_eq!(lanes.raw_len(), 0);
     }
 
     #[test]
     fn retain_drops_stale() {
         let mut lanes = ReadyLanes::new();
-        lanes.push(Priority::Low, "a", 1);
-        lanes.push(Priority::Normal, "a", 2);
+        lanes.push(Priority::Low, 7, 1);
+        lanes.push(Priority::Normal, 7, 2);
         lanes.retain(|_, id| id == 2);
         assert_eq!(lanes.raw_len(), 1);
-        assert_eq!(lanes.pop(), Some(("a", 2, Priority::Normal)));
+        assert_eq!(lanes.pop(), Some((7, 2, Priority::Normal)));
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! The queue's state machine: synchronous, behind the queue's one lock.
 //!
-//! Every item known to the queue has one [`Slot`] in one hash map, so each
-//! operation is a single hash lookup. A slot's flags are client-go's sets:
+//! Every item known to the queue has one [`Slot`] in a slab (a `Vec` with a
+//! free list), found through a hash table of slab indices. Ready lanes and
+//! timers hold slab indices, not items: handing out an item needs no hash
+//! lookup, and nothing but the slab owns an item. A slot's flags are
+//! client-go's sets:
 //!
 //! * `DIRTY`: the item needs processing (client-go's *dirty* set);
 //! * `PROCESSING`: a worker holds it (client-go's *processing* set);
@@ -10,13 +13,17 @@
 //! * `PARKED`: dirty, but held back by the per-key minimum interval until a
 //!   timer fires; implies `DIRTY` and not `PROCESSING`.
 //!
-//! A slot may also carry a pending `add_after` ([`Delay`]), independent of the
-//! flags: when it fires the item goes through [`State::add`], so it dedups
-//! against a dirty item exactly like a plain add. A slot is removed as soon as
-//! it has no flag and no delay.
+//! A slot may also carry a pending `add_after` (`delay_at`), independent of
+//! the flags: when it fires the item goes through the add rule, so it dedups
+//! against a dirty item exactly like a plain add. A slot is freed as soon as
+//! it has no flag and no pending delay.
 //!
-//! Time is passed in ([`LazyNow`]), so the state is deterministic and is read
-//! from the clock only when timers or metrics need it.
+//! Lane elements and timers carry the id the slot had when they were made;
+//! an element whose id no longer matches (the item moved lanes, its delay was
+//! superseded, or the slot was reused) is stale and skipped.
+//!
+//! Time is passed in ([`LazyNow`]), so the state is deterministic and reads
+//! the clock only when timers or metrics need it.
 
 use std::hash::{BuildHasher, Hash};
 
@@ -55,35 +62,38 @@ impl LazyNow {
     }
 }
 
-/// A pending `add_after`: the earliest requested time wins.
-#[derive(Debug, Clone, Copy)]
-struct Delay {
-    at: Instant,
-    id: u64,
-    priority: Priority,
-}
-
 #[derive(Debug)]
-struct Slot {
+struct Slot<T> {
+    item: T,
+    hash: u64,
     flags: u8,
     /// Priority of the pending (dirty) instance.
     priority: Priority,
-    /// Id of the current ready-lane element (if `QUEUED`) or park timer (if `PARKED`).
-    id: u64,
-    delay: Option<Delay>,
+    /// Priority the pending `add_after` adds with.
+    delay_priority: Priority,
+    /// Id of the current lane element (if `QUEUED`) or park timer (if `PARKED`).
+    id: u32,
+    /// Id of the current delay timer (if `delay_at` is set).
+    delay_id: u32,
+    /// When the pending `add_after` fires (the earliest requested).
+    delay_at: Option<Instant>,
     /// When the item last became dirty (metrics only).
     added_at: Option<Instant>,
     /// When the item was handed out (metrics only).
     started_at: Option<Instant>,
 }
 
-impl Slot {
-    fn empty() -> Self {
+impl<T> Slot<T> {
+    fn new(item: T, hash: u64) -> Self {
         Self {
+            item,
+            hash,
             flags: 0,
             priority: Priority::Normal,
+            delay_priority: Priority::Normal,
             id: 0,
-            delay: None,
+            delay_id: 0,
+            delay_at: None,
             added_at: None,
             started_at: None,
         }
@@ -94,68 +104,7 @@ impl Slot {
     }
 
     fn is_vacant(&self) -> bool {
-        self.flags == 0 && self.delay.is_none()
-    }
-}
-
-/// The slot map: one hash table of `(item, slot)`, hashed with foldhash.
-///
-/// A `HashTable` rather than a `HashMap` so that an add of a known item
-/// neither clones nor drops-and-rehashes the item it was given.
-struct Slots<T> {
-    table: HashTable<(T, Slot)>,
-    hasher: DefaultHashBuilder,
-}
-
-impl<T: Eq + Hash> Slots<T> {
-    fn new() -> Self {
-        Self {
-            table: HashTable::new(),
-            hasher: DefaultHashBuilder::default(),
-        }
-    }
-
-    fn entry(&mut self, item: &T) -> TableEntry<'_, (T, Slot)> {
-        let hasher = &self.hasher;
-        self.table.entry(
-            hasher.hash_one(item),
-            |(k, _)| k == item,
-            |(k, _)| hasher.hash_one(k),
-        )
-    }
-
-    fn get_mut(&mut self, item: &T) -> Option<&mut Slot> {
-        self.table
-            .find_mut(self.hasher.hash_one(item), |(k, _)| k == item)
-            .map(|(_, slot)| slot)
-    }
-
-    fn get(&self, item: &T) -> Option<&Slot> {
-        self.table
-            .find(self.hasher.hash_one(item), |(k, _)| k == item)
-            .map(|(_, slot)| slot)
-    }
-
-    fn remove(&mut self, item: &T) {
-        if let Ok(entry) = self
-            .table
-            .find_entry(self.hasher.hash_one(item), |(k, _)| k == item)
-        {
-            entry.remove();
-        }
-    }
-
-    fn retain(&mut self, mut keep: impl FnMut(&mut Slot) -> bool) {
-        self.table.retain(|(_, slot)| keep(slot));
-    }
-
-    fn values(&self) -> impl Iterator<Item = &Slot> {
-        self.table.iter().map(|(_, slot)| slot)
-    }
-
-    #[cfg(test)]
-    fn is_empty(&self) -> bool {
-        self.table.is_empty()
+        self.flags == 0 && self.delay_at.is_none()
     }
 }
 
@@ -168,7 +117,7 @@ pub(crate) enum Added {
     MarkedDirty,
     /// The item was already waiting (possibly with a lower priority, now raised).
     Duplicate,
-    /// The queue is shutting down.
+    /// The queue is shutting down (or holds 2^32 items).
     Ignored,
 }
 
@@ -188,12 +137,146 @@ pub(crate) enum Popped<T> {
     Parked,
 }
 
+/// The slab of slots and the hash index over it.
+struct Slab<T> {
+    slots: Vec<Option<Slot<T>>>,
+    free: Vec<u32>,
+    index: HashTable<u32>,
+    hasher: DefaultHashBuilder,
+}
+
+impl<T: Eq + Hash> Slab<T> {
+    fn new() -> Self {
+        Self {
+            slots: Vec::new(),
+            free: Vec::new(),
+            index: HashTable::new(),
+            hasher: DefaultHashBuilder::default(),
+        }
+    }
+
+    fn get_mut(&mut self, idx: u32) -> Option<&mut Slot<T>> {
+        self.slots.get_mut(idx as usize)?.as_mut()
+    }
+
+    /// The slot of `item`, creating a blank one if needed. `None` only when
+    /// 2^32 items are already known.
+    fn slot_for(&mut self, item: T) -> Option<(u32, &mut Slot<T>, bool)> {
+        let hash = self.hasher.hash_one(&item);
+        let slots = &self.slots;
+        let entry = self.index.entry(
+            hash,
+            |&i| {
+                slots
+                    .get(i as usize)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|s| s.item == item)
+            },
+            |&i| {
+                slots
+                    .get(i as usize)
+                    .and_then(Option::as_ref)
+                    .map_or(0, |s| s.hash)
+            },
+        );
+        let (idx, created) = match entry {
+            TableEntry::Occupied(occupied) => (*occupied.get(), false),
+            TableEntry::Vacant(vacant) => {
+                let slot = Slot::new(item, hash);
+                let idx = match self.free.pop() {
+                    Some(idx) => {
+                        if let Some(place) = self.slots.get_mut(idx as usize) {
+                            *place = Some(slot);
+                        }
+                        idx
+                    }
+                    None => {
+                        let idx = u32::try_from(self.slots.len()).ok()?;
+                        self.slots.push(Some(slot));
+                        idx
+                    }
+                };
+                vacant.insert(idx);
+                (idx, true)
+            }
+        };
+        let slot = self.get_mut(idx)?;
+        Some((idx, slot, created))
+    }
+
+    /// The index of `item`'s slot, if it has one.
+    fn find(&self, item: &T) -> Option<u32> {
+        let hash = self.hasher.hash_one(item);
+        let slots = &self.slots;
+        self.index
+            .find(hash, |&i| {
+                slots
+                    .get(i as usize)
+                    .and_then(Option::as_ref)
+                    .is_some_and(|s| s.item == *item)
+            })
+            .copied()
+    }
+
+    /// Frees slot `idx` if it holds nothing any more.
+    fn release_if_vacant(&mut self, idx: u32) {
+        let Some(slot) = self.slots.get(idx as usize).and_then(Option::as_ref) else {
+            return;
+        };
+        if !slot.is_vacant() {
+            return;
+        }
+        if let Ok(entry) = self.index.find_entry(slot.hash, |&i| i == idx) {
+            entry.remove();
+        }
+        if let Some(place) = self.slots.get_mut(idx as usize) {
+            *place = None;
+        }
+        self.free.push(idx);
+    }
+
+    fn occupied(&self) -> impl Iterator<Item = (u32, &Slot<T>)> {
+        self.slots
+            .iter()
+            .enumerate()
+            .filter_map(|(i, s)| Some((u32::try_from(i).ok()?, s.as_ref()?)))
+    }
+
+    fn is_live_timer(&self, idx: u32, id: u32) -> bool {
+        self.slots
+            .get(idx as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|s| {
+                (s.delay_at.is_some() && s.delay_id == id) || (s.has(PARKED) && s.id == id)
+            })
+    }
+
+    fn is_live_element(&self, idx: u32, id: u32) -> bool {
+        self.slots
+            .get(idx as usize)
+            .and_then(Option::as_ref)
+            .is_some_and(|s| s.has(QUEUED) && s.id == id)
+    }
+}
+
+/// Ids for lane elements and timers (wrapping; a collision after 2^32 ids
+/// could at worst reorder one item, never break dedup or exclusivity).
+#[derive(Debug, Default)]
+struct Ids(u32);
+
+impl Ids {
+    fn next(&mut self) -> u32 {
+        self.0 = self.0.wrapping_add(1);
+        self.0
+    }
+}
+
 /// All mutable state of one queue.
 pub(crate) struct State<T> {
-    slots: Slots<T>,
-    ready: ReadyLanes<T>,
-    timers: TimerHeap<T>,
-    next_id: u64,
+    slab: Slab<T>,
+    ready: ReadyLanes,
+    timers: TimerHeap<u32>,
+    ids: Ids,
     /// Valid elements in the ready lanes.
     queued: usize,
     parked: usize,
@@ -222,10 +305,10 @@ pub(crate) struct State<T> {
 impl<T: Eq + Hash + Clone> State<T> {
     pub(crate) fn new() -> Self {
         Self {
-            slots: Slots::new(),
+            slab: Slab::new(),
             ready: ReadyLanes::new(),
             timers: TimerHeap::new(),
-            next_id: 0,
+            ids: Ids::default(),
             queued: 0,
             parked: 0,
             processing: 0,
@@ -241,11 +324,6 @@ impl<T: Eq + Hash + Clone> State<T> {
         }
     }
 
-    fn fresh_id(&mut self) -> u64 {
-        self.next_id = self.next_id.wrapping_add(1);
-        self.next_id
-    }
-
     /// Items waiting to be handed out (ready or parked; delayed ones excluded).
     pub(crate) fn len(&self) -> usize {
         self.queued + self.parked
@@ -259,10 +337,10 @@ impl<T: Eq + Hash + Clone> State<T> {
         self.processing
     }
 
-    /// Whether any item is waiting, being processed, or delayed.
+    /// Whether the queue knows no item at all (none waiting, processing or delayed).
     #[cfg(test)]
     pub(crate) fn is_idle(&self) -> bool {
-        self.slots.is_empty()
+        self.slab.index.is_empty()
     }
 
     /// Nothing handed out and nothing left to hand out.
@@ -290,70 +368,21 @@ impl<T: Eq + Hash + Clone> State<T> {
             return Added::Ignored;
         }
         self.promote(now, metrics);
-        let id = self.fresh_id();
-        match self.slots.entry(&item) {
-            TableEntry::Vacant(vacant) => {
-                let mut slot = Slot::empty();
-                slot.flags = DIRTY | QUEUED;
-                slot.priority = priority;
-                slot.id = id;
-                if let Some(m) = metrics {
-                    m.added();
-                    slot.added_at = Some(now.get());
-                }
-                vacant.insert((item.clone(), slot));
-                self.ready.push(priority, item, id);
-                self.queued += 1;
-                self.newly_ready += 1;
-                Added::Queued
-            }
-            TableEntry::Occupied(mut occupied) => {
-                let (_, slot) = occupied.get_mut();
-                let outcome =
-                    Self::mark_dirty(slot, item, priority, id, &mut self.ready, now, metrics);
-                self.count(outcome);
-                outcome
-            }
-        }
-    }
-
-    /// The add rule for an item that already has a slot. `item` is an owned
-    /// copy used only if the item has to be pushed to a lane.
-    fn mark_dirty(
-        slot: &mut Slot,
-        item: T,
-        priority: Priority,
-        id: u64,
-        ready: &mut ReadyLanes<T>,
-        now: &mut LazyNow,
-        metrics: Option<&QueueMetrics>,
-    ) -> Added {
-        if slot.has(DIRTY) {
-            // Already waiting (or dirty while processing): dedup, keeping the
-            // higher priority. A queued item moves to its new lane; the old
-            // element becomes stale.
-            if priority > slot.priority {
-                slot.priority = priority;
-                if slot.has(QUEUED) {
-                    slot.id = id;
-                    ready.push(priority, item, id);
-                }
-            }
-            return Added::Duplicate;
-        }
-        slot.flags |= DIRTY;
-        slot.priority = priority;
-        if let Some(m) = metrics {
-            m.added();
-            slot.added_at = Some(now.get());
-        }
-        if slot.has(PROCESSING) {
-            return Added::MarkedDirty;
-        }
-        slot.flags |= QUEUED;
-        slot.id = id;
-        ready.push(priority, item, id);
-        Added::Queued
+        let Some((idx, slot, _)) = self.slab.slot_for(item) else {
+            tracing::error!("workqueue holds 2^32 items; add dropped");
+            return Added::Ignored;
+        };
+        let outcome = mark_dirty(
+            slot,
+            idx,
+            priority,
+            &mut self.ids,
+            &mut self.ready,
+            now,
+            metrics,
+        );
+        self.count(outcome);
+        outcome
     }
 
     fn count(&mut self, outcome: Added) {
@@ -382,37 +411,28 @@ impl<T: Eq + Hash + Clone> State<T> {
         }
         let at = now.get() + delay.min(MAX_DELAY);
         self.promote(now, metrics);
-        let id = self.fresh_id();
-        let key = match self.slots.entry(&item) {
-            TableEntry::Vacant(vacant) => {
-                let mut slot = Slot::empty();
-                slot.delay = Some(Delay { at, id, priority });
-                vacant.insert((item.clone(), slot));
-                self.live_timers += 1;
-                item
-            }
-            TableEntry::Occupied(mut occupied) => {
-                let (_, slot) = occupied.get_mut();
-                match &mut slot.delay {
-                    Some(pending) => {
-                        pending.priority = pending.priority.max(priority);
-                        if at >= pending.at {
-                            return false;
-                        }
-                        // Earlier time wins; the old timer becomes stale.
-                        pending.at = at;
-                        pending.id = id;
-                    }
-                    None => {
-                        slot.delay = Some(Delay { at, id, priority });
-                        self.live_timers += 1;
-                    }
-                }
-                item
-            }
+        let Some((idx, slot, _)) = self.slab.slot_for(item) else {
+            tracing::error!("workqueue holds 2^32 items; add_after dropped");
+            return false;
         };
+        match slot.delay_at {
+            Some(pending) => {
+                slot.delay_priority = slot.delay_priority.max(priority);
+                if at >= pending {
+                    return false;
+                }
+                // Earlier time wins; the old timer becomes stale.
+            }
+            None => {
+                slot.delay_priority = priority;
+                self.live_timers += 1;
+            }
+        }
+        let id = self.ids.next();
+        slot.delay_at = Some(at);
+        slot.delay_id = id;
         let earliest = self.timers.next_deadline().is_none_or(|next| at < next);
-        self.timers.push(at, id, key);
+        self.timers.push(at, id, idx);
         self.compact_timers();
         earliest
     }
@@ -425,32 +445,29 @@ impl<T: Eq + Hash + Clone> State<T> {
         }
         let now_at = now.get();
         while let Some(timer) = self.timers.pop_due(now_at) {
-            let Some(slot) = self.slots.get_mut(&timer.item) else {
+            let idx = timer.item;
+            let Some(slot) = self.slab.get_mut(idx) else {
                 continue;
             };
-            if slot.delay.is_some_and(|d| d.id == timer.id) {
-                let priority = slot.delay.map_or(Priority::Normal, |d| d.priority);
-                slot.delay = None;
+            if slot.delay_at.is_some() && slot.delay_id == timer.id {
+                slot.delay_at = None;
                 self.live_timers -= 1;
-                let id = self.next_id.wrapping_add(1);
-                self.next_id = id;
-                let outcome = Self::mark_dirty(
+                let priority = slot.delay_priority;
+                let outcome = mark_dirty(
                     slot,
-                    timer.item,
+                    idx,
                     priority,
-                    id,
+                    &mut self.ids,
                     &mut self.ready,
                     now,
                     metrics,
                 );
                 self.count(outcome);
             } else if slot.has(PARKED) && slot.id == timer.id {
+                let id = self.ids.next();
                 slot.flags = (slot.flags & !PARKED) | QUEUED;
-                let id = self.next_id.wrapping_add(1);
-                self.next_id = id;
                 slot.id = id;
-                let priority = slot.priority;
-                self.ready.push(priority, timer.item, id);
+                self.ready.push(slot.priority, idx, id);
                 self.live_timers -= 1;
                 self.parked -= 1;
                 self.queued += 1;
@@ -465,12 +482,8 @@ impl<T: Eq + Hash + Clone> State<T> {
         if self.timers.len() <= 2 * self.live_timers + 1024 {
             return;
         }
-        let slots = &self.slots;
-        self.timers.retain(|t| {
-            slots.get(&t.item).is_some_and(|s| {
-                s.delay.is_some_and(|d| d.id == t.id) || (s.has(PARKED) && s.id == t.id)
-            })
-        });
+        let slab = &self.slab;
+        self.timers.retain(|t| slab.is_live_timer(t.item, t.id));
     }
 
     /// Drops stale lane elements once they outnumber live ones.
@@ -478,9 +491,8 @@ impl<T: Eq + Hash + Clone> State<T> {
         if self.ready.raw_len() <= 2 * self.queued + 1024 {
             return;
         }
-        let slots = &self.slots;
-        self.ready
-            .retain(|item, id| slots.get(item).is_some_and(|s| s.has(QUEUED) && s.id == id));
+        let slab = &self.slab;
+        self.ready.retain(|idx, id| slab.is_live_element(idx, id));
     }
 
     /// Pops the next ready item (highest priority, oldest first). `check`
@@ -495,15 +507,15 @@ impl<T: Eq + Hash + Clone> State<T> {
             return None;
         }
         loop {
-            let (item, id, priority) = self.ready.pop()?;
-            let Some(slot) = self.slots.get_mut(&item) else {
+            let (idx, id, priority) = self.ready.pop()?;
+            let Some(slot) = self.slab.get_mut(idx) else {
                 continue;
             };
             if !slot.has(QUEUED) || slot.id != id {
                 continue; // stale element left behind by a priority upgrade
             }
             self.queued -= 1;
-            match check(&item) {
+            match check(&slot.item) {
                 KeyVerdict::Start => {
                     slot.flags = (slot.flags & !(DIRTY | QUEUED)) | PROCESSING;
                     if let Some(m) = metrics {
@@ -512,14 +524,13 @@ impl<T: Eq + Hash + Clone> State<T> {
                         slot.started_at = Some(at);
                     }
                     self.processing += 1;
-                    return Some(Popped::Started(item, priority));
+                    return Some(Popped::Started(slot.item.clone(), priority));
                 }
                 KeyVerdict::Park(at) => {
-                    let park_id = self.next_id.wrapping_add(1);
-                    self.next_id = park_id;
+                    let park_id = self.ids.next();
                     slot.flags = (slot.flags & !QUEUED) | PARKED;
                     slot.id = park_id;
-                    self.timers.push(at, park_id, item);
+                    self.timers.push(at, park_id, idx);
                     self.parked += 1;
                     self.live_timers += 1;
                     self.compact_timers();
@@ -538,8 +549,8 @@ impl<T: Eq + Hash + Clone> State<T> {
         metrics: Option<&QueueMetrics>,
     ) -> Option<bool> {
         self.promote(now, metrics);
-        let id = self.next_id.wrapping_add(1);
-        let slot = self.slots.get_mut(item)?;
+        let idx = self.slab.find(item)?;
+        let slot = self.slab.get_mut(idx)?;
         if !slot.has(PROCESSING) {
             return None;
         }
@@ -549,19 +560,16 @@ impl<T: Eq + Hash + Clone> State<T> {
             m.finished(slot.started_at.take(), now.get());
         }
         if slot.has(DIRTY) {
-            self.next_id = id;
+            let id = self.ids.next();
             slot.flags |= QUEUED;
             slot.id = id;
-            let priority = slot.priority;
-            self.ready.push(priority, item.clone(), id);
+            self.ready.push(slot.priority, idx, id);
             self.queued += 1;
             self.newly_ready += 1;
             self.compact_lanes();
             Some(true)
         } else {
-            if slot.is_vacant() {
-                self.slots.remove(item);
-            }
+            self.slab.release_if_vacant(idx);
             Some(false)
         }
     }
@@ -570,16 +578,20 @@ impl<T: Eq + Hash + Clone> State<T> {
     /// waiting (ready or parked) stay, so getters can drain them.
     pub(crate) fn shut_down(&mut self) {
         self.shutting_down = true;
-        let slots = &mut self.slots;
-        slots.retain(|slot| {
-            slot.delay = None;
-            !slot.is_vacant()
-        });
-        self.timers.retain(|t| {
-            slots
-                .get(&t.item)
-                .is_some_and(|s| s.has(PARKED) && s.id == t.id)
-        });
+        let delayed: Vec<u32> = self
+            .slab
+            .occupied()
+            .filter(|(_, s)| s.delay_at.is_some())
+            .map(|(i, _)| i)
+            .collect();
+        for idx in delayed {
+            if let Some(slot) = self.slab.get_mut(idx) {
+                slot.delay_at = None;
+            }
+            self.slab.release_if_vacant(idx);
+        }
+        let slab = &self.slab;
+        self.timers.retain(|t| slab.is_live_timer(t.item, t.id));
         self.live_timers = self.parked;
     }
 
@@ -588,7 +600,7 @@ impl<T: Eq + Hash + Clone> State<T> {
         if self.processing == 0 {
             return;
         }
-        for slot in self.slots.values() {
+        for (_, slot) in self.slab.occupied() {
             if let Some(at) = slot.started_at.filter(|_| slot.has(PROCESSING)) {
                 f(at);
             }
@@ -598,9 +610,11 @@ impl<T: Eq + Hash + Clone> State<T> {
     /// Checks the internal invariants (tests only).
     #[cfg(test)]
     pub(crate) fn check_invariants(&self) {
-        let (mut queued, mut parked, mut processing, mut delays) = (0, 0, 0, 0);
-        for slot in self.slots.values() {
+        let (mut queued, mut parked, mut processing, mut delays, mut slots) = (0, 0, 0, 0, 0);
+        for (idx, slot) in self.slab.occupied() {
+            slots += 1;
             assert!(!slot.is_vacant(), "vacant slot kept");
+            assert_eq!(self.slab.find(&slot.item), Some(idx), "index out of sync");
             if slot.has(QUEUED) {
                 assert!(slot.has(DIRTY) && !slot.has(PROCESSING) && !slot.has(PARKED));
                 queued += 1;
@@ -615,10 +629,16 @@ impl<T: Eq + Hash + Clone> State<T> {
             if slot.has(DIRTY) {
                 assert!(slot.has(PROCESSING) || slot.has(QUEUED) || slot.has(PARKED));
             }
-            if slot.delay.is_some() {
+            if slot.delay_at.is_some() {
                 delays += 1;
             }
         }
+        assert_eq!(slots, self.slab.index.len(), "index size");
+        assert_eq!(
+            slots + self.slab.free.len(),
+            self.slab.slots.len(),
+            "free list"
+        );
         assert_eq!(queued, self.queued, "queued count");
         assert_eq!(parked, self.parked, "parked count");
         assert_eq!(processing, self.processing, "processing count");
@@ -626,6 +646,44 @@ impl<T: Eq + Hash + Clone> State<T> {
         assert!(self.timers.len() >= self.live_timers);
         assert!(self.ready.raw_len() >= self.queued);
     }
+}
+
+/// The add rule, for the slot `idx` of the item being added.
+fn mark_dirty<T>(
+    slot: &mut Slot<T>,
+    idx: u32,
+    priority: Priority,
+    ids: &mut Ids,
+    ready: &mut ReadyLanes,
+    now: &mut LazyNow,
+    metrics: Option<&QueueMetrics>,
+) -> Added {
+    if slot.has(DIRTY) {
+        // Already waiting (or dirty while processing): dedup, keeping the
+        // higher priority. A queued item moves to its new lane; the old
+        // element becomes stale.
+        if priority > slot.priority {
+            slot.priority = priority;
+            if slot.has(QUEUED) {
+                slot.id = ids.next();
+                ready.push(priority, idx, slot.id);
+            }
+        }
+        return Added::Duplicate;
+    }
+    slot.flags |= DIRTY;
+    slot.priority = priority;
+    if let Some(m) = metrics {
+        m.added();
+        slot.added_at = Some(now.get());
+    }
+    if slot.has(PROCESSING) {
+        return Added::MarkedDirty;
+    }
+    slot.flags |= QUEUED;
+    slot.id = ids.next();
+    ready.push(priority, idx, slot.id);
+    Added::Queued
 }
 
 #[cfg(test)]
