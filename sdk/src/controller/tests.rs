@@ -1,0 +1,237 @@
+//! The result → queue semantics on tokio's paused clock, through the real
+//! worker and workqueue (no server: the cache is never started).
+
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::context::ControllerShared;
+use super::stats::ReconcileStats;
+use super::worker::{Outcome, process};
+use crate::cache::SharedCache;
+use crate::reconcile::{Action, Error, Reconcile, Request};
+use crate::workqueue::WorkQueue;
+
+/// What the scripted reconciler does on each call, in order.
+#[derive(Clone, Copy, Debug)]
+enum Step {
+    Ok,
+    RequeueAfter(Duration),
+    Requeue,
+    Fail,
+    Terminal,
+    Panic,
+    Hang,
+}
+
+struct Scripted {
+    steps: Mutex<VecDeque<Step>>,
+    calls: Mutex<Vec<Instant>>,
+}
+
+impl Scripted {
+    fn new(steps: &[Step]) -> Self {
+        Self {
+            steps: Mutex::new(steps.iter().copied().collect()),
+            calls: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+impl Reconcile for Scripted {
+    async fn reconcile(&self, _req: Request, _ctx: &super::Context) -> Result<Action, Error> {
+        self.calls.lock().unwrap().push(Instant::now());
+        let step = self.steps.lock().unwrap().pop_front().unwrap_or(Step::Ok);
+        match step {
+            Step::Ok => Ok(Action::done()),
+            Step::RequeueAfter(d) => Ok(Action::requeue_after(d)),
+            Step::Requeue => Ok(Action::requeue()),
+            Step::Fail => Err(Error::retryable("transient")),
+            Step::Terminal => Err(Error::terminal("invalid spec")),
+            Step::Panic => panic!("reconciler bug"),
+            Step::Hang => {
+                std::future::pending::<()>().await;
+                Ok(Action::done())
+            }
+        }
+    }
+}
+
+fn shared() -> Arc<ControllerShared> {
+    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    Arc::new(ControllerShared {
+        name: "test".to_owned(),
+        cache: SharedCache::new(client),
+    })
+}
+
+/// Runs up to `rounds` reconciles of whatever the queue hands out; returns
+/// the outcomes. Stops early when nothing is queued or delayed for an hour.
+async fn drive(
+    reconciler: &Scripted,
+    queue: &WorkQueue<Request>,
+    stats: &ReconcileStats,
+    timeout: Option<Duration>,
+    rounds: usize,
+) -> Vec<Outcome> {
+    let shared = shared();
+    let mut outcomes = Vec::new();
+    for _ in 0..rounds {
+        let Ok(Some(request)) = tokio::time::timeout(Duration::from_secs(3600), queue.get()).await
+        else {
+            break;
+        };
+        outcomes.push(process(reconciler, &shared, queue, stats, timeout, request).await);
+    }
+    outcomes
+}
+
+fn gaps(calls: &[Instant]) -> Vec<Duration> {
+    calls.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
+fn key() -> Request {
+    Request::namespaced("ns", "a")
+}
+
+#[tokio::test(start_paused = true)]
+async fn error_backoff_grows_per_item_and_resets_on_success() {
+    use Step::*;
+    let reconciler = Scripted::new(&[Fail, Fail, Fail, Ok, Fail]);
+    let queue = WorkQueue::builder().build();
+    let stats = ReconcileStats::default();
+    queue.add(key());
+    let outcomes = drive(&reconciler, &queue, &stats, None, 4).await;
+    assert_eq!(
+        outcomes,
+        [
+            Outcome::Retry,
+            Outcome::Retry,
+            Outcome::Retry,
+            Outcome::Done
+        ]
+    );
+    assert_eq!(
+        gaps(&reconciler.calls.lock().unwrap()),
+        [
+            Duration::from_millis(5),
+            Duration::from_millis(10),
+            Duration::from_millis(20)
+        ]
+    );
+    assert_eq!(queue.num_requeues(&key()), 0, "success forgets the history");
+    // The next failure starts again from the base delay.
+    queue.add(key());
+    let begun = Instant::now();
+    drive(&reconciler, &queue, &stats, None, 2).await;
+    let calls = reconciler.calls.lock().unwrap();
+    assert_eq!(calls[calls.len() - 1] - begun, Duration::from_millis(5));
+    assert_eq!(stats.snapshot().error, 4);
+    assert_eq!(stats.snapshot().success, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn requeue_after_fires_on_time_and_forgets_failures() {
+    use Step::*;
+    let reconciler = Scripted::new(&[Fail, RequeueAfter(Duration::from_secs(30)), Ok]);
+    let queue = WorkQueue::builder().build();
+    let stats = ReconcileStats::default();
+    queue.add(key());
+    let outcomes = drive(&reconciler, &queue, &stats, None, 3).await;
+    assert_eq!(
+        outcomes,
+        [
+            Outcome::Retry,
+            Outcome::RequeueAfter(Duration::from_secs(30)),
+            Outcome::Done
+        ]
+    );
+    assert_eq!(
+        gaps(&reconciler.calls.lock().unwrap()),
+        [Duration::from_millis(5), Duration::from_secs(30)]
+    );
+    assert_eq!(stats.snapshot().requeue_after, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn requeue_uses_the_rate_limiter() {
+    use Step::*;
+    let reconciler = Scripted::new(&[Requeue, Requeue, Ok]);
+    let queue = WorkQueue::builder().build();
+    let stats = ReconcileStats::default();
+    queue.add(key());
+    drive(&reconciler, &queue, &stats, None, 3).await;
+    assert_eq!(
+        gaps(&reconciler.calls.lock().unwrap()),
+        [Duration::from_millis(5), Duration::from_millis(10)]
+    );
+    assert_eq!(stats.snapshot().requeue, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn terminal_error_is_not_retried() {
+    let reconciler = Scripted::new(&[Step::Terminal]);
+    let queue = WorkQueue::builder().build();
+    let stats = ReconcileStats::default();
+    queue.add(key());
+    let outcomes = drive(&reconciler, &queue, &stats, None, 5).await;
+    assert_eq!(outcomes, [Outcome::Terminal]);
+    assert_eq!(reconciler.calls.lock().unwrap().len(), 1);
+    assert_eq!(queue.len(), 0);
+    let counts = stats.snapshot();
+    assert_eq!((counts.terminal_error, counts.error), (1, 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn panic_is_recovered_counted_and_retried() {
+    let reconciler = Scripted::new(&[Step::Panic, Step::Ok]);
+    let queue = WorkQueue::builder().build();
+    let stats = ReconcileStats::default();
+    queue.add(key());
+    let outcomes = drive(&reconciler, &queue, &stats, None, 2).await;
+    assert_eq!(outcomes, [Outcome::Retry, Outcome::Done]);
+    assert_eq!(
+        gaps(&reconciler.calls.lock().unwrap()),
+        [Duration::from_millis(5)]
+    );
+    assert_eq!(stats.snapshot().panic, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn reconcile_timeout_cancels_and_retries() {
+    let reconciler = Scripted::new(&[Step::Hang, Step::Ok]);
+    let queue = WorkQueue::builder().build();
+    let stats = ReconcileStats::default();
+    queue.add(key());
+    let outcomes = drive(&reconciler, &queue, &stats, Some(Duration::from_secs(2)), 2).await;
+    assert_eq!(outcomes, [Outcome::Retry, Outcome::Done]);
+    assert_eq!(
+        gaps(&reconciler.calls.lock().unwrap()),
+        [Duration::from_secs(2) + Duration::from_millis(5)]
+    );
+    assert_eq!(stats.snapshot().timeout, 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttle_holds_for_requeue_after_loops() {
+    // A reconciler that asks to run again after 1 ms, forever: with a
+    // throttle of 4/s it runs at most 4 times a second, not 1000.
+    let steps = vec![Step::RequeueAfter(Duration::from_millis(1)); 50];
+    let reconciler = Scripted::new(&steps);
+    let queue = WorkQueue::builder().throttle(4, 1).build();
+    let stats = ReconcileStats::default();
+    queue.add(key());
+    drive(&reconciler, &queue, &stats, None, 21).await;
+    let calls = reconciler.calls.lock().unwrap();
+    assert_eq!(calls.len(), 21);
+    for gap in gaps(&calls) {
+        assert!(
+            gap >= Duration::from_millis(250),
+            "gap {gap:?} beats the 4/s throttle"
+        );
+    }
+    assert!(calls[20] - calls[0] >= Duration::from_secs(5));
+}
