@@ -366,8 +366,16 @@ impl ControlPlane {
 
     /// The OS process ids of etcd and kube-apiserver (0 once stopped).
     pub fn pids(&self) -> (u32, u32) {
-        let etcd = self.etcd.lock().ok().and_then(|p| p.as_ref().map(|p| p.pid()));
-        let apiserver = self.apiserver.lock().ok().and_then(|p| p.as_ref().map(ChildProcess::pid));
+        let etcd = self
+            .etcd
+            .lock()
+            .ok()
+            .and_then(|p| p.as_ref().map(|p| p.pid()));
+        let apiserver = self
+            .apiserver
+            .lock()
+            .ok()
+            .and_then(|p| p.as_ref().map(ChildProcess::pid));
         (etcd.unwrap_or(0), apiserver.unwrap_or(0))
     }
 
