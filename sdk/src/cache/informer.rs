@@ -35,7 +35,7 @@
 //! `is_resync` and goes only to the handlers whose resync period is due.
 //!
 //! The transform hook runs before objects are stored; the default,
-//! [`strip_managed_fields`](super::strip_managed_fields), drops
+//! [`strip_managed_fields`], drops
 //! `metadata.managedFields` (set [`InformerOptions::transform`] to `None` to
 //! keep them).
 
