@@ -89,6 +89,7 @@ async fn workload2(keys: Vec<Key>) -> Outcome {
     const PRODUCERS: usize = 4;
     const WORKERS: usize = 4;
     const ROUNDS: usize = 10;
+    const YIELD_EVERY: usize = 16;
     let n_keys = keys.len();
     let keys = Arc::new(keys);
     let q: WorkQueue<Key> = WorkQueue::new();
@@ -108,14 +109,12 @@ async fn workload2(keys: Vec<Key>) -> Outcome {
         .map(|p| {
             let (q, keys) = (q.clone(), keys.clone());
             tokio::spawn(async move {
-                let mut since_yield = 0;
                 for _ in 0..ROUNDS {
-                    for k in keys.iter().skip(p).step_by(PRODUCERS) {
+                    for (i, k) in keys.iter().skip(p).step_by(PRODUCERS).enumerate() {
                         q.add(k.clone());
-                        // an event handler awaits between events; do the same
-                        since_yield += 1;
-                        if since_yield == 16 {
-                            since_yield = 0;
+                        // like an event handler between events (the Go peer
+                        // calls runtime.Gosched() at the same points)
+                        if i % YIELD_EVERY == YIELD_EVERY - 1 {
                             tokio::task::yield_now().await;
                         }
                     }

@@ -452,20 +452,18 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
             idle: false,
             duty: false,
         };
-        // First round without registering for wake-ups: the common case finds an item.
-        let mut registered = false;
+        // A first round without registering for wake-ups: the common case
+        // finds an item and never touches the `Notify`.
+        if let Round::Done(result) = inner.round(&mut me, false) {
+            return result;
+        }
         loop {
             let notified = inner.getters.notified();
             let mut notified = pin!(notified);
-            if registered {
-                notified.as_mut().enable();
-            }
-            let duty = match inner.round(&mut me, registered) {
+            notified.as_mut().enable();
+            let duty = match inner.round(&mut me, true) {
                 Round::Done(result) => return result,
-                Round::Register => {
-                    registered = true;
-                    continue;
-                }
+                Round::Register => continue,
                 Round::Wait(duty) => duty,
             };
             match duty {

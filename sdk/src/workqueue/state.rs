@@ -65,7 +65,6 @@ impl LazyNow {
 #[derive(Debug)]
 struct Slot<T> {
     item: T,
-    hash: u64,
     flags: u8,
     /// Priority of the pending (dirty) instance.
     priority: Priority,
@@ -84,10 +83,9 @@ struct Slot<T> {
 }
 
 impl<T> Slot<T> {
-    fn new(item: T, hash: u64) -> Self {
+    fn new(item: T) -> Self {
         Self {
             item,
-            hash,
             flags: 0,
             priority: Priority::Normal,
             delay_priority: Priority::Normal,
@@ -138,123 +136,215 @@ pub(crate) enum Popped<T> {
 }
 
 /// The slab of slots and the hash index over it.
+///
+/// Cache behaviour decides the speed of a big queue, so:
+/// * index entries carry a 32-bit hash and the slot's generation: growing the
+///   index and skipping other items never touch the slab;
+/// * freeing a slot bumps its generation instead of erasing its index entry
+///   (a second cold probe per item); dead entries are reused by the next
+///   insert that probes past them, and swept when the index would grow;
+/// * `done` finds the item through a small cache of recently handed-out
+///   slots, so finishing an item usually touches no cold memory.
 struct Slab<T> {
-    slots: Vec<Option<Slot<T>>>,
+    entries: Vec<SlabEntry<T>>,
     free: Vec<u32>,
-    index: HashTable<u32>,
+    index: HashTable<IndexEntry>,
+    /// Index entries whose slot was freed (their generation is stale).
+    dead: usize,
+    /// Recently handed-out slots, by hash (direct-mapped).
+    handed: [IndexEntry; HANDED],
     hasher: DefaultHashBuilder,
+}
+
+/// Size of the hand-out cache (a power of two, well above any worker count).
+const HANDED: usize = 64;
+
+struct SlabEntry<T> {
+    generation: u32,
+    slot: Option<Slot<T>>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct IndexEntry {
+    idx: u32,
+    hash: u32,
+    generation: u32,
+}
+
+impl IndexEntry {
+    const NONE: IndexEntry = IndexEntry {
+        idx: u32::MAX,
+        hash: 0,
+        generation: 0,
+    };
+}
+
+/// The 64-bit hash the index is keyed by, rebuilt from the stored 32 bits
+/// (hashbrown takes positions from the low bits and tags from the top ones).
+fn wide(hash: u32) -> u64 {
+    (u64::from(hash) << 32) | u64::from(hash)
+}
+
+/// The slot an index entry points to, if the entry is not dead.
+fn live<'a, T>(entries: &'a [SlabEntry<T>], e: &IndexEntry) -> Option<&'a Slot<T>> {
+    let entry = entries.get(e.idx as usize)?;
+    if entry.generation == e.generation {
+        entry.slot.as_ref()
+    } else {
+        None
+    }
 }
 
 impl<T: Eq + Hash> Slab<T> {
     fn new() -> Self {
         Self {
-            slots: Vec::new(),
+            entries: Vec::new(),
             free: Vec::new(),
             index: HashTable::new(),
+            dead: 0,
+            handed: [IndexEntry::NONE; HANDED],
             hasher: DefaultHashBuilder::default(),
         }
     }
 
+    fn hash(&self, item: &T) -> u32 {
+        let h = self.hasher.hash_one(item);
+        // Fold the high half in: the index only sees the 32 bits we keep.
+        (h ^ (h >> 32)) as u32
+    }
+
     fn get_mut(&mut self, idx: u32) -> Option<&mut Slot<T>> {
-        self.slots.get_mut(idx as usize)?.as_mut()
+        self.entries.get_mut(idx as usize)?.slot.as_mut()
     }
 
     /// The slot of `item`, creating a blank one if needed. `None` only when
     /// 2^32 items are already known.
-    fn slot_for(&mut self, item: T) -> Option<(u32, &mut Slot<T>, bool)> {
-        let hash = self.hasher.hash_one(&item);
-        let slots = &self.slots;
-        let entry = self.index.entry(
-            hash,
-            |&i| {
-                slots
-                    .get(i as usize)
-                    .and_then(Option::as_ref)
-                    .is_some_and(|s| s.item == item)
-            },
-            |&i| {
-                slots
-                    .get(i as usize)
-                    .and_then(Option::as_ref)
-                    .map_or(0, |s| s.hash)
-            },
-        );
-        let (idx, created) = match entry {
-            TableEntry::Occupied(occupied) => (*occupied.get(), false),
-            TableEntry::Vacant(vacant) => {
-                let slot = Slot::new(item, hash);
-                let idx = match self.free.pop() {
-                    Some(idx) => {
-                        if let Some(place) = self.slots.get_mut(idx as usize) {
-                            *place = Some(slot);
-                        }
-                        idx
-                    }
-                    None => {
-                        let idx = u32::try_from(self.slots.len()).ok()?;
-                        self.slots.push(Some(slot));
-                        idx
-                    }
-                };
-                vacant.insert(idx);
-                (idx, true)
-            }
+    fn slot_for(&mut self, item: T) -> Option<(u32, &mut Slot<T>)> {
+        let hash = self.hash(&item);
+        let entries = &self.entries;
+        let found = self
+            .index
+            .find(wide(hash), |e| {
+                e.hash == hash && live(entries, e).is_some_and(|s| s.item == item)
+            })
+            .map(|e| e.idx);
+        let idx = match found {
+            Some(idx) => idx,
+            None => self.insert(item, hash)?,
         };
         let slot = self.get_mut(idx)?;
-        Some((idx, slot, created))
+        Some((idx, slot))
     }
 
-    /// The index of `item`'s slot, if it has one.
-    fn find(&self, item: &T) -> Option<u32> {
-        let hash = self.hasher.hash_one(item);
-        let slots = &self.slots;
-        self.index
-            .find(hash, |&i| {
-                slots
-                    .get(i as usize)
-                    .and_then(Option::as_ref)
-                    .is_some_and(|s| s.item == *item)
-            })
-            .copied()
+    fn insert(&mut self, item: T, hash: u32) -> Option<u32> {
+        let idx = match self.free.pop() {
+            Some(idx) => idx,
+            None => {
+                let idx = u32::try_from(self.entries.len())
+                    .ok()
+                    .filter(|&i| i != u32::MAX)?;
+                self.entries.push(SlabEntry {
+                    generation: 0,
+                    slot: None,
+                });
+                idx
+            }
+        };
+        let entry = self.entries.get_mut(idx as usize)?;
+        entry.slot = Some(Slot::new(item));
+        let new = IndexEntry {
+            idx,
+            hash,
+            generation: entry.generation,
+        };
+        if self.index.len() == self.index.capacity() && self.dead > self.index.len() / 4 {
+            self.sweep();
+        }
+        let entries = &self.entries;
+        // Reuse a dead entry on the probe path (often this item's own old one).
+        match self.index.entry(
+            wide(hash),
+            |e| e.hash == hash && live(entries, e).is_none(),
+            |e| wide(e.hash),
+        ) {
+            TableEntry::Occupied(mut dead) => {
+                *dead.get_mut() = new;
+                self.dead = self.dead.saturating_sub(1);
+            }
+            TableEntry::Vacant(vacant) => {
+                vacant.insert(new);
+            }
+        }
+        Some(idx)
     }
 
-    /// Frees slot `idx` if it holds nothing any more.
+    /// Drops every dead index entry.
+    fn sweep(&mut self) {
+        let entries = &self.entries;
+        self.index.retain(|e| live(entries, e).is_some());
+        self.dead = 0;
+    }
+
+    /// Remembers that slot `idx` (with `hash`) was handed out, for `done`.
+    fn handed_out(&mut self, idx: u32, hash: u32) {
+        let generation = self.entries.get(idx as usize).map_or(0, |e| e.generation);
+        if let Some(place) = self.handed.get_mut(hash as usize % HANDED) {
+            *place = IndexEntry {
+                idx,
+                hash,
+                generation,
+            };
+        }
+    }
+
+    /// The slot index of `item` (hashing to `hash`), if it has a slot.
+    fn find(&self, item: &T, hash: u32) -> Option<u32> {
+        let entries = &self.entries;
+        let matches =
+            |e: &IndexEntry| e.hash == hash && live(entries, e).is_some_and(|s| s.item == *item);
+        if let Some(cached) = self.handed.get(hash as usize % HANDED)
+            && matches(cached)
+        {
+            return Some(cached.idx);
+        }
+        self.index.find(wide(hash), |e| matches(e)).map(|e| e.idx)
+    }
+
+    /// Frees slot `idx` if it holds nothing any more. Its index entry stays,
+    /// dead, until reused or swept.
     fn release_if_vacant(&mut self, idx: u32) {
-        let Some(slot) = self.slots.get(idx as usize).and_then(Option::as_ref) else {
+        let Some(entry) = self.entries.get_mut(idx as usize) else {
             return;
         };
-        if !slot.is_vacant() {
+        if !entry.slot.as_ref().is_some_and(Slot::is_vacant) {
             return;
         }
-        if let Ok(entry) = self.index.find_entry(slot.hash, |&i| i == idx) {
-            entry.remove();
-        }
-        if let Some(place) = self.slots.get_mut(idx as usize) {
-            *place = None;
-        }
+        entry.slot = None;
+        entry.generation = entry.generation.wrapping_add(1);
         self.free.push(idx);
+        self.dead += 1;
     }
 
     fn occupied(&self) -> impl Iterator<Item = (u32, &Slot<T>)> {
-        self.slots
+        self.entries
             .iter()
             .enumerate()
-            .filter_map(|(i, s)| Some((u32::try_from(i).ok()?, s.as_ref()?)))
+            .filter_map(|(i, e)| Some((u32::try_from(i).ok()?, e.slot.as_ref()?)))
     }
 
     fn is_live_timer(&self, idx: u32, id: u32) -> bool {
-        self.slots
+        self.entries
             .get(idx as usize)
-            .and_then(Option::as_ref)
+            .and_then(|e| e.slot.as_ref())
             .is_some_and(|s| {
                 (s.delay_at.is_some() && s.delay_id == id) || (s.has(PARKED) && s.id == id)
             })
     }
 
     fn is_live_element(&self, idx: u32, id: u32) -> bool {
-        self.slots
+        self.entries
             .get(idx as usize)
-            .and_then(Option::as_ref)
+            .and_then(|e| e.slot.as_ref())
             .is_some_and(|s| s.has(QUEUED) && s.id == id)
     }
 }
@@ -340,7 +430,7 @@ impl<T: Eq + Hash + Clone> State<T> {
     /// Whether the queue knows no item at all (none waiting, processing or delayed).
     #[cfg(test)]
     pub(crate) fn is_idle(&self) -> bool {
-        self.slab.index.is_empty()
+        self.slab.occupied().next().is_none()
     }
 
     /// Nothing handed out and nothing left to hand out.
@@ -368,7 +458,7 @@ impl<T: Eq + Hash + Clone> State<T> {
             return Added::Ignored;
         }
         self.promote(now, metrics);
-        let Some((idx, slot, _)) = self.slab.slot_for(item) else {
+        let Some((idx, slot)) = self.slab.slot_for(item) else {
             tracing::error!("workqueue holds 2^32 items; add dropped");
             return Added::Ignored;
         };
@@ -411,7 +501,7 @@ impl<T: Eq + Hash + Clone> State<T> {
         }
         let at = now.get() + delay.min(MAX_DELAY);
         self.promote(now, metrics);
-        let Some((idx, slot, _)) = self.slab.slot_for(item) else {
+        let Some((idx, slot)) = self.slab.slot_for(item) else {
             tracing::error!("workqueue holds 2^32 items; add_after dropped");
             return false;
         };
@@ -524,7 +614,10 @@ impl<T: Eq + Hash + Clone> State<T> {
                         slot.started_at = Some(at);
                     }
                     self.processing += 1;
-                    return Some(Popped::Started(slot.item.clone(), priority));
+                    let item = slot.item.clone();
+                    let hash = self.slab.hash(&item);
+                    self.slab.handed_out(idx, hash);
+                    return Some(Popped::Started(item, priority));
                 }
                 KeyVerdict::Park(at) => {
                     let park_id = self.ids.next();
@@ -549,7 +642,8 @@ impl<T: Eq + Hash + Clone> State<T> {
         metrics: Option<&QueueMetrics>,
     ) -> Option<bool> {
         self.promote(now, metrics);
-        let idx = self.slab.find(item)?;
+        let hash = self.slab.hash(item);
+        let idx = self.slab.find(item, hash)?;
         let slot = self.slab.get_mut(idx)?;
         if !slot.has(PROCESSING) {
             return None;
@@ -614,7 +708,12 @@ impl<T: Eq + Hash + Clone> State<T> {
         for (idx, slot) in self.slab.occupied() {
             slots += 1;
             assert!(!slot.is_vacant(), "vacant slot kept");
-            assert_eq!(self.slab.find(&slot.item), Some(idx), "index out of sync");
+            let hash = self.slab.hash(&slot.item);
+            assert_eq!(
+                self.slab.find(&slot.item, hash),
+                Some(idx),
+                "index out of sync"
+            );
             if slot.has(QUEUED) {
                 assert!(slot.has(DIRTY) && !slot.has(PROCESSING) && !slot.has(PARKED));
                 queued += 1;
@@ -633,10 +732,22 @@ impl<T: Eq + Hash + Clone> State<T> {
                 delays += 1;
             }
         }
-        assert_eq!(slots, self.slab.index.len(), "index size");
+        let entries = &self.slab.entries;
+        let live_entries = self
+            .slab
+            .index
+            .iter()
+            .filter(|e| live(entries, e).is_some())
+            .count();
+        assert_eq!(slots, live_entries, "index size");
+        assert_eq!(
+            self.slab.index.len(),
+            live_entries + self.slab.dead,
+            "dead count"
+        );
         assert_eq!(
             slots + self.slab.free.len(),
-            self.slab.slots.len(),
+            self.slab.entries.len(),
             "free list"
         );
         assert_eq!(queued, self.queued, "queued count");

@@ -16,6 +16,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -86,7 +87,7 @@ func workload1(keys []string) (ops, gets int) {
 }
 
 func workload2(keys []string) (ops, gets int) {
-	const producers, workers, rounds = 4, 4, 10
+	const producers, workers, rounds, yieldEvery = 4, 4, 10, 16
 	q := newQueue()
 	var n atomic.Int64
 	var wg, pwg sync.WaitGroup
@@ -105,8 +106,13 @@ func workload2(keys []string) (ops, gets int) {
 	for p := range producers {
 		pwg.Go(func() {
 			for range rounds {
-				for i := p; i < len(keys); i += producers {
+				for j, i := 0, p; i < len(keys); j, i = j+1, i+producers {
 					q.Add(keys[i])
+					// like an event handler between events (the Rust
+					// program yields at the same points)
+					if j%yieldEvery == yieldEvery-1 {
+						runtime.Gosched()
+					}
 				}
 			}
 		})
