@@ -65,6 +65,8 @@ impl LazyNow {
 #[derive(Debug)]
 struct Slot<T> {
     item: T,
+    /// The item's 32-bit hash (see [`Slab::hash`]).
+    hash: u32,
     flags: u8,
     /// Priority of the pending (dirty) instance.
     priority: Priority,
@@ -83,9 +85,10 @@ struct Slot<T> {
 }
 
 impl<T> Slot<T> {
-    fn new(item: T) -> Self {
+    fn new(item: T, hash: u32) -> Self {
         Self {
             item,
+            hash,
             flags: 0,
             priority: Priority::Normal,
             delay_priority: Priority::Normal,
@@ -251,7 +254,7 @@ impl<T: Eq + Hash> Slab<T> {
             }
         };
         let entry = self.entries.get_mut(idx as usize)?;
-        entry.slot = Some(Slot::new(item));
+        entry.slot = Some(Slot::new(item, hash));
         let new = IndexEntry {
             idx,
             hash,
@@ -614,8 +617,7 @@ impl<T: Eq + Hash + Clone> State<T> {
                         slot.started_at = Some(at);
                     }
                     self.processing += 1;
-                    let item = slot.item.clone();
-                    let hash = self.slab.hash(&item);
+                    let (item, hash) = (slot.item.clone(), slot.hash);
                     self.slab.handed_out(idx, hash);
                     return Some(Popped::Started(item, priority));
                 }
