@@ -154,6 +154,8 @@ struct Slab<T> {
     index: HashTable<IndexEntry>,
     /// Index entries whose slot was freed (their generation is stale).
     dead: usize,
+    /// Slots in use.
+    in_use: usize,
     /// Recently handed-out slots, by hash (direct-mapped).
     handed: [IndexEntry; HANDED],
     hasher: DefaultHashBuilder,
@@ -161,6 +163,9 @@ struct Slab<T> {
 
 /// Size of the hand-out cache (a power of two, well above any worker count).
 const HANDED: usize = 64;
+
+/// Slots kept allocated when the queue empties (more are given back).
+const SHRINK_ABOVE: usize = 4096;
 
 struct SlabEntry<T> {
     generation: u32,
@@ -205,6 +210,7 @@ impl<T: Eq + Hash> Slab<T> {
             free: Vec::new(),
             index: HashTable::new(),
             dead: 0,
+            in_use: 0,
             handed: [IndexEntry::NONE; HANDED],
             hasher: DefaultHashBuilder::default(),
         }
@@ -255,6 +261,7 @@ impl<T: Eq + Hash> Slab<T> {
         };
         let entry = self.entries.get_mut(idx as usize)?;
         entry.slot = Some(Slot::new(item, hash));
+        self.in_use += 1;
         let new = IndexEntry {
             idx,
             hash,
@@ -326,6 +333,22 @@ impl<T: Eq + Hash> Slab<T> {
         entry.generation = entry.generation.wrapping_add(1);
         self.free.push(idx);
         self.dead += 1;
+        self.in_use -= 1;
+    }
+
+    /// Whether no slot is in use.
+    fn is_empty(&self) -> bool {
+        self.in_use == 0
+    }
+
+    /// Gives the memory of a burst back once the queue is empty again.
+    fn shrink_if_large(&mut self) {
+        if self.in_use == 0 && self.entries.len() > SHRINK_ABOVE {
+            *self = Self {
+                hasher: self.hasher.clone(),
+                ..Self::new()
+            };
+        }
     }
 
     fn occupied(&self) -> impl Iterator<Item = (u32, &Slot<T>)> {
@@ -433,7 +456,7 @@ impl<T: Eq + Hash + Clone> State<T> {
     /// Whether the queue knows no item at all (none waiting, processing or delayed).
     #[cfg(test)]
     pub(crate) fn is_idle(&self) -> bool {
-        self.slab.occupied().next().is_none()
+        self.slab.is_empty()
     }
 
     /// Nothing handed out and nothing left to hand out.
@@ -666,7 +689,20 @@ impl<T: Eq + Hash + Clone> State<T> {
             Some(true)
         } else {
             self.slab.release_if_vacant(idx);
+            if self.slab.is_empty() {
+                self.reset_if_large();
+            }
             Some(false)
+        }
+    }
+
+    /// After a burst, once nothing is left: frees the slab, and drops the
+    /// lane elements and timers (all stale by then).
+    fn reset_if_large(&mut self) {
+        if self.slab.entries.len() > SHRINK_ABOVE {
+            self.slab.shrink_if_large();
+            self.ready = ReadyLanes::new();
+            self.timers = TimerHeap::new();
         }
     }
 
@@ -996,6 +1032,39 @@ mod tests {
             );
         }
         assert!(s.timers.len() < 2_100, "heap grew to {}", s.timers.len());
+        s.check_invariants();
+    }
+
+    #[test]
+    fn memory_of_a_burst_is_given_back() {
+        let t = Instant::now();
+        let mut s: State<u32> = State::new();
+        let mut now = LazyNow::at(t);
+        for i in 0..10_000 {
+            s.add(i, Priority::Normal, &mut now, None);
+        }
+        s.add_after(5, Duration::from_secs(1), Priority::Normal, &mut now, None);
+        while let Some(Popped::Started(item, _)) = s.pop(&mut now, None, |_| KeyVerdict::Start) {
+            s.done(&item, &mut now, None);
+        }
+        assert!(
+            s.slab.entries.len() >= 10_000,
+            "a delayed item keeps the slab"
+        );
+        s.promote(&mut LazyNow::at(t + Duration::from_secs(1)), None);
+        let Some(Popped::Started(5, _)) = s.pop(&mut now, None, |_| KeyVerdict::Start) else {
+            panic!("delayed item lost");
+        };
+        s.done(&5, &mut now, None);
+        assert!(s.is_idle());
+        assert!(s.slab.entries.is_empty(), "slab not given back");
+        s.check_invariants();
+        // and the queue works as before
+        s.add(1, Priority::Normal, &mut now, None);
+        assert!(matches!(
+            s.pop(&mut now, None, |_| KeyVerdict::Start),
+            Some(Popped::Started(1, _))
+        ));
         s.check_invariants();
     }
 
