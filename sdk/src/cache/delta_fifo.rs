@@ -47,12 +47,9 @@
 //! The transform hook (strip `managedFields`, ...) is applied before objects
 //! enter the queue, by the [`Reflector`](super::Reflector).
 
-use std::{
-    collections::{HashMap, HashSet, VecDeque},
-    fmt,
-    sync::Arc,
-};
+use std::{collections::VecDeque, fmt, sync::Arc};
 
+use hashbrown::{HashMap, HashSet};
 use kube::Resource;
 use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};

@@ -42,12 +42,9 @@
 //! holds the exclusive lock only for a single map insert plus its index
 //! updates, so readers are never blocked for long.
 
-use std::{
-    collections::{HashMap, HashSet},
-    fmt,
-    sync::Arc,
-};
+use std::{fmt, sync::Arc};
 
+use hashbrown::{HashMap, HashSet};
 use kube::Resource;
 use parking_lot::RwLock;
 
@@ -63,47 +60,103 @@ pub const NAMESPACE_INDEX: &str = "namespace";
 /// An index function: the index values of an object (empty: not indexed).
 pub type IndexFn<K> = Arc<dyn Fn(&K) -> Vec<String> + Send + Sync>;
 
+enum IndexKind<K> {
+    /// The built-in namespace index, computed from the key (no allocation).
+    Namespace,
+    /// A user index function.
+    Func(IndexFn<K>),
+}
+
 struct Index<K> {
-    func: IndexFn<K>,
+    kind: IndexKind<K>,
     values: HashMap<String, HashSet<ObjectKey>>,
 }
 
 impl<K> Index<K> {
+    fn add_value(&mut self, value: &str, key: &ObjectKey) {
+        match self.values.get_mut(value) {
+            Some(set) => {
+                set.insert(key.clone());
+            }
+            None => {
+                let mut set = HashSet::new();
+                set.insert(key.clone());
+                self.values.insert(value.to_string(), set);
+            }
+        }
+    }
+
+    fn remove_value(&mut self, value: &str, key: &ObjectKey) {
+        if let Some(set) = self.values.get_mut(value) {
+            set.remove(key);
+            if set.is_empty() {
+                self.values.remove(value);
+            }
+        }
+    }
+
     fn insert(&mut self, key: &ObjectKey, obj: &K) {
-        for v in (self.func)(obj) {
-            self.values.entry(v).or_default().insert(key.clone());
+        match &self.kind {
+            IndexKind::Namespace => {
+                let ns = key.namespace().unwrap_or("");
+                self.add_value(ns, key);
+            }
+            IndexKind::Func(f) => {
+                for v in f(obj) {
+                    self.add_value(&v, key);
+                }
+            }
         }
     }
 
     fn remove(&mut self, key: &ObjectKey, obj: &K) {
-        for v in (self.func)(obj) {
-            if let Some(set) = self.values.get_mut(&v) {
-                set.remove(key);
-                if set.is_empty() {
-                    self.values.remove(&v);
+        match &self.kind {
+            IndexKind::Namespace => {
+                let ns = key.namespace().unwrap_or("");
+                self.remove_value(ns, key);
+            }
+            IndexKind::Func(f) => {
+                for v in f(obj) {
+                    self.remove_value(&v, key);
                 }
             }
         }
     }
 
     fn update(&mut self, key: &ObjectKey, old: Option<&K>, new: &K) {
-        let new_values = (self.func)(new);
+        let func = match &self.kind {
+            // the key fixes the namespace: an update never moves it
+            IndexKind::Namespace => {
+                if old.is_none() {
+                    self.insert(key, new);
+                }
+                return;
+            }
+            IndexKind::Func(f) => Arc::clone(f),
+        };
+        let new_values = func(new);
         if let Some(old) = old {
-            let old_values = (self.func)(old);
+            let old_values = func(old);
             if old_values == new_values {
                 return;
             }
             for v in old_values {
-                if let Some(set) = self.values.get_mut(&v) {
-                    set.remove(key);
-                    if set.is_empty() {
-                        self.values.remove(&v);
-                    }
-                }
+                self.remove_value(&v, key);
             }
         }
         for v in new_values {
-            self.values.entry(v).or_default().insert(key.clone());
+            self.add_value(&v, key);
+        }
+    }
+
+    /// The values of `obj` in this index.
+    fn values_of(&self, obj: &K) -> Vec<String>
+    where
+        K: Resource,
+    {
+        match &self.kind {
+            IndexKind::Namespace => vec![obj.meta().namespace.clone().unwrap_or_default()],
+            IndexKind::Func(f) => f(obj),
         }
     }
 }
@@ -143,10 +196,6 @@ impl<K: Resource + Send + Sync + 'static> Default for Indexer<K> {
     }
 }
 
-fn namespace_of<K: Resource>(obj: &K) -> Vec<String> {
-    vec![obj.meta().namespace.clone().unwrap_or_default()]
-}
-
 impl<K: Resource + Send + Sync + 'static> Indexer<K> {
     /// An empty store with the built-in [`NAMESPACE_INDEX`].
     pub fn new() -> Self {
@@ -154,7 +203,7 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
         indices.insert(
             NAMESPACE_INDEX.to_string(),
             Index {
-                func: Arc::new(namespace_of::<K>) as IndexFn<K>,
+                kind: IndexKind::Namespace,
                 values: HashMap::new(),
             },
         );
@@ -193,7 +242,7 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
         let Inner { items, indices } = &mut *inner;
         for (name, func) in indexers {
             let mut index = Index {
-                func,
+                kind: IndexKind::Func(func),
                 values: HashMap::new(),
             };
             for (key, obj) in items.iter() {
@@ -354,7 +403,7 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
             .get(index_name)
             .ok_or_else(|| IndexError::UnknownIndex(index_name.to_string()))?;
         let mut keys: HashSet<&ObjectKey> = HashSet::new();
-        for v in (index.func)(obj) {
+        for v in index.values_of(obj) {
             if let Some(set) = index.values.get(&v) {
                 keys.extend(set.iter());
             }

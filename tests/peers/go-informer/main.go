@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"k8s.io/client-go/informers"
@@ -40,6 +41,15 @@ func rssKiB() int64 {
 		}
 	}
 	return -1
+}
+
+// cpuMs is the CPU time (user + system) of this process so far.
+func cpuMs() float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return -1
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e6
 }
 
 func main() {
@@ -74,11 +84,13 @@ func main() {
 		}
 	}
 	syncMs := float64(time.Since(start).Microseconds()) / 1000.0
+	cpu := cpuMs()
 	objects := len(informer.GetStore().ListKeys())
 	time.Sleep(*settle)
 	out := map[string]any{
 		"peer":    "client-go",
 		"sync_ms": syncMs,
+		"cpu_ms":  cpu,
 		"objects": objects,
 		"rss_kib": rssKiB(),
 	}

@@ -34,6 +34,21 @@ fn rss_kib() -> u64 {
         .unwrap_or(0)
 }
 
+/// CPU time (user + system) of this process so far, in ms (10 ms resolution).
+fn cpu_ms() -> f64 {
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            let rest = s.rsplit_once(')')?.1;
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            // fields 14 and 15 of stat; `rest` starts at field 3
+            let u: f64 = f.get(11)?.parse().ok()?;
+            let k: f64 = f.get(12)?.parse().ok()?;
+            Some((u + k) * 10.0)
+        })
+        .unwrap_or(f64::NAN)
+}
+
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
@@ -91,10 +106,16 @@ async fn raw_list(client: Client, ns: &str) -> usize {
             .header(http::header::ACCEPT, "application/json")
             .body(kube::client::Body::empty())
             .expect("request");
+        let t0 = Instant::now();
         let res = client.send(req).await.expect("LIST");
         assert!(res.status().is_success(), "LIST failed: {}", res.status());
+        let t1 = Instant::now();
         let bytes = res.into_body().collect().await.expect("body").to_bytes();
+        let t2 = Instant::now();
         let page: Page = serde_json::from_slice(&bytes).expect("decode");
+        if std::env::var_os("PEER_DEBUG").is_some() {
+            eprintln!("page: headers {:?} body {:?} decode {:?} ({} bytes)", t1 - t0, t2 - t1, t2.elapsed(), bytes.len());
+        }
         n += page.items.len();
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(c) => cont = Some(c),
@@ -119,19 +140,28 @@ async fn main() {
     let client = Client::try_from(config).expect("client");
 
     let start = Instant::now();
-    let objects = match mode.as_str() {
-        "opkit" => opkit(client, &ns, true, true).await,
-        "opkit-list" => opkit(client, &ns, false, true).await,
-        "opkit-keep-mf" => opkit(client, &ns, true, false).await,
-        "kube-runtime" => kube_runtime(client, &ns).await,
-        "raw-list" => raw_list(client, &ns).await,
-        other => panic!("unknown mode {other:?}"),
-    };
+    // Every peer runs on a runtime worker (as a spawned task), like the
+    // informers' own tasks: the main thread's block_on would add a
+    // cross-thread wake-up per received chunk.
+    let m = mode.clone();
+    let objects = tokio::spawn(async move {
+        match m.as_str() {
+            "opkit" => opkit(client, &ns, true, true).await,
+            "opkit-list" => opkit(client, &ns, false, true).await,
+            "opkit-keep-mf" => opkit(client, &ns, true, false).await,
+            "kube-runtime" => kube_runtime(client, &ns).await,
+            "raw-list" => raw_list(client, &ns).await,
+            other => panic!("unknown mode {other:?}"),
+        }
+    })
+    .await
+    .expect("peer task");
     let sync_ms = start.elapsed().as_secs_f64() * 1000.0;
+    let cpu = cpu_ms();
     tokio::time::sleep(settle).await;
     println!(
         "{}",
-        serde_json::json!({"peer": mode, "sync_ms": sync_ms, "objects": objects, "rss_kib": rss_kib()})
+        serde_json::json!({"peer": mode, "sync_ms": sync_ms, "cpu_ms": cpu, "objects": objects, "rss_kib": rss_kib()})
     );
     std::process::exit(0);
 }

@@ -21,6 +21,7 @@ struct Peer {
 #[derive(Clone, Copy, Default)]
 struct Sample {
     sync_ms: f64,
+    cpu_ms: f64,
     rss_kib: f64,
 }
 
@@ -117,6 +118,7 @@ fn run(peer: &Peer, kubeconfig: &str, ns: &str, expect: usize) -> Sample {
     assert_eq!(objects, expect, "{} synced {objects} objects, expected {expect}", peer.label);
     Sample {
         sync_ms: v["sync_ms"].as_f64().unwrap_or(f64::NAN),
+        cpu_ms: v["cpu_ms"].as_f64().unwrap_or(f64::NAN),
         rss_kib: v["rss_kib"].as_f64().unwrap_or(f64::NAN),
     }
 }
@@ -155,6 +157,9 @@ async fn main() {
         let t = std::time::Instant::now();
         populate(&client, &ns, size).await;
         eprintln!("bench-informer: created {size} ConfigMaps in {:?}", t.elapsed());
+        if args.iter().any(|a| a == "--hold") {
+            continue;
+        }
         // warm the apiserver's caches and connections once
         run(&peers[0], &kubeconfig, &ns, size);
         let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); peers.len()];
@@ -163,9 +168,10 @@ async fn main() {
                 let i = (k + r) % peers.len();
                 let s = run(&peers[i], &kubeconfig, &ns, size);
                 eprintln!(
-                    "  {size:>6} {:<38} run {r}: sync {:>8.1} ms, rss {:>8.1} MiB",
+                    "  {size:>6} {:<38} run {r}: sync {:>8.1} ms, cpu {:>7.0} ms, rss {:>8.1} MiB",
                     peers[i].label,
                     s.sync_ms,
+                    s.cpu_ms,
                     s.rss_kib / 1024.0
                 );
                 samples[i].push(s);
@@ -175,27 +181,38 @@ async fn main() {
             .iter()
             .map(|v| Sample {
                 sync_ms: median(v.iter().map(|s| s.sync_ms).collect()),
+                cpu_ms: median(v.iter().map(|s| s.cpu_ms).collect()),
                 rss_kib: median(v.iter().map(|s| s.rss_kib).collect()),
             })
             .collect();
         rows.push((size, med));
     }
 
+    if args.iter().any(|a| a == "--hold") {
+        // for profiling peers by hand: keep the populated control plane up
+        println!("kubeconfig: {kubeconfig}");
+        tokio::signal::ctrl_c().await.ok();
+        return;
+    }
     println!(
         "Informer initial sync of ConfigMaps (~1 KiB of data each), one namespace, kube-apiserver {version}; \
-         median of {runs} runs, each peer its own process; RSS read 1 s after sync."
+         median of {runs} runs, each peer its own process; client CPU = user + system time of the \
+         peer process until synced; RSS read 1 s after sync."
     );
     println!();
-    println!("| objects | peer | sync (ms) | × raw LIST | RSS after sync (MiB) | × client-go |");
-    println!("|---:|---|---:|---:|---:|---:|");
+    println!(
+        "| objects | peer | sync (ms) | × raw LIST | client CPU (ms) | RSS after sync (MiB) | × client-go |"
+    );
+    println!("|---:|---|---:|---:|---:|---:|---:|");
     let go = peers.len() - 1;
     for (size, med) in &rows {
         for (i, p) in peers.iter().enumerate() {
             println!(
-                "| {size} | {} | {:.0} | {:.2} | {:.1} | {:.2} |",
+                "| {size} | {} | {:.0} | {:.2} | {:.0} | {:.1} | {:.2} |",
                 p.label,
                 med[i].sync_ms,
                 med[i].sync_ms / med[0].sync_ms,
+                med[i].cpu_ms,
                 med[i].rss_kib / 1024.0,
                 med[i].rss_kib / med[go].rss_kib
             );
