@@ -187,6 +187,31 @@ impl IndexEntry {
     };
 }
 
+/// Puts a new slot for `item` into the slab; returns its index and generation.
+fn allocate<T>(
+    entries: &mut Vec<SlabEntry<T>>,
+    free: &mut Vec<u32>,
+    item: T,
+    hash: u32,
+) -> Option<(u32, u32)> {
+    let idx = match free.pop() {
+        Some(idx) => idx,
+        None => {
+            let idx = u32::try_from(entries.len())
+                .ok()
+                .filter(|&i| i != u32::MAX)?;
+            entries.push(SlabEntry {
+                generation: 0,
+                slot: None,
+            });
+            idx
+        }
+    };
+    let entry = entries.get_mut(idx as usize)?;
+    entry.slot = Some(Slot::new(item, hash));
+    Some((idx, entry.generation))
+}
+
 /// The 64-bit hash the index is keyed by, rebuilt from the stored 32 bits
 /// (hashbrown takes positions from the low bits and tags from the top ones).
 fn wide(hash: u32) -> u64 {
@@ -230,62 +255,58 @@ impl<T: Eq + Hash> Slab<T> {
     /// 2^32 items are already known.
     fn slot_for(&mut self, item: T) -> Option<(u32, &mut Slot<T>)> {
         let hash = self.hash(&item);
-        let entries = &self.entries;
-        let found = self
-            .index
-            .find(wide(hash), |e| {
-                e.hash == hash && live(entries, e).is_some_and(|s| s.item == item)
-            })
-            .map(|e| e.idx);
-        let idx = match found {
-            Some(idx) => idx,
-            None => self.insert(item, hash)?,
-        };
-        let slot = self.get_mut(idx)?;
-        Some((idx, slot))
-    }
-
-    fn insert(&mut self, item: T, hash: u32) -> Option<u32> {
-        let idx = match self.free.pop() {
-            Some(idx) => idx,
-            None => {
-                let idx = u32::try_from(self.entries.len())
-                    .ok()
-                    .filter(|&i| i != u32::MAX)?;
-                self.entries.push(SlabEntry {
-                    generation: 0,
-                    slot: None,
-                });
+        // One pass over the probe sequence finds the live entry, or else the
+        // first dead entry with this hash (often this item's own old one).
+        let Self { entries, index, .. } = self;
+        let mut dead = None;
+        let mut found = None;
+        for e in index.iter_hash_mut(wide(hash)) {
+            if e.hash != hash {
+                continue;
+            }
+            match live(entries, e) {
+                Some(slot) if slot.item == item => {
+                    found = Some(e.idx);
+                    break;
+                }
+                Some(_) => {}
+                None if dead.is_none() => dead = Some(e),
+                None => {}
+            }
+        }
+        let idx = match (found, dead) {
+            (Some(idx), _) => idx,
+            (None, Some(dead)) => {
+                let (idx, generation) = allocate(entries, &mut self.free, item, hash)?;
+                *dead = IndexEntry {
+                    idx,
+                    hash,
+                    generation,
+                };
+                self.dead = self.dead.saturating_sub(1);
+                self.in_use += 1;
+                idx
+            }
+            (None, None) => {
+                let (idx, generation) = allocate(&mut self.entries, &mut self.free, item, hash)?;
+                self.in_use += 1;
+                if self.index.len() == self.index.capacity() && self.dead > self.index.len() / 4 {
+                    self.sweep();
+                }
+                self.index.insert_unique(
+                    wide(hash),
+                    IndexEntry {
+                        idx,
+                        hash,
+                        generation,
+                    },
+                    |e| wide(e.hash),
+                );
                 idx
             }
         };
-        let entry = self.entries.get_mut(idx as usize)?;
-        entry.slot = Some(Slot::new(item, hash));
-        self.in_use += 1;
-        let new = IndexEntry {
-            idx,
-            hash,
-            generation: entry.generation,
-        };
-        if self.index.len() == self.index.capacity() && self.dead > self.index.len() / 4 {
-            self.sweep();
-        }
-        let entries = &self.entries;
-        // Reuse a dead entry on the probe path (often this item's own old one).
-        match self.index.entry(
-            wide(hash),
-            |e| e.hash == hash && live(entries, e).is_none(),
-            |e| wide(e.hash),
-        ) {
-            TableEntry::Occupied(mut dead) => {
-                *dead.get_mut() = new;
-                self.dead = self.dead.saturating_sub(1);
-            }
-            TableEntry::Vacant(vacant) => {
-                vacant.insert(new);
-            }
-        }
-        Some(idx)
+        let slot = self.get_mut(idx)?;
+        Some((idx, slot))
     }
 
     /// Drops every dead index entry.
