@@ -1,1 +1,109 @@
-//! Shared helpers for opkit's end-to-end tests.
+//! Helpers shared by opkit's end-to-end tests: namespaces, RBAC grants,
+//! bounded waits, and test logging.
+
+use std::future::Future;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use kube::api::{Api, ObjectMeta, PostParams};
+
+/// Sends `tracing` output to the test harness (shown for failing tests;
+/// filter with `RUST_LOG`). Safe to call from every test.
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_test_writer()
+        .try_init();
+}
+
+/// Creates namespace `name`, panicking with the server's answer if it fails.
+pub async fn create_namespace(client: &kube::Client, name: &str) {
+    let ns = Namespace {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..Namespace::default()
+    };
+    if let Err(e) = Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await
+    {
+        panic!("creating namespace {name}: {e}");
+    }
+}
+
+/// A policy rule: `verbs` on `resources` of API `group` (`""` = core).
+pub fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
+    PolicyRule {
+        api_groups: Some(vec![group.to_owned()]),
+        resources: Some(resources.iter().map(|r| (*r).to_owned()).collect()),
+        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
+        ..PolicyRule::default()
+    }
+}
+
+/// Grants `user` the `rules` in `namespace` through a Role and a RoleBinding
+/// both named `name`.
+pub async fn grant(
+    admin: &kube::Client,
+    namespace: &str,
+    name: &str,
+    user: &str,
+    rules: Vec<PolicyRule>,
+) {
+    let role = Role {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        rules: Some(rules),
+    };
+    if let Err(e) = Api::<Role>::namespaced(admin.clone(), namespace)
+        .create(&PostParams::default(), &role)
+        .await
+    {
+        panic!("creating Role {namespace}/{name}: {e}");
+    }
+    let binding = RoleBinding {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".to_owned()),
+            kind: "Role".to_owned(),
+            name: name.to_owned(),
+        },
+        subjects: Some(vec![Subject {
+            kind: "User".to_owned(),
+            name: user.to_owned(),
+            api_group: Some("rbac.authorization.k8s.io".to_owned()),
+            ..Subject::default()
+        }]),
+    };
+    if let Err(e) = Api::<RoleBinding>::namespaced(admin.clone(), namespace)
+        .create(&PostParams::default(), &binding)
+        .await
+    {
+        panic!("creating RoleBinding {namespace}/{name}: {e}");
+    }
+}
+
+/// Polls `check` every 50 ms until it returns true; panics naming `what`
+/// after `within`. For conditions a real server reaches asynchronously.
+pub async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

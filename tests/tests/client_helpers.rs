@@ -7,11 +7,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use k8s_openapi::api::events::v1::Event as KubeEvent;
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
 use opkit::client::{self, ClientError, Event, EventRecorder, EventType, OwnerError};
 use opkit::envtest::ControlPlane;
+use opkit_tests::{create_namespace, grant, init_tracing, rule};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -38,28 +39,11 @@ struct GizmoStatus {
     ready_replicas: Option<i32>,
 }
 
-fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-}
-
 async fn setup(ns: &str) -> (&'static ControlPlane, kube::Client) {
     init_tracing();
     let plane = ControlPlane::shared().await.unwrap();
     let client = plane.client().unwrap();
-    let api: Api<Namespace> = Api::all(client.clone());
-    let namespace = Namespace {
-        metadata: ObjectMeta {
-            name: Some(ns.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    api.create(&PostParams::default(), &namespace)
-        .await
-        .unwrap();
+    create_namespace(&client, ns).await;
     (plane, client)
 }
 
@@ -540,46 +524,7 @@ async fn events_fold_repeats_into_one_series() {
 }
 
 async fn bind(admin: &kube::Client, ns: &str, user: &str, rules: Vec<PolicyRule>) {
-    let roles: Api<Role> = Api::namespaced(admin.clone(), ns);
-    let role = Role {
-        metadata: ObjectMeta {
-            name: Some(user.to_owned()),
-            ..ObjectMeta::default()
-        },
-        rules: Some(rules),
-    };
-    roles.create(&PostParams::default(), &role).await.unwrap();
-    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), ns);
-    let binding = RoleBinding {
-        metadata: ObjectMeta {
-            name: Some(user.to_owned()),
-            ..ObjectMeta::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".to_owned()),
-            kind: "Role".to_owned(),
-            name: user.to_owned(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "User".to_owned(),
-            name: user.to_owned(),
-            api_group: Some("rbac.authorization.k8s.io".to_owned()),
-            ..Subject::default()
-        }]),
-    };
-    bindings
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
-}
-
-fn rule(group: &str, resources: &[&str], verbs: &[&str]) -> PolicyRule {
-    PolicyRule {
-        api_groups: Some(vec![group.to_owned()]),
-        resources: Some(resources.iter().map(|r| (*r).to_owned()).collect()),
-        verbs: verbs.iter().map(|v| (*v).to_owned()).collect(),
-        ..PolicyRule::default()
-    }
+    grant(admin, ns, user, user, rules).await;
 }
 
 #[tokio::test]

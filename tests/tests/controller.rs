@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
 use opkit::cache::SharedCache;
@@ -13,9 +13,12 @@ use opkit::controller::{Context, Controller};
 use opkit::envtest::ControlPlane;
 use opkit::predicate::GenerationChanged;
 use opkit::reconcile::{Action, Error, Reconcile, Request};
+use opkit_tests::{create_namespace, eventually};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
+
+const WAIT: Duration = Duration::from_secs(30);
 
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
 #[kube(group = "ctl.opkit.dev", version = "v1", kind = "Gadget", namespaced)]
@@ -65,36 +68,6 @@ impl Reconcile for GadgetReconciler {
     }
 }
 
-async fn namespace(client: &kube::Client, name: &str) {
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    Api::<Namespace>::all(client.clone())
-        .create(&PostParams::default(), &ns)
-        .await
-        .unwrap();
-}
-
-/// Polls `check` every 50 ms until it holds or 30 s pass.
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
 async fn cm_data(api: &Api<ConfigMap>, name: &str) -> Option<BTreeMap<String, String>> {
     api.get_opt(name).await.unwrap().and_then(|cm| cm.data)
 }
@@ -104,7 +77,7 @@ async fn owned_and_mapped_objects_converge() {
     let plane = ControlPlane::shared().await.unwrap();
     plane.install_crds(&[Gadget::crd()]).await.unwrap();
     let client = plane.client().unwrap();
-    namespace(&client, "ctl-flows").await;
+    create_namespace(&client, "ctl-flows").await;
     let gadgets: Api<Gadget> = Api::namespaced(client.clone(), "ctl-flows");
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "ctl-flows");
 
@@ -148,7 +121,7 @@ async fn owned_and_mapped_objects_converge() {
             .await
             .unwrap();
     }
-    eventually("owned ConfigMaps created", || async {
+    eventually("owned ConfigMaps created", WAIT, || async {
         cm_data(&cms, "red-cm")
             .await
             .is_some_and(|d| d["colour"] == "crimson")
@@ -173,7 +146,7 @@ async fn owned_and_mapped_objects_converge() {
         )
         .await
         .unwrap();
-    eventually("update reaches the owned ConfigMap", || async {
+    eventually("update reaches the owned ConfigMap", WAIT, || async {
         cm_data(&cms, "red-cm")
             .await
             .is_some_and(|d| d["colour"] == "scarlet")
@@ -188,7 +161,7 @@ async fn owned_and_mapped_objects_converge() {
     )
     .await
     .unwrap();
-    eventually("owner repairs its ConfigMap", || async {
+    eventually("owner repairs its ConfigMap", WAIT, || async {
         cm_data(&cms, "blue-cm")
             .await
             .is_some_and(|d| d["colour"] == "navy")
@@ -205,7 +178,7 @@ async fn owned_and_mapped_objects_converge() {
         ..ConfigMap::default()
     };
     cms.create(&PostParams::default(), &settings).await.unwrap();
-    eventually("mapped watch re-reconciles both", || async {
+    eventually("mapped watch re-reconciles both", WAIT, || async {
         cm_data(&cms, "red-cm")
             .await
             .is_some_and(|d| d["theme"] == "dark")
@@ -254,7 +227,7 @@ async fn no_key_is_reconciled_twice_at_once_under_load() {
     const UPDATES: usize = 3;
     let plane = ControlPlane::shared().await.unwrap();
     let client = plane.client().unwrap();
-    namespace(&client, "ctl-load").await;
+    create_namespace(&client, "ctl-load").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "ctl-load");
 
     let reconciler = Arc::new(Instrumented {
@@ -303,7 +276,7 @@ async fn no_key_is_reconciled_twice_at_once_under_load() {
     writes.await;
 
     let want = UPDATES.to_string();
-    eventually("every object's final state reconciled", || async {
+    eventually("every object's final state reconciled", WAIT, || async {
         let seen = reconciler.last_seen_value.lock().unwrap();
         seen.len() == OBJECTS && seen.values().all(|v| *v == want)
     })
@@ -329,7 +302,7 @@ async fn no_key_is_reconciled_twice_at_once_under_load() {
 async fn predicates_filter_status_only_changes() {
     let plane = ControlPlane::shared().await.unwrap();
     let client = plane.client().unwrap();
-    namespace(&client, "ctl-pred").await;
+    create_namespace(&client, "ctl-pred").await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "ctl-pred");
     struct Count(Arc<Mutex<Vec<Request>>>);
     impl Reconcile for Count {
@@ -353,7 +326,7 @@ async fn predicates_filter_status_only_changes() {
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("p".into());
     cms.create(&PostParams::default(), &cm).await.unwrap();
-    eventually("create passes the predicate", || async {
+    eventually("create passes the predicate", WAIT, || async {
         seen.lock().unwrap().len() == 1
     })
     .await;
@@ -371,7 +344,7 @@ async fn predicates_filter_status_only_changes() {
     let mut marker = ConfigMap::default();
     marker.metadata.name = Some("marker".into());
     cms.create(&PostParams::default(), &marker).await.unwrap();
-    eventually("marker reconciled", || async {
+    eventually("marker reconciled", WAIT, || async {
         seen.lock().unwrap().iter().any(|r| r.name == "marker")
     })
     .await;

@@ -5,27 +5,15 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{
     Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use opkit::envtest::ControlPlane;
+use opkit_tests::{create_namespace, eventually, grant, rule};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-
-async fn create_namespace(client: &kube::Client, name: &str) {
-    let api: Api<Namespace> = Api::all(client.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    api.create(&PostParams::default(), &ns).await.unwrap();
-}
 
 #[tokio::test]
 async fn control_plane_is_a_real_v1_36_apiserver() {
@@ -203,62 +191,22 @@ async fn restricted_identity_is_forbidden_until_granted() {
         other => panic!("expected 403, got {other:?}"),
     }
 
-    let roles: Api<Role> = Api::namespaced(admin.clone(), "envtest-rbac");
-    let role = Role {
-        metadata: ObjectMeta {
-            name: Some("cm-reader".to_owned()),
-            ..ObjectMeta::default()
-        },
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec![String::new()]),
-            resources: Some(vec!["configmaps".to_owned()]),
-            verbs: vec!["get".to_owned(), "list".to_owned()],
-            ..PolicyRule::default()
-        }]),
-    };
-    roles.create(&PostParams::default(), &role).await.unwrap();
-    let bindings: Api<RoleBinding> = Api::namespaced(admin, "envtest-rbac");
-    let binding = RoleBinding {
-        metadata: ObjectMeta {
-            name: Some("devs-read-cms".to_owned()),
-            ..ObjectMeta::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".to_owned()),
-            kind: "Role".to_owned(),
-            name: "cm-reader".to_owned(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "Group".to_owned(),
-            name: "devs".to_owned(),
-            api_group: Some("rbac.authorization.k8s.io".to_owned()),
-            ..Subject::default()
-        }]),
-    };
-    bindings
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    grant(
+        &admin,
+        "envtest-rbac",
+        "cm-reader",
+        "alice",
+        vec![rule("", &["configmaps"], &["get", "list"])],
+    )
+    .await;
 
-    // The RBAC authorizer's cache follows the binding through a watch: wait
-    // for it (bounded), then the same call succeeds.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        match as_alice.list(&ListParams::default()).await {
-            Ok(list) => {
-                assert!(
-                    list.items
-                        .iter()
-                        .all(|cm| cm.namespace().as_deref() == Some("envtest-rbac"))
-                );
-                break;
-            }
-            Err(kube::Error::Api(s)) if s.code == 403 && Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
-            Err(e) => panic!("still failing after the grant: {e:?}"),
-        }
-    }
+    // The RBAC authorizer's cache follows the binding through a watch.
+    eventually(
+        "the grant to take effect",
+        Duration::from_secs(30),
+        || async { as_alice.list(&ListParams::default()).await.is_ok() },
+    )
+    .await;
     // The grant is exactly what the role says: no writes.
     let cm = ConfigMap {
         metadata: ObjectMeta {

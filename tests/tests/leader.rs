@@ -6,35 +6,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
-use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::api::{Api, DeleteParams};
 use opkit::envtest::ControlPlane;
 use opkit::leader::{LeaderElector, LeaderHandle, LeaderState};
+use opkit_tests::{create_namespace, grant, init_tracing, rule};
 use std::sync::Mutex;
 
 const LEASE: Duration = Duration::from_secs(2);
 const RENEW: Duration = Duration::from_millis(1_500);
 const RETRY: Duration = Duration::from_millis(250);
-
-fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-        .with_test_writer()
-        .try_init();
-}
-
-async fn create_namespace(client: &kube::Client, name: &str) {
-    let api: Api<Namespace> = Api::all(client.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        ..Namespace::default()
-    };
-    api.create(&PostParams::default(), &ns).await.unwrap();
-}
 
 fn elector(client: kube::Client, ns: &str, identity: &str, release: bool) -> LeaderHandle {
     LeaderElector::builder(client, ns, "operator-lock")
@@ -231,42 +212,12 @@ async fn without_release_a_standby_waits_for_the_lease_to_expire() {
 }
 
 async fn grant_lease_access(admin: &kube::Client, ns: &str, user: &str) {
-    let roles: Api<Role> = Api::namespaced(admin.clone(), ns);
-    let role = Role {
-        metadata: ObjectMeta {
-            name: Some("lease-elector".to_owned()),
-            ..ObjectMeta::default()
-        },
-        rules: Some(vec![PolicyRule {
-            api_groups: Some(vec!["coordination.k8s.io".to_owned()]),
-            resources: Some(vec!["leases".to_owned()]),
-            verbs: ["get", "create", "update"].map(String::from).to_vec(),
-            ..PolicyRule::default()
-        }]),
-    };
-    roles.create(&PostParams::default(), &role).await.unwrap();
-    let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), ns);
-    let binding = RoleBinding {
-        metadata: ObjectMeta {
-            name: Some(user.to_owned()),
-            ..ObjectMeta::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".to_owned()),
-            kind: "Role".to_owned(),
-            name: "lease-elector".to_owned(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "User".to_owned(),
-            name: user.to_owned(),
-            api_group: Some("rbac.authorization.k8s.io".to_owned()),
-            ..Subject::default()
-        }]),
-    };
-    bindings
-        .create(&PostParams::default(), &binding)
-        .await
-        .unwrap();
+    let lease_rules = vec![rule(
+        "coordination.k8s.io",
+        &["leases"],
+        &["get", "create", "update"],
+    )];
+    grant(admin, ns, user, user, lease_rules).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
