@@ -27,7 +27,6 @@
 
 use std::hash::{BuildHasher, Hash};
 
-use hashbrown::hash_table::Entry as TableEntry;
 use hashbrown::{DefaultHashBuilder, HashTable};
 use tokio::time::{Duration, Instant};
 
