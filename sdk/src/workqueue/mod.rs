@@ -109,7 +109,7 @@ pub use error::Error;
 pub use governor::Quota;
 pub use metrics::{MetricsProvider, NoopMetricsProvider};
 pub use priority::Priority;
-pub use queue::WorkQueue;
+pub use queue::{Processing, WorkQueue};
 pub use rate_limiter::{
     ExponentialFailureRateLimiter, FastSlowRateLimiter, MaxOfRateLimiter, MaxWaitRateLimiter,
     RateLimiter,

@@ -509,6 +509,34 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
         }
     }
 
+    /// Like [`get_with_priority`](Self::get_with_priority), returning a
+    /// [`Processing`] guard that calls [`done`](Self::done) when dropped, so an
+    /// item is never left "processing" by a worker that returned early or
+    /// panicked. [`Processing::done`] finishes it explicitly.
+    ///
+    /// ```
+    /// use opkit::workqueue::WorkQueue;
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let queue = WorkQueue::new();
+    /// queue.add("default/web");
+    /// let work = queue.get_guarded().await.expect("not shut down");
+    /// assert_eq!(*work, "default/web");
+    /// queue.add("default/web"); // being processed: dirty
+    /// drop(work); // done: queued again
+    /// assert_eq!(queue.len(), 1);
+    /// # }
+    /// ```
+    pub async fn get_guarded(&self) -> Option<Processing<T>> {
+        let (item, priority) = self.get_with_priority().await?;
+        Some(Processing {
+            queue: self.clone(),
+            item: Some(item),
+            priority,
+        })
+    }
+
     /// Hands out an item if one is ready right now (and the throttle allows),
     /// without waiting. The caller must call [`done`](Self::done) with it.
     pub fn try_get(&self) -> Option<T> {
@@ -624,5 +652,62 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     #[cfg(test)]
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&State<T>) -> R) -> R {
         f(&self.inner.state.lock())
+    }
+}
+
+/// An item handed out by [`WorkQueue::get_guarded`]: dereferences to the
+/// item, and marks it [`done`](WorkQueue::done) when dropped.
+pub struct Processing<T: Eq + Hash + Clone + Send + Sync + 'static> {
+    queue: WorkQueue<T>,
+    item: Option<T>,
+    priority: Priority,
+}
+
+impl<T: Eq + Hash + Clone + Send + Sync + 'static> Processing<T> {
+    /// The priority the item was queued with (to requeue it with the same).
+    pub fn priority(&self) -> Priority {
+        self.priority
+    }
+
+    /// Marks the item done now and returns it.
+    pub fn done(mut self) -> Option<T> {
+        let item = self.item.take()?;
+        self.queue.done(&item);
+        Some(item)
+    }
+}
+
+impl<T: Eq + Hash + Clone + Send + Sync + 'static> std::ops::Deref for Processing<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // `item` is only taken by `done(self)`, which consumes the guard.
+        match &self.item {
+            Some(item) => item,
+            None => unreachable_item(),
+        }
+    }
+}
+
+/// `Processing::item` is `Some` for as long as the guard can be used.
+#[cold]
+fn unreachable_item() -> ! {
+    unreachable!("Processing guard used after done")
+}
+
+impl<T: Eq + Hash + Clone + Send + Sync + 'static> Drop for Processing<T> {
+    fn drop(&mut self) {
+        if let Some(item) = self.item.take() {
+            self.queue.done(&item);
+        }
+    }
+}
+
+impl<T: Eq + Hash + Clone + Send + Sync + fmt::Debug + 'static> fmt::Debug for Processing<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Processing")
+            .field("item", &self.item)
+            .field("priority", &self.priority)
+            .finish()
     }
 }

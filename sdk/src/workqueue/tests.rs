@@ -726,3 +726,30 @@ async fn stress_on_real_threads_never_double_hands_out() {
         assert_eq!(st.len(), 0);
     });
 }
+
+#[tokio::test(start_paused = true)]
+async fn guard_marks_done_on_drop_even_on_panic() {
+    let q = queue();
+    q.add("a");
+    let work = q.get_guarded().await.unwrap();
+    assert_eq!((*work, work.priority()), ("a", Priority::Normal));
+    q.add("a");
+    drop(work);
+    assert_eq!(q.len(), 1, "done on drop requeued the dirty item");
+
+    // a worker that panics still finishes its item
+    let worker = tokio::spawn({
+        let q = q.clone();
+        async move {
+            let _work = q.get_guarded().await.unwrap();
+            panic!("reconcile panicked");
+        }
+    });
+    assert!(worker.await.is_err());
+    q.with_state(|st| assert_eq!(st.processing(), 0));
+
+    q.add("b");
+    let work = q.get_guarded().await.unwrap();
+    assert_eq!(work.done(), Some("b"));
+    q.with_state(|st| assert!(st.is_idle()));
+}
