@@ -11,6 +11,8 @@ pub mod controller;
 pub mod envtest;
 pub mod handler;
 pub mod leader;
+pub mod manager;
+pub mod metrics;
 pub mod predicate;
 pub mod reconcile;
 pub mod workqueue;

@@ -60,11 +60,13 @@ use tokio_util::sync::CancellationToken;
 pub use context::Context;
 pub use error::ControllerError;
 pub use stats::{ReconcileCounts, ReconcileStats};
+pub(crate) use stats::{ReconcileObserver, ReconcileResult};
 
 use crate::cache::{CacheError, HandlerRegistration, Scope, SharedCache};
 use crate::handler::{EnqueueHandler, Mapper, OwnerKind, owner_of, the_object};
 use crate::predicate::Predicate;
 use crate::reconcile::{Reconcile, Request};
+use crate::workqueue::metrics::MetricsProvider;
 use crate::workqueue::{RateLimiter, WorkQueue};
 use context::ControllerShared;
 
@@ -102,7 +104,14 @@ pub struct Controller<R> {
     namespace: Option<String>,
     primary: OwnerKind,
     stats: Arc<ReconcileStats>,
+    observer: Option<Arc<dyn ReconcileObserver>>,
+    queue_metrics: Option<Arc<dyn MetricsProvider>>,
 }
+
+/// Resolves to the leading scope once the workers of a prepared controller
+/// may start (a token cancelled when leadership ends), or to `None` if they
+/// never may (the elector stopped first).
+pub(crate) type StartGate = futures::future::BoxFuture<'static, Option<CancellationToken>>;
 
 impl<R> std::fmt::Debug for Controller<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -137,6 +146,8 @@ impl<R: Reconcile> Controller<R> {
             namespace: None,
             primary,
             stats: Arc::default(),
+            observer: None,
+            queue_metrics: None,
         };
         controller.add_watch::<K>(the_object::<K>());
         controller
@@ -234,6 +245,31 @@ impl<R: Reconcile> Controller<R> {
         &self.name
     }
 
+    /// How many workers [`run`](Self::run) starts.
+    pub(crate) fn worker_count(&self) -> usize {
+        self.max_concurrent_reconciles
+    }
+
+    /// Watch only `namespace` unless [`namespace`](Self::namespace) chose one.
+    pub(crate) fn default_namespace(mut self, namespace: &str) -> Self {
+        if self.namespace.is_none() {
+            self.namespace = Some(namespace.to_owned());
+        }
+        self
+    }
+
+    /// Reports every reconcile to `observer` and the queue's metrics to
+    /// `queue_metrics` (what a manager's metrics plug in).
+    pub(crate) fn instrument(
+        mut self,
+        observer: Arc<dyn ReconcileObserver>,
+        queue_metrics: Arc<dyn MetricsProvider>,
+    ) -> Self {
+        self.observer = Some(observer);
+        self.queue_metrics = Some(queue_metrics);
+        self
+    }
+
     fn add_watch<K>(&mut self, mapper: Mapper<K>)
     where
         K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
@@ -294,6 +330,13 @@ impl<R: Reconcile> Controller<R> {
         cache: &SharedCache,
         token: CancellationToken,
     ) -> Result<(), ControllerError> {
+        self.prepare(cache)?.run(token, None).await
+    }
+
+    /// Builds the queue and registers every watch on `cache`, so events
+    /// start filling the queue; no reconcile runs until
+    /// [`Prepared::run`]. On error nothing stays registered.
+    pub(crate) fn prepare(self, cache: &SharedCache) -> Result<Prepared<R>, ControllerError> {
         let mut builder = WorkQueue::builder().name(self.name.clone());
         if let Some(limiter) = self.rate_limiter {
             builder = builder.rate_limiter(limiter);
@@ -301,46 +344,95 @@ impl<R: Reconcile> Controller<R> {
         if let Some((per_second, burst)) = self.throttle {
             builder = builder.throttle(per_second, burst);
         }
+        if let Some(provider) = self.queue_metrics {
+            builder = builder.metrics(provider);
+        }
         let queue = builder.build();
         let target = WatchTarget {
             queue: queue.clone(),
             predicates: Arc::from(self.predicates),
             namespace: self.namespace,
         };
-        let mut watches = Vec::with_capacity(self.watches.len());
-        let mut result = Ok(());
+        let mut prepared = Prepared {
+            name: self.name,
+            reconciler: self.reconciler,
+            cache: cache.clone(),
+            queue,
+            watches: Vec::with_capacity(self.watches.len()),
+            stats: self.stats,
+            observer: self.observer,
+            count: self.max_concurrent_reconciles,
+            reconcile_timeout: self.reconcile_timeout,
+            cache_sync_timeout: self.cache_sync_timeout,
+            shutdown_timeout: self.shutdown_timeout,
+        };
         for watch in self.watches {
             match watch(cache, &target) {
-                Ok(registered) => watches.push(registered),
+                Ok(registered) => prepared.watches.push(registered),
                 Err((kind, source)) => {
-                    result = Err(ControllerError::Watch {
-                        controller: self.name.clone(),
+                    // Dropping `prepared` shuts the queue down and removes
+                    // the watches registered so far.
+                    return Err(ControllerError::Watch {
+                        controller: prepared.name.clone(),
                         kind,
                         source,
                     });
-                    break;
                 }
             }
         }
-        if result.is_ok() {
-            let workers = Workers {
-                name: &self.name,
-                reconciler: self.reconciler,
-                cache,
-                queue: &queue,
-                stats: &self.stats,
-                count: self.max_concurrent_reconciles,
-                reconcile_timeout: self.reconcile_timeout,
-                cache_sync_timeout: self.cache_sync_timeout,
-                shutdown_timeout: self.shutdown_timeout,
-            };
-            result = workers.run(&watches, token).await;
-        }
-        queue.shutdown();
-        for watch in watches {
+        Ok(prepared)
+    }
+}
+
+/// A controller whose watches are registered: its queue fills while it
+/// waits to [`run`](Self::run). Dropping it shuts the queue down and
+/// removes the watches.
+pub(crate) struct Prepared<R> {
+    name: String,
+    reconciler: Arc<R>,
+    cache: SharedCache,
+    queue: WorkQueue<Request>,
+    watches: Vec<RegisteredWatch>,
+    stats: Arc<ReconcileStats>,
+    observer: Option<Arc<dyn ReconcileObserver>>,
+    count: usize,
+    reconcile_timeout: Option<Duration>,
+    cache_sync_timeout: Duration,
+    shutdown_timeout: Duration,
+}
+
+impl<R> Drop for Prepared<R> {
+    fn drop(&mut self) {
+        self.queue.shutdown();
+        for watch in self.watches.drain(..) {
             (watch.remove)();
         }
-        result
+    }
+}
+
+impl<R: Reconcile> Prepared<R> {
+    /// Waits for the watched caches to sync, then for `gate` (if any), then
+    /// reconciles until `token` is cancelled (running reconciles get the
+    /// shutdown timeout) or the gate's leading scope is (running reconciles
+    /// are abandoned at once: another replica may take over).
+    pub(crate) async fn run(
+        self,
+        token: CancellationToken,
+        gate: Option<StartGate>,
+    ) -> Result<(), ControllerError> {
+        let workers = Workers {
+            name: &self.name,
+            reconciler: Arc::clone(&self.reconciler),
+            cache: &self.cache,
+            queue: &self.queue,
+            stats: &self.stats,
+            observer: self.observer.clone(),
+            count: self.count,
+            reconcile_timeout: self.reconcile_timeout,
+            cache_sync_timeout: self.cache_sync_timeout,
+            shutdown_timeout: self.shutdown_timeout,
+        };
+        workers.run(&self.watches, token, gate).await
     }
 }
 
@@ -351,6 +443,7 @@ struct Workers<'a, R> {
     cache: &'a SharedCache,
     queue: &'a WorkQueue<Request>,
     stats: &'a Arc<ReconcileStats>,
+    observer: Option<Arc<dyn ReconcileObserver>>,
     count: usize,
     reconcile_timeout: Option<Duration>,
     cache_sync_timeout: Duration,
@@ -358,12 +451,15 @@ struct Workers<'a, R> {
 }
 
 impl<R: Reconcile> Workers<'_, R> {
-    /// Waits for the watched caches, then runs `count` workers until `token`
-    /// is cancelled, then gives running reconciles the shutdown timeout.
+    /// Waits for the watched caches (and the gate), then runs `count`
+    /// workers until `token` is cancelled, then gives running reconciles the
+    /// shutdown timeout. If the gate's scope ends first, running reconciles
+    /// are abandoned at once.
     async fn run(
         self,
         watches: &[RegisteredWatch],
         token: CancellationToken,
+        gate: Option<StartGate>,
     ) -> Result<(), ControllerError> {
         for watch in watches {
             tokio::select! {
@@ -379,6 +475,22 @@ impl<R: Reconcile> Workers<'_, R> {
                 }
             }
         }
+        let scope = match gate {
+            None => CancellationToken::new(),
+            Some(gate) => {
+                tracing::debug!(
+                    controller = self.name,
+                    "caches synced; waiting for leadership"
+                );
+                tokio::select! {
+                    () = token.cancelled() => return Ok(()),
+                    scope = gate => match scope {
+                        Some(scope) => scope,
+                        None => return Ok(()),
+                    },
+                }
+            }
+        };
         tracing::info!(
             controller = self.name,
             workers = self.count,
@@ -394,7 +506,9 @@ impl<R: Reconcile> Workers<'_, R> {
             let shared = Arc::clone(&shared);
             let queue = self.queue.clone();
             let stats = Arc::clone(self.stats);
+            let observer = self.observer.clone();
             let token = token.clone();
+            let scope = scope.clone();
             let timeout = self.reconcile_timeout;
             tasks.spawn(async move {
                 loop {
@@ -402,16 +516,37 @@ impl<R: Reconcile> Workers<'_, R> {
                     let request = tokio::select! {
                         biased;
                         () = token.cancelled() => break,
+                        () = scope.cancelled() => break,
                         request = queue.get() => match request {
                             Some(request) => request,
                             None => break,
                         },
                     };
-                    worker::process(&*reconciler, &shared, &queue, &stats, timeout, request).await;
+                    worker::process_observed(
+                        &*reconciler,
+                        &shared,
+                        &queue,
+                        &stats,
+                        observer.as_deref(),
+                        timeout,
+                        request,
+                    )
+                    .await;
                 }
             });
         }
-        token.cancelled().await;
+        tokio::select! {
+            () = token.cancelled() => {}
+            () = scope.cancelled() => {
+                tracing::warn!(
+                    controller = self.name,
+                    "leadership lost; abandoning running reconciles"
+                );
+                tasks.abort_all();
+                while tasks.join_next().await.is_some() {}
+                return Ok(());
+            }
+        }
         tracing::info!(
             controller = self.name,
             "shutting down; waiting for running reconciles"

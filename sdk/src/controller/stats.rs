@@ -64,3 +64,47 @@ impl ReconcileStats {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 }
+
+/// How one reconcile ended, as a [`ReconcileObserver`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum ReconcileResult {
+    /// `Ok(Action::done())`.
+    Success,
+    /// `Ok(Action::requeue())`.
+    Requeue,
+    /// `Ok(Action::requeue_after(..))`.
+    RequeueAfter,
+    /// A retryable `Err`.
+    Error,
+    /// A terminal `Err`.
+    TerminalError,
+    /// The reconcile panicked (retried like an error).
+    Panic,
+    /// The reconcile timeout cancelled it (retried like an error).
+    Timeout,
+}
+
+impl ReconcileResult {
+    /// The `result` label of `controller_runtime_reconcile_total`: `success`,
+    /// `requeue`, `requeue_after` or `error` (every kind of failure).
+    pub(crate) fn label(self) -> &'static str {
+        match self {
+            Self::Success => "success",
+            Self::Requeue => "requeue",
+            Self::RequeueAfter => "requeue_after",
+            Self::Error | Self::TerminalError | Self::Panic | Self::Timeout => "error",
+        }
+    }
+}
+
+/// Told about every reconcile of one controller (the manager's metrics).
+pub(crate) trait ReconcileObserver: Send + Sync {
+    /// A reconcile started: one more active worker.
+    fn started(&self);
+    /// A reconcile stopped running, whether it finished or was abandoned:
+    /// one less active worker.
+    fn stopped(&self);
+    /// A reconcile ended with `result` after `elapsed` (not called for a
+    /// reconcile abandoned at shutdown or when leadership was lost).
+    fn finished(&self, result: ReconcileResult, elapsed: std::time::Duration);
+}

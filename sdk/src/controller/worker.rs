@@ -9,7 +9,7 @@ use futures::FutureExt;
 use tracing::Instrument;
 
 use super::context::{Context, ControllerShared};
-use super::stats::ReconcileStats;
+use super::stats::{ReconcileObserver, ReconcileResult, ReconcileStats};
 use crate::reconcile::{ActionKind, Reconcile, Request};
 use crate::workqueue::WorkQueue;
 
@@ -25,11 +25,26 @@ pub(crate) enum Outcome {
 
 /// Runs `reconcile` for `request` (recovering a panic, enforcing the
 /// timeout), applies the result to the queue, and marks the key done.
+#[cfg(test)]
 pub(crate) async fn process<R: Reconcile>(
     reconciler: &R,
     shared: &Arc<ControllerShared>,
     queue: &WorkQueue<Request>,
     stats: &ReconcileStats,
+    timeout: Option<Duration>,
+    request: Request,
+) -> Outcome {
+    process_observed(reconciler, shared, queue, stats, None, timeout, request).await
+}
+
+/// [`process`], also telling `observer` (if any) when the reconcile starts
+/// and how it ended.
+pub(crate) async fn process_observed<R: Reconcile>(
+    reconciler: &R,
+    shared: &Arc<ControllerShared>,
+    queue: &WorkQueue<Request>,
+    stats: &ReconcileStats,
+    observer: Option<&dyn ReconcileObserver>,
     timeout: Option<Duration>,
     request: Request,
 ) -> Outcome {
@@ -42,21 +57,22 @@ pub(crate) async fn process<R: Reconcile>(
         reconcile_id = %reconcile_id,
     );
     let ctx = Context::new(Arc::clone(shared), request.clone());
-    stats.active.fetch_add(1, Ordering::Relaxed);
+    let active = Active::start(stats, observer);
+    let started = tokio::time::Instant::now();
     let run = AssertUnwindSafe(reconciler.reconcile(request.clone(), &ctx)).catch_unwind();
     let result = match timeout {
         Some(limit) => tokio::time::timeout(limit, run).await.ok(),
         None => Some(run.await),
     };
-    stats.active.fetch_sub(1, Ordering::Relaxed);
+    drop(active);
 
-    let outcome = async {
+    let (outcome, observed) = async {
         match result {
             None => {
                 ReconcileStats::bump(&stats.timeout);
                 ReconcileStats::bump(&stats.error);
                 tracing::warn!(timeout = ?timeout, "reconcile timed out; retrying with backoff");
-                Outcome::Retry
+                (Outcome::Retry, ReconcileResult::Timeout)
             }
             Some(Err(panic)) => {
                 ReconcileStats::bump(&stats.panic);
@@ -65,37 +81,40 @@ pub(crate) async fn process<R: Reconcile>(
                     panic = panic_message(&*panic),
                     "reconcile panicked; retrying with backoff"
                 );
-                Outcome::Retry
+                (Outcome::Retry, ReconcileResult::Panic)
             }
             Some(Ok(Err(error))) if error.is_terminal() => {
                 ReconcileStats::bump(&stats.terminal_error);
                 ReconcileStats::bump(&stats.error);
                 tracing::error!(%error, "reconcile failed with a terminal error; not requeued");
-                Outcome::Terminal
+                (Outcome::Terminal, ReconcileResult::TerminalError)
             }
             Some(Ok(Err(error))) => {
                 ReconcileStats::bump(&stats.error);
                 tracing::warn!(%error, "reconcile failed; retrying with backoff");
-                Outcome::Retry
+                (Outcome::Retry, ReconcileResult::Error)
             }
             Some(Ok(Ok(action))) => match action.kind() {
                 ActionKind::Done => {
                     ReconcileStats::bump(&stats.success);
-                    Outcome::Done
+                    (Outcome::Done, ReconcileResult::Success)
                 }
                 ActionKind::Requeue => {
                     ReconcileStats::bump(&stats.requeue);
-                    Outcome::Requeue
+                    (Outcome::Requeue, ReconcileResult::Requeue)
                 }
                 ActionKind::RequeueAfter(delay) => {
                     ReconcileStats::bump(&stats.requeue_after);
-                    Outcome::RequeueAfter(delay)
+                    (Outcome::RequeueAfter(delay), ReconcileResult::RequeueAfter)
                 }
             },
         }
     }
     .instrument(span)
     .await;
+    if let Some(observer) = observer {
+        observer.finished(observed, started.elapsed());
+    }
 
     match outcome {
         Outcome::Done | Outcome::Terminal => queue.forget(&request),
@@ -107,6 +126,32 @@ pub(crate) async fn process<R: Reconcile>(
     }
     queue.done(&request);
     outcome
+}
+
+/// Counts a reconcile as active until dropped, also when its worker is
+/// aborted mid-reconcile (leadership lost, shutdown timeout).
+struct Active<'a> {
+    stats: &'a ReconcileStats,
+    observer: Option<&'a dyn ReconcileObserver>,
+}
+
+impl<'a> Active<'a> {
+    fn start(stats: &'a ReconcileStats, observer: Option<&'a dyn ReconcileObserver>) -> Self {
+        stats.active.fetch_add(1, Ordering::Relaxed);
+        if let Some(observer) = observer {
+            observer.started();
+        }
+        Self { stats, observer }
+    }
+}
+
+impl Drop for Active<'_> {
+    fn drop(&mut self) {
+        self.stats.active.fetch_sub(1, Ordering::Relaxed);
+        if let Some(observer) = self.observer {
+            observer.stopped();
+        }
+    }
 }
 
 fn panic_message(panic: &(dyn std::any::Any + Send)) -> &str {

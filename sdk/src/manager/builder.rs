@@ -1,0 +1,354 @@
+//! [`ManagerBuilder`] and [`LeaderElection`]: a manager's options.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use tokio::sync::watch;
+
+use super::Manager;
+use super::error::ManagerError;
+use super::health::{self, Checks};
+use super::server::{self, Bound, Serves};
+use crate::cache::SharedCache;
+use crate::config::{self, ConfigSource};
+use crate::leader::{
+    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElector,
+};
+use crate::metrics::Metrics;
+
+/// The default graceful shutdown timeout: how long running reconciles and
+/// runnables get to finish after SIGTERM.
+pub const DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(30);
+/// The default time runnables wait for the shared cache to sync.
+pub const DEFAULT_CACHE_SYNC_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Where the manager's client comes from.
+#[derive(Clone)]
+enum Connection {
+    Source(ConfigSource),
+    Config(Box<kube::Config>),
+    Client(kube::Client),
+}
+
+/// Leader election on a `coordination.k8s.io/v1` Lease: of all replicas
+/// of the operator, only the one holding the Lease reconciles (see
+/// [`crate::leader`] for the semantics).
+///
+/// ```
+/// use std::time::Duration;
+/// use opkit::manager::LeaderElection;
+///
+/// let election = LeaderElection::new("memcached-operator-lock")
+///     .namespace("memcached-system")
+///     .lease_duration(Duration::from_secs(15))
+///     .release_on_cancel(true);
+/// ```
+#[derive(Debug, Clone)]
+pub struct LeaderElection {
+    lease_name: String,
+    namespace: Option<String>,
+    identity: Option<String>,
+    lease_duration: Duration,
+    renew_deadline: Duration,
+    retry_period: Duration,
+    release_on_cancel: bool,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Source(source) => f.debug_tuple("Source").field(source).finish(),
+            Self::Config(config) => f
+                .debug_tuple("Config")
+                .field(&config.cluster_url.to_string())
+                .finish(),
+            Self::Client(_) => f.write_str("Client"),
+        }
+    }
+}
+
+impl LeaderElection {
+    /// Elect a leader on the Lease `lease_name` (controller-runtime's
+    /// `LeaderElectionID`): the same name on every replica, unique per
+    /// operator.
+    pub fn new(lease_name: impl Into<String>) -> Self {
+        Self {
+            lease_name: lease_name.into(),
+            namespace: None,
+            identity: None,
+            lease_duration: DEFAULT_LEASE_DURATION,
+            renew_deadline: DEFAULT_RENEW_DEADLINE,
+            retry_period: DEFAULT_RETRY_PERIOD,
+            release_on_cancel: false,
+        }
+    }
+
+    /// The Lease's namespace. Default: the connection's namespace (in a
+    /// cluster, the pod's; from a kubeconfig, the context's, else `default`).
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// This replica's identity (default `<hostname>_<random UUID>`).
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = Some(identity.into());
+        self
+    }
+
+    /// How long standbys wait before taking a Lease that is not renewed
+    /// (default 15 s).
+    pub fn lease_duration(mut self, duration: Duration) -> Self {
+        self.lease_duration = duration;
+        self
+    }
+
+    /// How long the leader keeps reconciling without a successful renew
+    /// (default 10 s; less than the lease duration).
+    pub fn renew_deadline(mut self, deadline: Duration) -> Self {
+        self.renew_deadline = deadline;
+        self
+    }
+
+    /// How often the leader renews and standbys try (default 2 s).
+    pub fn retry_period(mut self, period: Duration) -> Self {
+        self.retry_period = period;
+        self
+    }
+
+    /// Release the Lease at graceful shutdown, after every controller and
+    /// runnable has stopped, so a standby takes over at its next try rather
+    /// than after the lease duration (default `false`, as in
+    /// controller-runtime). Safe only if nothing else in the process acts
+    /// as leader after the manager returns.
+    pub fn release_on_cancel(mut self, release: bool) -> Self {
+        self.release_on_cancel = release;
+        self
+    }
+
+    /// The Lease's name.
+    pub fn lease_name(&self) -> &str {
+        &self.lease_name
+    }
+}
+
+/// Options of a [`Manager`]; start from [`Manager::builder`].
+///
+/// | option | default |
+/// |---|---|
+/// | connection | `KUBECONFIG`, `~/.kube/config`, then in-cluster ([`ConfigSource::Infer`]) |
+/// | [`namespace`](Self::namespace) | all namespaces |
+/// | [`leader_election`](Self::leader_election) | off: this replica always reconciles |
+/// | [`metrics_bind_address`](Self::metrics_bind_address) | off |
+/// | [`health_probe_bind_address`](Self::health_probe_bind_address) | off |
+/// | [`graceful_shutdown_timeout`](Self::graceful_shutdown_timeout) | 30 s |
+/// | [`cache_sync_timeout`](Self::cache_sync_timeout) | 120 s |
+#[derive(Debug, Clone)]
+pub struct ManagerBuilder {
+    connection: Connection,
+    namespace: Option<String>,
+    leader_election: Option<LeaderElection>,
+    metrics_address: Option<String>,
+    probe_address: Option<String>,
+    graceful_shutdown_timeout: Duration,
+    cache_sync_timeout: Duration,
+    metrics: Option<Metrics>,
+}
+
+impl Default for ManagerBuilder {
+    fn default() -> Self {
+        Self {
+            connection: Connection::Source(ConfigSource::Infer),
+            namespace: None,
+            leader_election: None,
+            metrics_address: None,
+            probe_address: None,
+            graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
+            cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
+            metrics: None,
+        }
+    }
+}
+
+impl ManagerBuilder {
+    /// Connect as `source` says (the default is [`ConfigSource::Infer`]:
+    /// `KUBECONFIG`, `~/.kube/config`, then the in-cluster service account).
+    pub fn config_source(mut self, source: ConfigSource) -> Self {
+        self.connection = Connection::Source(source);
+        self
+    }
+
+    /// Connect with the kubeconfig file at `path`, in its current context.
+    pub fn kubeconfig(self, path: impl Into<PathBuf>) -> Self {
+        self.config_source(ConfigSource::File {
+            path: path.into(),
+            context: None,
+        })
+    }
+
+    /// Connect with this configuration.
+    pub fn config(mut self, config: kube::Config) -> Self {
+        self.connection = Connection::Config(Box::new(config));
+        self
+    }
+
+    /// Use this client.
+    pub fn client(mut self, client: kube::Client) -> Self {
+        self.connection = Connection::Client(client);
+        self
+    }
+
+    /// Watch and reconcile only in `namespace`: every controller added
+    /// without a [`namespace`](crate::controller::Controller::namespace) of
+    /// its own gets this one.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Elect a leader among the replicas; only the leader reconciles, while
+    /// standbys keep their caches warm.
+    pub fn leader_election(mut self, election: LeaderElection) -> Self {
+        self.leader_election = Some(election);
+        self
+    }
+
+    /// Serve `/metrics` on `address` (`"0.0.0.0:8080"`, `":8080"`,
+    /// `"127.0.0.1:0"` for any free port; `"0"` turns it off). The same
+    /// address as the health probes serves both from one server.
+    pub fn metrics_bind_address(mut self, address: impl Into<String>) -> Self {
+        self.metrics_address = Some(address.into());
+        self
+    }
+
+    /// Serve `/healthz` and `/readyz` on `address` (same forms as
+    /// [`metrics_bind_address`](Self::metrics_bind_address)).
+    pub fn health_probe_bind_address(mut self, address: impl Into<String>) -> Self {
+        self.probe_address = Some(address.into());
+        self
+    }
+
+    /// How long running reconciles and runnables get to finish at shutdown
+    /// (default 30 s). Past it they are abandoned and
+    /// [`run`](Manager::run) returns [`ManagerError::ShutdownTimeout`].
+    pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
+        self.graceful_shutdown_timeout = timeout;
+        self
+    }
+
+    /// How long runnables wait for the shared cache to sync before the
+    /// manager fails (default 120 s). Controllers have their own
+    /// ([`Controller::cache_sync_timeout`](crate::controller::Controller::cache_sync_timeout)).
+    pub fn cache_sync_timeout(mut self, timeout: Duration) -> Self {
+        self.cache_sync_timeout = timeout;
+        self
+    }
+
+    /// Register the manager's metrics in `metrics` rather than a new
+    /// registry (to share one registry between several managers, or with
+    /// code built before the manager).
+    pub fn metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Connects (loading the configuration), validates the leader-election
+    /// options and binds the HTTP addresses. Nothing runs until
+    /// [`Manager::run`].
+    pub async fn build(self) -> Result<Manager, ManagerError> {
+        let client = match self.connection {
+            Connection::Client(client) => client,
+            Connection::Config(config) => {
+                kube::Client::try_from(*config).map_err(ManagerError::Client)?
+            }
+            Connection::Source(source) => {
+                let config = config::load(&source).await?;
+                kube::Client::try_from(config).map_err(ManagerError::Client)?
+            }
+        };
+        let elector = match self.leader_election {
+            None => None,
+            Some(election) => Some(elector(&client, election)?),
+        };
+        let servers = bind_servers(
+            self.metrics_address.as_deref(),
+            self.probe_address.as_deref(),
+        )
+        .await?;
+
+        let cache = SharedCache::new(client.clone());
+        let mut healthz = Checks::default();
+        healthz.add("ping".to_owned(), health::ping());
+        let mut readyz = Checks::default();
+        readyz.add(
+            "informers".to_owned(),
+            health::informers_synced(cache.clone()),
+        );
+        let (leading, _) = watch::channel(false);
+        let leading = std::sync::Arc::new(leading);
+        Ok(Manager {
+            client,
+            cache,
+            metrics: self.metrics.unwrap_or_default(),
+            namespace: self.namespace,
+            elector,
+            servers,
+            healthz,
+            readyz,
+            controllers: Vec::new(),
+            runnables: Vec::new(),
+            graceful_shutdown_timeout: self.graceful_shutdown_timeout,
+            cache_sync_timeout: self.cache_sync_timeout,
+            leading,
+        })
+    }
+}
+
+/// The elector, and its Lease as `namespace/name`.
+fn elector(
+    client: &kube::Client,
+    election: LeaderElection,
+) -> Result<(LeaderElector, String), ManagerError> {
+    let namespace = match election.namespace {
+        Some(namespace) => namespace,
+        None => {
+            let namespace = client.default_namespace();
+            if namespace.is_empty() {
+                return Err(ManagerError::NoLeaseNamespace);
+            }
+            namespace.to_owned()
+        }
+    };
+    let lease = format!("{namespace}/{}", election.lease_name);
+    let mut builder = LeaderElector::builder(client.clone(), namespace, election.lease_name)
+        .lease_duration(election.lease_duration)
+        .renew_deadline(election.renew_deadline)
+        .retry_period(election.retry_period)
+        .release_on_cancel(election.release_on_cancel);
+    if let Some(identity) = election.identity {
+        builder = builder.identity(identity);
+    }
+    let elector = builder.build().map_err(ManagerError::LeaderElection)?;
+    Ok((elector, lease))
+}
+
+async fn bind_servers(
+    metrics: Option<&str>,
+    probes: Option<&str>,
+) -> Result<Vec<Bound>, ManagerError> {
+    let metrics = metrics.and_then(server::parse_address);
+    let probes = probes.and_then(server::parse_address);
+    let mut bound = Vec::new();
+    match (metrics, probes) {
+        (Some(m), Some(p)) if m == p => bound.push(server::bind(Serves::Both, &m).await?),
+        (m, p) => {
+            if let Some(m) = m {
+                bound.push(server::bind(Serves::Metrics, &m).await?);
+            }
+            if let Some(p) = p {
+                bound.push(server::bind(Serves::Probes, &p).await?);
+            }
+        }
+    }
+    Ok(bound)
+}
