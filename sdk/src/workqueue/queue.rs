@@ -12,6 +12,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::pin::pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
@@ -66,6 +67,7 @@ impl<T: Eq + Hash + Clone> Clone for WorkQueue<T> {
 
 impl<T: Eq + Hash + Clone> fmt::Debug for WorkQueue<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Informational: adds still in the inbox are not counted.
         let st = self.inner.state.lock();
         f.debug_struct("WorkQueue")
             .field("name", &self.inner.name)
@@ -89,6 +91,12 @@ pub(crate) struct Inner<T: Eq + Hash + Clone> {
     rate_limiter: Box<dyn RateLimiter<T>>,
     throttle: Option<Throttle<T>>,
     pub(crate) metrics: Option<QueueMetrics>,
+    /// Adds that found the state locked: applied by the next lock holder.
+    inbox: Mutex<Vec<(T, Priority)>>,
+    /// The inbox is not empty.
+    inbox_pending: AtomicBool,
+    /// Mirror of `State::idle`, readable without the lock.
+    idle_getters: AtomicUsize,
 }
 
 /// The queue's one lock. Critical sections are a few dozen nanoseconds, so
@@ -161,6 +169,60 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Inner<T> {
             rate_limiter,
             throttle,
             metrics,
+            inbox: Mutex::new(Vec::new()),
+            inbox_pending: AtomicBool::new(false),
+            idle_getters: AtomicUsize::new(0),
+        }
+    }
+
+    /// Locks the state, first applying the adds waiting in the inbox.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State<T>> {
+        let mut st = self.state.lock();
+        self.drain_inbox(&mut st);
+        st
+    }
+
+    /// Like [`lock`](Self::lock), unless the state is locked already.
+    fn try_lock(&self) -> Option<MutexGuard<'_, State<T>>> {
+        let mut st = self.state.0.try_lock()?;
+        self.drain_inbox(&mut st);
+        Some(st)
+    }
+
+    /// Applies the inbox's adds, in the order they were made.
+    fn drain_inbox(&self, st: &mut State<T>) {
+        if !self.inbox_pending.load(Ordering::Acquire) {
+            return;
+        }
+        let mut batch = std::mem::take(&mut st.batch);
+        {
+            let mut inbox = self.inbox.lock();
+            std::mem::swap(&mut *inbox, &mut batch);
+            self.inbox_pending.store(false, Ordering::SeqCst);
+        }
+        let mut now = LazyNow::new();
+        for (item, priority) in batch.drain(..) {
+            st.add(item, priority, &mut now, self.metrics.as_ref());
+        }
+        st.batch = batch;
+    }
+
+    /// Records an add that found the state locked; wakes a getter if the
+    /// inbox was empty and one is idle (later adds ride on that wake-up).
+    fn push_to_inbox(&self, item: T, priority: Priority) {
+        let first = {
+            let mut inbox = self.inbox.lock();
+            let first = inbox.is_empty();
+            inbox.push((item, priority));
+            if first {
+                self.inbox_pending.store(true, Ordering::SeqCst);
+            }
+            first
+        };
+        // Pairs with the getter's `idle_getters` increment then
+        // `inbox_pending` load in `round`: one of the two sees the other.
+        if first && self.idle_getters.load(Ordering::SeqCst) > 0 {
+            self.getters.notify_one();
         }
     }
 
@@ -257,25 +319,27 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Inner<T> {
     /// lock guard never lives across an await.
     fn round(&self, me: &mut Waiter<'_, T>, registered: bool) -> Round<T> {
         let mut now = LazyNow::new();
-        let mut st = self.state.lock();
+        let mut st = self.lock();
         me.leave(&mut st);
         let result = match self.take(&mut st, &mut now) {
             Take::Item(item, priority) => Round::Done(Some((item, priority))),
             Take::Closed => Round::Done(None),
             Take::Wait(_) if !registered => Round::Register,
-            Take::Wait(deadline) => {
-                st.idle += 1;
-                me.idle = true;
-                Round::Wait(match deadline {
-                    Some(at) if !st.duty_held => {
-                        st.duty_held = true;
-                        st.duty_deadline = Some(at);
-                        me.duty = true;
-                        Some(at)
-                    }
-                    _ => None,
-                })
+            Take::Wait(_) if self.went_idle(&mut st, me) => {
+                // An add raced into the inbox: apply it and look again.
+                me.leave(&mut st);
+                self.drain_inbox(&mut st);
+                Round::Register
             }
+            Take::Wait(deadline) => Round::Wait(match deadline {
+                Some(at) if !st.duty_held => {
+                    st.duty_held = true;
+                    st.duty_deadline = Some(at);
+                    me.duty = true;
+                    Some(at)
+                }
+                _ => None,
+            }),
         };
         let wake = self.settle(&mut st);
         drop(st);
@@ -283,9 +347,18 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Inner<T> {
         result
     }
 
+    /// Registers the getter as idle; `true` if the inbox has adds it must
+    /// see before it may sleep.
+    fn went_idle(&self, st: &mut State<T>, me: &mut Waiter<'_, T>) -> bool {
+        st.idle += 1;
+        me.idle = true;
+        self.idle_getters.fetch_add(1, Ordering::SeqCst);
+        self.inbox_pending.load(Ordering::SeqCst)
+    }
+
     /// `None` if drained, else the error to report.
     fn drain_error(&self, timeout: Duration) -> Option<Error> {
-        let st = self.state.lock();
+        let st = self.lock();
         if st.is_drained() {
             return None;
         }
@@ -311,7 +384,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Inner<T> {
         };
         let now = Instant::now();
         let (mut total, mut longest) = (0.0_f64, 0.0_f64);
-        self.state.lock().for_each_started(|at| {
+        self.lock().for_each_started(|at| {
             let age = now.saturating_duration_since(at).as_secs_f64();
             total += age;
             longest = longest.max(age);
@@ -333,6 +406,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Waiter<'_, T> {
         if self.idle {
             self.idle = false;
             st.idle -= 1;
+            self.inner.idle_getters.fetch_sub(1, Ordering::SeqCst);
             st.wakes_in_flight = st.wakes_in_flight.saturating_sub(1);
         }
         if self.duty {
@@ -347,7 +421,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Drop for Waiter<'_, T> {
     fn drop(&mut self) {
         if self.idle || self.duty {
             // The `get` future was dropped while waiting: hand duty to another getter.
-            let mut st = self.inner.state.lock();
+            let mut st = self.inner.lock();
             self.leave(&mut st);
             let wake = self.inner.settle(&mut st);
             drop(st);
@@ -396,9 +470,13 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// waiting, the higher of the two priorities is kept.
     pub fn add_with_priority(&self, item: T, priority: Priority) {
         let inner = &*self.inner;
-        let mut now = LazyNow::new();
-        let mut st = inner.state.lock();
-        st.add(item, priority, &mut now, inner.metrics.as_ref());
+        // Never wait for the lock: if it is taken, the holder (or the next
+        // one) applies the add from the inbox, in order.
+        let Some(mut st) = inner.try_lock() else {
+            inner.push_to_inbox(item, priority);
+            return;
+        };
+        st.add(item, priority, &mut LazyNow::new(), inner.metrics.as_ref());
         let wake = inner.settle(&mut st);
         drop(st);
         inner.wake(wake);
@@ -419,7 +497,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     pub fn add_after_with_priority(&self, item: T, delay: Duration, priority: Priority) {
         let inner = &*self.inner;
         let mut now = LazyNow::new();
-        let mut st = inner.state.lock();
+        let mut st = inner.lock();
         if st.shutting_down {
             return;
         }
@@ -542,7 +620,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     pub fn try_get(&self) -> Option<T> {
         let inner = &*self.inner;
         let mut now = LazyNow::new();
-        let mut st = inner.state.lock();
+        let mut st = inner.lock();
         let outcome = inner.take(&mut st, &mut now);
         let wake = inner.settle(&mut st);
         drop(st);
@@ -559,7 +637,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     pub fn done(&self, item: &T) {
         let inner = &*self.inner;
         let mut now = LazyNow::new();
-        let mut st = inner.state.lock();
+        let mut st = inner.lock();
         let outcome = st.done(item, &mut now, inner.metrics.as_ref());
         let wake = inner.settle(&mut st);
         drop(st);
@@ -575,7 +653,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     pub fn len(&self) -> usize {
         let inner = &*self.inner;
         let mut now = LazyNow::new();
-        let mut st = inner.state.lock();
+        let mut st = inner.lock();
         st.promote(&mut now, inner.metrics.as_ref());
         let len = st.len();
         let wake = inner.settle(&mut st);
@@ -593,7 +671,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// discarded, and getters receive the items still waiting, then `None`.
     pub fn shutdown(&self) {
         let inner = &*self.inner;
-        let mut st = inner.state.lock();
+        let mut st = inner.lock();
         let first = !st.shutting_down;
         st.shut_down();
         let wake = inner.settle(&mut st);
@@ -637,7 +715,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
 
     /// `true` once [`shutdown`](Self::shutdown) was called.
     pub fn is_shutting_down(&self) -> bool {
-        self.inner.state.lock().shutting_down
+        self.inner.lock().shutting_down
     }
 
     /// Sets the `workqueue_unfinished_work_seconds` and
@@ -651,7 +729,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
 
     #[cfg(test)]
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&State<T>) -> R) -> R {
-        f(&self.inner.state.lock())
+        f(&self.inner.lock())
     }
 }
 

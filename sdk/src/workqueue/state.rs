@@ -76,11 +76,11 @@ struct Slot<T> {
     /// Id of the current delay timer (if `delay_at` is set).
     delay_id: u32,
     /// When the pending `add_after` fires (the earliest requested).
-    delay_at: Option<Instant>,
+    delay_at: Stamp,
     /// When the item last became dirty (metrics only).
-    added_at: Option<Instant>,
+    added_at: Stamp,
     /// When the item was handed out (metrics only).
-    started_at: Option<Instant>,
+    started_at: Stamp,
 }
 
 impl<T> Slot<T> {
@@ -93,9 +93,9 @@ impl<T> Slot<T> {
             delay_priority: Priority::Normal,
             id: 0,
             delay_id: 0,
-            delay_at: None,
-            added_at: None,
-            started_at: None,
+            delay_at: Stamp::NONE,
+            added_at: Stamp::NONE,
+            started_at: Stamp::NONE,
         }
     }
 
@@ -105,6 +105,46 @@ impl<T> Slot<T> {
 
     fn is_vacant(&self) -> bool {
         self.flags == 0 && self.delay_at.is_none()
+    }
+}
+
+/// A compact `Option<Instant>`: nanoseconds since the state's epoch, plus
+/// one (0 is "none"). Keeps a slot at 64 bytes; an instant before the epoch
+/// (only possible when one queue is shared by runtimes with different test
+/// clocks) reads as the epoch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Stamp(u64);
+
+impl Stamp {
+    const NONE: Stamp = Stamp(0);
+
+    fn at(epoch: Instant, at: Instant) -> Self {
+        let nanos = at.saturating_duration_since(epoch).as_nanos();
+        Stamp(
+            u64::try_from(nanos)
+                .unwrap_or(u64::MAX - 1)
+                .saturating_add(1),
+        )
+    }
+
+    fn is_some(self) -> bool {
+        self.0 != 0
+    }
+
+    fn is_none(self) -> bool {
+        self.0 == 0
+    }
+
+    fn get_at(self, epoch: Instant) -> Option<Instant> {
+        self.0
+            .checked_sub(1)
+            .map(|nanos| epoch + Duration::from_nanos(nanos))
+    }
+
+    fn take(&mut self, epoch: Instant) -> Option<Instant> {
+        let at = self.get_at(epoch);
+        *self = Stamp::NONE;
+        at
     }
 }
 
@@ -436,6 +476,10 @@ pub(crate) struct State<T> {
     pub(crate) throttled: bool,
     /// When the global throttle allows the next hand-out (valid if `throttled`).
     pub(crate) throttle_at: Option<Instant>,
+    /// A spare buffer for draining the queue's inbox (keeps its capacity).
+    pub(crate) batch: Vec<(T, Priority)>,
+    /// Origin of the slots' compact timestamps.
+    epoch: Instant,
 }
 
 impl<T: Eq + Hash + Clone> State<T> {
@@ -457,6 +501,8 @@ impl<T: Eq + Hash + Clone> State<T> {
             duty_deadline: None,
             throttled: false,
             throttle_at: None,
+            batch: Vec::new(),
+            epoch: Instant::now(),
         }
     }
 
@@ -512,6 +558,7 @@ impl<T: Eq + Hash + Clone> State<T> {
             slot,
             idx,
             priority,
+            self.epoch,
             &mut self.ids,
             &mut self.ready,
             now,
@@ -547,25 +594,24 @@ impl<T: Eq + Hash + Clone> State<T> {
         }
         let at = now.get() + delay.min(MAX_DELAY);
         self.promote(now, metrics);
+        let epoch = self.epoch;
         let Some((idx, slot)) = self.slab.slot_for(item) else {
             tracing::error!("workqueue holds 2^32 items; add_after dropped");
             return false;
         };
-        match slot.delay_at {
-            Some(pending) => {
-                slot.delay_priority = slot.delay_priority.max(priority);
-                if at >= pending {
-                    return false;
-                }
-                // Earlier time wins; the old timer becomes stale.
+        let at_stamp = Stamp::at(epoch, at);
+        if slot.delay_at.is_some() {
+            slot.delay_priority = slot.delay_priority.max(priority);
+            if at_stamp >= slot.delay_at {
+                return false;
             }
-            None => {
-                slot.delay_priority = priority;
-                self.live_timers += 1;
-            }
+            // Earlier time wins; the old timer becomes stale.
+        } else {
+            slot.delay_priority = priority;
+            self.live_timers += 1;
         }
         let id = self.ids.next();
-        slot.delay_at = Some(at);
+        slot.delay_at = at_stamp;
         slot.delay_id = id;
         let earliest = self.timers.next_deadline().is_none_or(|next| at < next);
         self.timers.push(at, id, idx);
@@ -586,13 +632,14 @@ impl<T: Eq + Hash + Clone> State<T> {
                 continue;
             };
             if slot.delay_at.is_some() && slot.delay_id == timer.id {
-                slot.delay_at = None;
+                slot.delay_at = Stamp::NONE;
                 self.live_timers -= 1;
                 let priority = slot.delay_priority;
                 let outcome = mark_dirty(
                     slot,
                     idx,
                     priority,
+                    self.epoch,
                     &mut self.ids,
                     &mut self.ready,
                     now,
@@ -656,8 +703,8 @@ impl<T: Eq + Hash + Clone> State<T> {
                     slot.flags = (slot.flags & !(DIRTY | QUEUED)) | PROCESSING;
                     if let Some(m) = metrics {
                         let at = now.get();
-                        m.handed_out(slot.added_at.take(), at);
-                        slot.started_at = Some(at);
+                        m.handed_out(slot.added_at.take(self.epoch), at);
+                        slot.started_at = Stamp::at(self.epoch, at);
                     }
                     self.processing += 1;
                     let (item, hash) = (slot.item.clone(), slot.hash);
@@ -696,7 +743,7 @@ impl<T: Eq + Hash + Clone> State<T> {
         slot.flags &= !PROCESSING;
         self.processing -= 1;
         if let Some(m) = metrics {
-            m.finished(slot.started_at.take(), now.get());
+            m.finished(slot.started_at.take(self.epoch), now.get());
         }
         if slot.has(DIRTY) {
             let id = self.ids.next();
@@ -738,7 +785,7 @@ impl<T: Eq + Hash + Clone> State<T> {
             .collect();
         for idx in delayed {
             if let Some(slot) = self.slab.get_mut(idx) {
-                slot.delay_at = None;
+                slot.delay_at = Stamp::NONE;
             }
             self.slab.release_if_vacant(idx);
         }
@@ -753,7 +800,11 @@ impl<T: Eq + Hash + Clone> State<T> {
             return;
         }
         for (_, slot) in self.slab.occupied() {
-            if let Some(at) = slot.started_at.filter(|_| slot.has(PROCESSING)) {
+            if let Some(at) = slot
+                .started_at
+                .get_at(self.epoch)
+                .filter(|_| slot.has(PROCESSING))
+            {
                 f(at);
             }
         }
@@ -818,10 +869,12 @@ impl<T: Eq + Hash + Clone> State<T> {
 }
 
 /// The add rule, for the slot `idx` of the item being added.
+#[allow(clippy::too_many_arguments)]
 fn mark_dirty<T>(
     slot: &mut Slot<T>,
     idx: u32,
     priority: Priority,
+    epoch: Instant,
     ids: &mut Ids,
     ready: &mut ReadyLanes,
     now: &mut LazyNow,
@@ -844,7 +897,7 @@ fn mark_dirty<T>(
     slot.priority = priority;
     if let Some(m) = metrics {
         m.added();
-        slot.added_at = Some(now.get());
+        slot.added_at = Stamp::at(epoch, now.get());
     }
     if slot.has(PROCESSING) {
         return Added::MarkedDirty;

@@ -668,63 +668,91 @@ fn works_without_a_runtime_for_sync_operations() {
     assert!(q.is_empty());
 }
 
+/// Real threads: producers on OS threads race the workers for the lock, so
+/// adds also go through the inbox. Checks exclusivity and that every key is
+/// processed after its last add.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn stress_on_real_threads_never_double_hands_out() {
+async fn stress_on_real_threads_keeps_the_invariants() {
     use std::collections::HashSet;
-    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::atomic::{AtomicU64, Ordering};
 
-    let q: WorkQueue<u32> = WorkQueue::new();
-    let held = Arc::new(parking_lot::Mutex::new(HashSet::new()));
-    let processed = Arc::new(AtomicUsize::new(0));
-    let mut workers = Vec::new();
-    for _ in 0..4 {
-        let (q, held, processed) = (q.clone(), held.clone(), processed.clone());
-        workers.push(tokio::spawn(async move {
-            while let Some(item) = q.get().await {
-                assert!(held.lock().insert(item), "item {item} held twice");
-                if item % 7 == 0 {
-                    tokio::task::yield_now().await;
+    const KEYS: usize = 300;
+    for round in 0..8u32 {
+        let q: WorkQueue<u32> = WorkQueue::new();
+        let clock = Arc::new(AtomicU64::new(1));
+        let last_add: Arc<Vec<AtomicU64>> =
+            Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+        let last_get: Arc<Vec<AtomicU64>> =
+            Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+        let held = Arc::new(parking_lot::Mutex::new(HashSet::new()));
+        let mut workers = Vec::new();
+        for _ in 0..4 {
+            let (q, held, clock, last_get) =
+                (q.clone(), held.clone(), clock.clone(), last_get.clone());
+            workers.push(tokio::spawn(async move {
+                while let Some(item) = q.get().await {
+                    let seq = clock.fetch_add(1, Ordering::SeqCst);
+                    last_get[item as usize].fetch_max(seq, Ordering::SeqCst);
+                    assert!(held.lock().insert(item), "item {item} held twice");
+                    if item % 7 == 0 {
+                        tokio::task::yield_now().await;
+                    }
+                    assert!(held.lock().remove(&item));
+                    q.done(&item);
                 }
-                assert!(held.lock().remove(&item));
-                processed.fetch_add(1, Ordering::Relaxed);
-                q.done(&item);
-            }
-        }));
-    }
-    let producers: Vec<_> = (0..2)
-        .map(|p| {
-            let q = q.clone();
-            std::thread::spawn(move || {
-                for round in 0..20 {
-                    for k in 0..500u32 {
-                        if (k + round) % 5 == 0 {
-                            q.add_after(k, Duration::from_micros(u64::from(k % 50)));
-                        } else if p == 0 {
-                            q.add_with_priority(k, Priority::Low);
-                        } else {
-                            q.add(k);
+            }));
+        }
+        let producers: Vec<_> = (0..2u32)
+            .map(|p| {
+                let (q, clock, last_add) = (q.clone(), clock.clone(), last_add.clone());
+                std::thread::spawn(move || {
+                    for r in 0..20u32 {
+                        for k in 0..KEYS as u32 {
+                            let seq = clock.fetch_add(1, Ordering::SeqCst);
+                            last_add[k as usize].fetch_max(seq, Ordering::SeqCst);
+                            match (k + r + p + round) % 6 {
+                                0 => q.add_after(k, Duration::from_micros(u64::from(k % 50))),
+                                1 => q.add_with_priority(k, Priority::Low),
+                                _ => q.add(k),
+                            }
                         }
                     }
-                }
+                })
             })
-        })
-        .collect();
-    for p in producers {
-        p.join().unwrap();
+            .collect();
+        for p in producers {
+            p.join().unwrap();
+        }
+        // let the delayed adds fire and the workers finish
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        for _ in 0..500 {
+            let idle = q.is_empty() && q.with_state(|st| st.processing() == 0 && !st.has_timers());
+            if idle {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        for k in 0..KEYS {
+            let (added, got) = (
+                last_add[k].load(Ordering::SeqCst),
+                last_get[k].load(Ordering::SeqCst),
+            );
+            assert!(
+                got > added,
+                "round {round}: key {k} added at {added}, last handed out at {got}"
+            );
+        }
+        q.shutdown_with_drain(Duration::from_secs(10))
+            .await
+            .unwrap();
+        for w in workers {
+            w.await.unwrap();
+        }
+        q.with_state(|st| {
+            st.check_invariants();
+            assert!(st.is_idle());
+        });
     }
-    // let the delayed items fire, then drain
-    tokio::time::sleep(Duration::from_millis(20)).await;
-    q.shutdown_with_drain(Duration::from_secs(30))
-        .await
-        .unwrap();
-    for w in workers {
-        w.await.unwrap();
-    }
-    assert!(processed.load(Ordering::Relaxed) >= 500);
-    q.with_state(|st| {
-        st.check_invariants();
-        assert_eq!(st.len(), 0);
-    });
 }
 
 #[tokio::test(start_paused = true)]
