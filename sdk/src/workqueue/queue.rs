@@ -1,12 +1,18 @@
 //! [`WorkQueue`]: the handle, its lock, and how getters wait.
 //!
-//! All state sits behind one lock ([`State`], a spin-then-park `parking_lot::Mutex`). Idle getters wait
-//! on a `tokio::sync::Notify`; an add wakes at most as many of them as items
-//! became ready. Time-based work (delayed items, parked items, the throttle)
-//! needs no background task: exactly one idle getter, the one "on duty",
-//! sleeps until the earliest deadline and is poked when an earlier one appears.
-//! Due timers are also promoted at the start of every operation, so the order
-//! items become ready in is the order of their deadlines whoever observes them.
+//! All state sits behind one lock ([`State`], a spin-then-park
+//! `parking_lot::Mutex`). An add never waits for it: when it is taken, the
+//! add goes to a small inbox that the next lock holder applies first, in
+//! order, so every observation (`get`, `done`, `len`, ...) sees every add that
+//! happened before it.
+//!
+//! Idle getters wait on a `tokio::sync::Notify`; an add wakes at most as many
+//! of them as items became ready. Time-based work (delayed items, parked
+//! items, the throttle) needs no background task: exactly one idle getter,
+//! the one "on duty", sleeps until the earliest deadline and is poked when an
+//! earlier one appears. Due timers are also promoted at the start of every
+//! operation, so items become ready in the order of their deadlines whoever
+//! observes them.
 
 use std::fmt;
 use std::hash::Hash;
