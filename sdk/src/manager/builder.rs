@@ -215,7 +215,8 @@ impl ManagerBuilder {
 
     /// Serve `/metrics` on `address` (`"0.0.0.0:8080"`, `":8080"`,
     /// `"127.0.0.1:0"` for any free port; `"0"` turns it off). The same
-    /// address as the health probes serves both from one server.
+    /// address (and a fixed port) as the health probes serves both from one
+    /// server.
     pub fn metrics_bind_address(mut self, address: impl Into<String>) -> Self {
         self.metrics_address = Some(address.into());
         self
@@ -340,7 +341,11 @@ async fn bind_servers(
     let probes = probes.and_then(server::parse_address);
     let mut bound = Vec::new();
     match (metrics, probes) {
-        (Some(m), Some(p)) if m == p => bound.push(server::bind(Serves::Both, &m).await?),
+        // One server for both when the same fixed port is asked for twice;
+        // two "any free port" requests get two ports.
+        (Some(m), Some(p)) if m == p && !m.ends_with(":0") => {
+            bound.push(server::bind(Serves::Both, &m).await?);
+        }
         (m, p) => {
             if let Some(m) = m {
                 bound.push(server::bind(Serves::Metrics, &m).await?);

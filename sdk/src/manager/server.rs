@@ -100,7 +100,7 @@ pub(crate) async fn serve(
         })
 }
 
-fn router(serves: Serves, endpoints: Endpoints) -> Router {
+pub(crate) fn router(serves: Serves, endpoints: Endpoints) -> Router {
     let mut router = Router::new();
     if matches!(serves, Serves::Metrics | Serves::Both) {
         let metrics = endpoints.metrics.clone();
