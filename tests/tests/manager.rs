@@ -732,6 +732,53 @@ async fn readyz_flips_once_the_caches_sync() {
     running.stop().await.unwrap();
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reconcile_past_the_graceful_timeout_is_abandoned_and_reported() {
+    init_tracing();
+    let plane = ControlPlane::shared().await.unwrap();
+    let admin = plane.client().unwrap();
+    let ns = "mgr-graceful-timeout";
+    create_namespace(&admin, ns).await;
+    config_map(&admin, ns, "endless").await;
+
+    let journal = Journal::default();
+    let mut manager = Manager::builder()
+        .client(admin.clone())
+        .namespace(ns)
+        .graceful_shutdown_timeout(Duration::from_secs(1))
+        .build()
+        .await
+        .unwrap();
+    manager
+        .add(Controller::for_::<ConfigMap>(Recording {
+            manager: 0,
+            journal: journal.clone(),
+            work: Duration::from_secs(600),
+        }))
+        .unwrap();
+    let running = Running::start(manager);
+    eventually("the reconcile starts", Duration::from_secs(30), || {
+        let n = journal.all().len();
+        async move { n == 1 }
+    })
+    .await;
+    let stopping = Instant::now();
+    let result = running.stop().await;
+    let took = stopping.elapsed();
+    assert!(
+        took >= Duration::from_secs(1) && took < Duration::from_secs(5),
+        "{took:?}"
+    );
+    match result {
+        Err(ManagerError::ShutdownTimeout { timeout, running }) => {
+            assert_eq!(timeout, Duration::from_secs(1));
+            assert_eq!(running, ["configmap"]);
+        }
+        other => panic!("expected a shutdown timeout, got {other:?}"),
+    }
+    assert_eq!(journal.all()[0].finished, None);
+}
+
 /// The slow operator, started on the shared control plane.
 struct Operator {
     child: tokio::process::Child,

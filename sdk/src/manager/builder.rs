@@ -232,6 +232,11 @@ impl ManagerBuilder {
     /// How long running reconciles and runnables get to finish at shutdown
     /// (default 30 s). Past it they are abandoned and
     /// [`run`](Manager::run) returns [`ManagerError::ShutdownTimeout`].
+    ///
+    /// This is the one shutdown timeout of everything the manager runs: a
+    /// controller's own
+    /// [`shutdown_timeout`](crate::controller::Controller::shutdown_timeout)
+    /// applies only when it runs without a manager.
     pub fn graceful_shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.graceful_shutdown_timeout = timeout;
         self

@@ -115,6 +115,9 @@ use crate::reconcile::Reconcile;
 use health::Checks;
 use server::{Bound, Serves};
 
+/// A timeout that never fires in practice (a year).
+const UNBOUNDED: Duration = Duration::from_secs(365 * 24 * 60 * 60);
+
 /// Runs a prepared controller: its workers, once the gate opens, until the
 /// token is cancelled.
 type RunController = Box<
@@ -221,7 +224,10 @@ impl Manager {
     /// Adds a controller. Its metrics are registered at once (at zero);
     /// it runs from [`run`](Self::run) on. With a manager
     /// [`namespace`](ManagerBuilder::namespace), a controller without one
-    /// of its own watches only that namespace.
+    /// of its own watches only that namespace. At shutdown its running
+    /// reconciles get the manager's
+    /// [`graceful_shutdown_timeout`](ManagerBuilder::graceful_shutdown_timeout)
+    /// (in place of the controller's own shutdown timeout).
     ///
     /// Fails if a controller of the same [name](Controller::name) was added.
     pub fn add<R: Reconcile>(&mut self, controller: Controller<R>) -> Result<(), ManagerError> {
@@ -229,7 +235,10 @@ impl Manager {
         if self.controllers.iter().any(|c| c.name == name) {
             return Err(ManagerError::DuplicateController { name });
         }
-        let mut controller = controller;
+        // The manager's graceful shutdown timeout bounds the controller's
+        // drain (and reports what it abandons), so the controller's own
+        // timeout must never fire first.
+        let mut controller = controller.shutdown_timeout(UNBOUNDED);
         if let Some(namespace) = &self.namespace {
             controller = controller.default_namespace(namespace);
         }

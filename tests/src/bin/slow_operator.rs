@@ -69,8 +69,7 @@ async fn main() {
         }
     };
     let controller = Controller::for_::<ConfigMap>(Slow(Duration::from_millis(millis)))
-        .max_concurrent_reconciles(workers)
-        .shutdown_timeout(Duration::from_secs(120));
+        .max_concurrent_reconciles(workers);
     if let Err(error) = manager.add(controller) {
         eprintln!("slow_operator: {error}");
         std::process::exit(2);
