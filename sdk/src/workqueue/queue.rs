@@ -30,7 +30,7 @@ use super::error::Error;
 use super::metrics::QueueMetrics;
 use super::priority::Priority;
 use super::rate_limiter::RateLimiter;
-use super::state::{KeyVerdict, LazyNow, Popped, State};
+use super::state::{ItemHasher, KeyVerdict, LazyNow, Popped, State};
 use super::throttle::{Throttle, Verdict};
 
 /// A deduplicating, delaying, prioritised, rate-limited work queue.
@@ -98,7 +98,9 @@ pub(crate) struct Inner<T: Eq + Hash + Clone> {
     throttle: Option<Throttle<T>>,
     pub(crate) metrics: Option<QueueMetrics>,
     /// Adds that found the state locked: applied by the next lock holder.
-    inbox: Mutex<Vec<(T, Priority)>>,
+    inbox: Mutex<Vec<(T, u32, Priority)>>,
+    /// The index's hasher: items are hashed before the lock is taken.
+    hasher: ItemHasher,
     /// The inbox is not empty.
     inbox_pending: AtomicBool,
     /// Mirror of `State::idle`, readable without the lock.
@@ -166,9 +168,12 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Inner<T> {
         throttle: Option<Throttle<T>>,
         metrics: Option<QueueMetrics>,
     ) -> Self {
+        let state = State::new();
+        let hasher = state.hasher();
         Self {
             name,
-            state: StateLock(Mutex::new(State::new())),
+            hasher,
+            state: StateLock(Mutex::new(state)),
             getters: Notify::new(),
             timer: Notify::new(),
             drained: Notify::new(),
@@ -207,19 +212,19 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Inner<T> {
             self.inbox_pending.store(false, Ordering::SeqCst);
         }
         let mut now = LazyNow::new();
-        for (item, priority) in batch.drain(..) {
-            st.add(item, priority, &mut now, self.metrics.as_ref());
+        for (item, hash, priority) in batch.drain(..) {
+            st.add_hashed(item, hash, priority, &mut now, self.metrics.as_ref());
         }
         st.batch = batch;
     }
 
     /// Records an add that found the state locked; wakes a getter if the
     /// inbox was empty and one is idle (later adds ride on that wake-up).
-    fn push_to_inbox(&self, item: T, priority: Priority) {
+    fn push_to_inbox(&self, item: T, hash: u32, priority: Priority) {
         let first = {
             let mut inbox = self.inbox.lock();
             let first = inbox.is_empty();
-            inbox.push((item, priority));
+            inbox.push((item, hash, priority));
             if first {
                 self.inbox_pending.store(true, Ordering::SeqCst);
             }
@@ -478,11 +483,18 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
         let inner = &*self.inner;
         // Never wait for the lock: if it is taken, the holder (or the next
         // one) applies the add from the inbox, in order.
+        let hash = inner.hasher.hash(&item);
         let Some(mut st) = inner.try_lock() else {
-            inner.push_to_inbox(item, priority);
+            inner.push_to_inbox(item, hash, priority);
             return;
         };
-        st.add(item, priority, &mut LazyNow::new(), inner.metrics.as_ref());
+        st.add_hashed(
+            item,
+            hash,
+            priority,
+            &mut LazyNow::new(),
+            inner.metrics.as_ref(),
+        );
         let wake = inner.settle(&mut st);
         drop(st);
         inner.wake(wake);
@@ -502,6 +514,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// added with when its time comes.
     pub fn add_after_with_priority(&self, item: T, delay: Duration, priority: Priority) {
         let inner = &*self.inner;
+        let hash = inner.hasher.hash(&item);
         let mut now = LazyNow::new();
         let mut st = inner.lock();
         if st.shutting_down {
@@ -510,7 +523,14 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
         if let Some(m) = &inner.metrics {
             m.retries.inc();
         }
-        st.add_after(item, delay, priority, &mut now, inner.metrics.as_ref());
+        st.add_after_hashed(
+            item,
+            hash,
+            delay,
+            priority,
+            &mut now,
+            inner.metrics.as_ref(),
+        );
         let wake = inner.settle(&mut st);
         drop(st);
         inner.wake(wake);
@@ -642,9 +662,10 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// being processed.
     pub fn done(&self, item: &T) {
         let inner = &*self.inner;
+        let hash = inner.hasher.hash(item);
         let mut now = LazyNow::new();
         let mut st = inner.lock();
-        let outcome = st.done(item, &mut now, inner.metrics.as_ref());
+        let outcome = st.done_hashed(item, hash, &mut now, inner.metrics.as_ref());
         let wake = inner.settle(&mut st);
         drop(st);
         inner.wake(wake);

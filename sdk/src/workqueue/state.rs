@@ -197,7 +197,21 @@ struct Slab<T> {
     in_use: usize,
     /// Recently handed-out slots, by hash (direct-mapped).
     handed: [IndexEntry; HANDED],
-    hasher: DefaultHashBuilder,
+    hasher: ItemHasher,
+}
+
+/// Hashes items for the index. Cloned into the queue handle so that callers
+/// hash outside the lock (the hash is the part of an add that reads the item).
+#[derive(Clone, Default)]
+pub(crate) struct ItemHasher(DefaultHashBuilder);
+
+impl ItemHasher {
+    /// The 32-bit hash the index uses.
+    pub(crate) fn hash<T: Hash>(&self, item: &T) -> u32 {
+        let h = self.0.hash_one(item);
+        // Fold the high half in: the index only sees the 32 bits we keep.
+        (h ^ (h >> 32)) as u32
+    }
 }
 
 /// Size of the hand-out cache (a power of two, well above any worker count).
@@ -276,14 +290,13 @@ impl<T: Eq + Hash> Slab<T> {
             dead: 0,
             in_use: 0,
             handed: [IndexEntry::NONE; HANDED],
-            hasher: DefaultHashBuilder::default(),
+            hasher: ItemHasher::default(),
         }
     }
 
+    #[cfg(test)]
     fn hash(&self, item: &T) -> u32 {
-        let h = self.hasher.hash_one(item);
-        // Fold the high half in: the index only sees the 32 bits we keep.
-        (h ^ (h >> 32)) as u32
+        self.hasher.hash(item)
     }
 
     fn get_mut(&mut self, idx: u32) -> Option<&mut Slot<T>> {
@@ -292,8 +305,7 @@ impl<T: Eq + Hash> Slab<T> {
 
     /// The slot of `item`, creating a blank one if needed. `None` only when
     /// 2^32 items are already known.
-    fn slot_for(&mut self, item: T) -> Option<(u32, &mut Slot<T>)> {
-        let hash = self.hash(&item);
+    fn slot_for(&mut self, item: T, hash: u32) -> Option<(u32, &mut Slot<T>)> {
         // One pass over the probe sequence finds the live entry, or else the
         // first dead entry with this hash (often this item's own old one).
         let Self { entries, index, .. } = self;
@@ -477,7 +489,7 @@ pub(crate) struct State<T> {
     /// When the global throttle allows the next hand-out (valid if `throttled`).
     pub(crate) throttle_at: Option<Instant>,
     /// A spare buffer for draining the queue's inbox (keeps its capacity).
-    pub(crate) batch: Vec<(T, Priority)>,
+    pub(crate) batch: Vec<(T, u32, Priority)>,
     /// Origin of the slots' compact timestamps.
     epoch: Instant,
 }
@@ -538,10 +550,29 @@ impl<T: Eq + Hash + Clone> State<T> {
         self.timers.next_deadline()
     }
 
+    /// The hasher of this state's index.
+    pub(crate) fn hasher(&self) -> ItemHasher {
+        self.slab.hasher.clone()
+    }
+
     /// Marks `item` as needing processing.
+    #[cfg(test)]
     pub(crate) fn add(
         &mut self,
         item: T,
+        priority: Priority,
+        now: &mut LazyNow,
+        metrics: Option<&QueueMetrics>,
+    ) -> Added {
+        let hash = self.slab.hash(&item);
+        self.add_hashed(item, hash, priority, now, metrics)
+    }
+
+    /// Marks `item` (whose [`ItemHasher`] hash is `hash`) as needing processing.
+    pub(crate) fn add_hashed(
+        &mut self,
+        item: T,
+        hash: u32,
         priority: Priority,
         now: &mut LazyNow,
         metrics: Option<&QueueMetrics>,
@@ -550,7 +581,7 @@ impl<T: Eq + Hash + Clone> State<T> {
             return Added::Ignored;
         }
         self.promote(now, metrics);
-        let Some((idx, slot)) = self.slab.slot_for(item) else {
+        let Some((idx, slot)) = self.slab.slot_for(item, hash) else {
             tracing::error!("workqueue holds 2^32 items; add dropped");
             return Added::Ignored;
         };
@@ -577,9 +608,25 @@ impl<T: Eq + Hash + Clone> State<T> {
 
     /// Schedules `item` to be added at `now + delay` (earliest request wins).
     /// Returns `true` if this became the earliest timer.
+    #[cfg(test)]
     pub(crate) fn add_after(
         &mut self,
         item: T,
+        delay: Duration,
+        priority: Priority,
+        now: &mut LazyNow,
+        metrics: Option<&QueueMetrics>,
+    ) -> bool {
+        let hash = self.slab.hash(&item);
+        self.add_after_hashed(item, hash, delay, priority, now, metrics)
+    }
+
+    /// Schedules `item` (hashing to `hash`) to be added at `now + delay`
+    /// (earliest request wins). Returns `true` if this became the earliest timer.
+    pub(crate) fn add_after_hashed(
+        &mut self,
+        item: T,
+        hash: u32,
         delay: Duration,
         priority: Priority,
         now: &mut LazyNow,
@@ -589,13 +636,13 @@ impl<T: Eq + Hash + Clone> State<T> {
             return false;
         }
         if delay.is_zero() {
-            self.add(item, priority, now, metrics);
+            self.add_hashed(item, hash, priority, now, metrics);
             return false;
         }
         let at = now.get() + delay.min(MAX_DELAY);
         self.promote(now, metrics);
         let epoch = self.epoch;
-        let Some((idx, slot)) = self.slab.slot_for(item) else {
+        let Some((idx, slot)) = self.slab.slot_for(item, hash) else {
             tracing::error!("workqueue holds 2^32 items; add_after dropped");
             return false;
         };
@@ -727,14 +774,27 @@ impl<T: Eq + Hash + Clone> State<T> {
 
     /// A worker finished `item`. Returns `true` if it was dirty and went back
     /// to its lane, `None` if it was not being processed.
+    #[cfg(test)]
     pub(crate) fn done(
         &mut self,
         item: &T,
         now: &mut LazyNow,
         metrics: Option<&QueueMetrics>,
     ) -> Option<bool> {
-        self.promote(now, metrics);
         let hash = self.slab.hash(item);
+        self.done_hashed(item, hash, now, metrics)
+    }
+
+    /// A worker finished `item` (hashing to `hash`). Returns `true` if it was
+    /// dirty and went back to its lane, `None` if it was not being processed.
+    pub(crate) fn done_hashed(
+        &mut self,
+        item: &T,
+        hash: u32,
+        now: &mut LazyNow,
+        metrics: Option<&QueueMetrics>,
+    ) -> Option<bool> {
+        self.promote(now, metrics);
         let idx = self.slab.find(item, hash)?;
         let slot = self.slab.get_mut(idx)?;
         if !slot.has(PROCESSING) {
