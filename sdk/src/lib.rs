@@ -4,15 +4,23 @@
 
 pub mod cache;
 pub mod client;
+pub mod conditions;
 
 pub mod config;
 pub mod controller;
+pub mod derive;
 #[cfg(feature = "envtest")]
 pub mod envtest;
 pub mod handler;
 pub mod leader;
 pub mod manager;
+pub mod manifest;
 pub mod metrics;
 pub mod predicate;
+pub mod rbac;
 pub mod reconcile;
 pub mod workqueue;
+
+pub use derive::ControllerWiring;
+/// `#[derive(Controller)]`: see [`derive`] for the `#[controller(...)]` options.
+pub use opkit_macros::Controller;

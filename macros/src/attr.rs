@@ -1,0 +1,351 @@
+//! Parsing `#[controller(...)]` into a [`Declaration`], with errors that
+//! point at the offending tokens.
+
+use proc_macro2::Span;
+use syn::ext::IdentExt;
+use syn::parse::{Parse, ParseStream};
+use syn::punctuated::Punctuated;
+use syn::spanned::Spanned;
+use syn::{Attribute, Expr, Ident, LitInt, LitStr, Token, Type, parenthesized};
+
+/// The options `#[controller(...)]` accepts, for error messages.
+const OPTIONS: &str = "`for = Kind`, `owns(Kind, ..)`, `watches(Kind, map = function)`, \
+     `predicates(expr, ..)`, `rbac(verb, .. on Kind, ..)`, `finalizer`, `events`, \
+     `name = \"..\"`, `max_concurrent_reconciles = N`, `throttle(per_second = N, burst = N)`";
+
+/// The verbs `rbac(...)` accepts, as RBAC spells them, with the
+/// `opkit::rbac::Verb` variant for each.
+pub(crate) const VERBS: &[(&str, &str)] = &[
+    ("get", "Get"),
+    ("list", "List"),
+    ("watch", "Watch"),
+    ("create", "Create"),
+    ("update", "Update"),
+    ("patch", "Patch"),
+    ("delete", "Delete"),
+    ("deletecollection", "DeleteCollection"),
+];
+
+/// A mapped watch: `watches(Kind, map = function)`.
+pub(crate) struct Watch {
+    pub kind: Type,
+    pub map: Expr,
+}
+
+/// What an `rbac(...)` clause grants its verbs on.
+pub(crate) enum Target {
+    /// A Rust type implementing `kube::Resource`.
+    Kind(Type),
+    /// `"resource[.group][/subresource]"`, kubectl's notation.
+    Resource {
+        group: String,
+        resource: String,
+        span: Span,
+    },
+}
+
+/// One `rbac(verbs on targets)` clause.
+pub(crate) struct RbacClause {
+    /// `opkit::rbac::Verb` variant names, with the span of each verb.
+    pub verbs: Vec<(&'static str, Span)>,
+    pub targets: Vec<Target>,
+}
+
+/// Everything `#[controller(...)]` attributes declare.
+#[derive(Default)]
+pub(crate) struct Declaration {
+    pub primary: Option<Type>,
+    pub owns: Vec<Type>,
+    pub watches: Vec<Watch>,
+    pub predicates: Vec<Expr>,
+    pub rbac: Vec<RbacClause>,
+    pub finalizer: bool,
+    pub events: bool,
+    pub name: Option<LitStr>,
+    pub max_concurrent_reconciles: Option<LitInt>,
+    pub throttle: Option<(LitInt, LitInt)>,
+}
+
+impl Declaration {
+    /// Reads every `#[controller(...)]` attribute of the derive input.
+    /// `fallback` is where a missing `for` is reported when there is no
+    /// attribute at all.
+    pub(crate) fn from_attributes(attrs: &[Attribute], fallback: Span) -> syn::Result<Self> {
+        let mut decl = Self::default();
+        let mut last = None;
+        for attr in attrs.iter().filter(|a| a.path().is_ident("controller")) {
+            last = Some(attr);
+            if matches!(attr.meta, syn::Meta::Path(_)) {
+                return Err(syn::Error::new_spanned(
+                    attr,
+                    "`#[controller]` needs options: `#[controller(for = Kind, ..)]`",
+                ));
+            }
+            attr.parse_nested_meta(|meta| decl.option(meta))?;
+        }
+        if decl.primary.is_none() {
+            let message = "missing `for = Kind`: the kind this controller reconciles, \
+                 e.g. `#[controller(for = Memcached, owns(Deployment))]`";
+            return Err(match last {
+                Some(attr) => syn::Error::new_spanned(attr, message),
+                None => syn::Error::new(
+                    fallback,
+                    "`#[derive(Controller)]` needs a `#[controller(for = Kind, ..)]` attribute \
+                     naming the kind this controller reconciles",
+                ),
+            });
+        }
+        Ok(decl)
+    }
+
+    fn option(&mut self, meta: syn::meta::ParseNestedMeta<'_>) -> syn::Result<()> {
+        let path = &meta.path;
+        let key = path
+            .get_ident()
+            .map(ToString::to_string)
+            .unwrap_or_default();
+        match key.as_str() {
+            "for" => {
+                if self.primary.is_some() {
+                    return Err(meta.error(
+                        "`for` is given twice: a controller reconciles one kind; \
+                         watch others with `owns(..)` or `watches(..)`",
+                    ));
+                }
+                let value = meta
+                    .value()
+                    .map_err(|_| syn::Error::new_spanned(path, "expected `for = Kind`"))?;
+                self.primary = Some(value.parse()?);
+            }
+            "owns" => {
+                let content;
+                parenthesized!(content in meta.input);
+                let kinds = Punctuated::<Type, Token![,]>::parse_terminated(&content)?;
+                if kinds.is_empty() {
+                    return Err(meta.error(
+                        "`owns()` is empty: name the owned kinds, e.g. `owns(Deployment, Service)`",
+                    ));
+                }
+                self.owns.extend(kinds);
+            }
+            "watches" => {
+                let content;
+                parenthesized!(content in meta.input);
+                self.watches.push(parse_watch(&content, path.span())?);
+            }
+            "predicates" => {
+                let content;
+                parenthesized!(content in meta.input);
+                let exprs = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?;
+                self.predicates.extend(exprs);
+            }
+            "rbac" => {
+                let content;
+                parenthesized!(content in meta.input);
+                self.rbac.push(content.parse()?);
+            }
+            "finalizer" => self.finalizer = flag(&meta, "finalizer")?,
+            "events" => self.events = flag(&meta, "events")?,
+            "name" => {
+                if self.name.is_some() {
+                    return Err(meta.error("`name` is given twice"));
+                }
+                let lit: LitStr = meta.value()?.parse()?;
+                if lit.value().is_empty() {
+                    return Err(syn::Error::new_spanned(
+                        lit,
+                        "the controller name must not be empty",
+                    ));
+                }
+                self.name = Some(lit);
+            }
+            "max_concurrent_reconciles" => {
+                if self.max_concurrent_reconciles.is_some() {
+                    return Err(meta.error("`max_concurrent_reconciles` is given twice"));
+                }
+                let lit: LitInt = meta.value()?.parse().map_err(|e| {
+                    syn::Error::new(
+                        e.span(),
+                        "expected an integer: `max_concurrent_reconciles = 4`",
+                    )
+                })?;
+                if lit.base10_parse::<usize>()? == 0 {
+                    return Err(syn::Error::new_spanned(
+                        lit,
+                        "`max_concurrent_reconciles` must be at least 1",
+                    ));
+                }
+                self.max_concurrent_reconciles = Some(lit);
+            }
+            "throttle" => {
+                let mut per_second = None;
+                let mut burst = None;
+                meta.parse_nested_meta(|inner| {
+                    let slot = if inner.path.is_ident("per_second") {
+                        &mut per_second
+                    } else if inner.path.is_ident("burst") {
+                        &mut burst
+                    } else {
+                        return Err(inner.error("expected `per_second = N` or `burst = N`"));
+                    };
+                    let lit: LitInt = inner.value()?.parse()?;
+                    if lit.base10_parse::<u32>()? == 0 {
+                        return Err(syn::Error::new_spanned(lit, "must be at least 1"));
+                    }
+                    *slot = Some(lit);
+                    Ok(())
+                })?;
+                match (per_second, burst) {
+                    (Some(p), Some(b)) => self.throttle = Some((p, b)),
+                    _ => {
+                        return Err(syn::Error::new_spanned(
+                            path,
+                            "expected `throttle(per_second = N, burst = N)`",
+                        ));
+                    }
+                }
+            }
+            _ => {
+                let shown = path
+                    .get_ident()
+                    .map_or_else(|| "this".to_owned(), |i| format!("`{i}`"));
+                return Err(syn::Error::new_spanned(
+                    path,
+                    format!("unknown controller option {shown}; expected one of {OPTIONS}"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A bare flag: `finalizer`, not `finalizer = ..` or `finalizer(..)`.
+fn flag(meta: &syn::meta::ParseNestedMeta<'_>, name: &str) -> syn::Result<bool> {
+    if meta.input.peek(Token![=]) || meta.input.peek(syn::token::Paren) {
+        return Err(meta.error(format!("`{name}` takes no value: write just `{name}`")));
+    }
+    Ok(true)
+}
+
+/// `Kind, map = function`.
+fn parse_watch(content: ParseStream<'_>, span: Span) -> syn::Result<Watch> {
+    if content.is_empty() {
+        return Err(syn::Error::new(
+            span,
+            "expected `watches(Kind, map = function)`",
+        ));
+    }
+    let kind: Type = content.parse()?;
+    if content.is_empty() {
+        return Err(syn::Error::new_spanned(
+            &kind,
+            "a watch needs a mapper: `watches(Kind, map = function)` with \
+             `fn function(object: &Kind, cache: &opkit::cache::SharedCache) -> Vec<opkit::reconcile::Request>`",
+        ));
+    }
+    content.parse::<Token![,]>()?;
+    let key: Ident = content.call(Ident::parse_any)?;
+    if key != "map" {
+        return Err(syn::Error::new_spanned(
+            key,
+            "expected `map = function` after the watched kind",
+        ));
+    }
+    content.parse::<Token![=]>()?;
+    let map: Expr = content.parse()?;
+    if !content.is_empty() {
+        content.parse::<Token![,]>()?;
+        if !content.is_empty() {
+            return Err(content.error("unexpected tokens after `map = function`"));
+        }
+    }
+    Ok(Watch { kind, map })
+}
+
+impl Parse for RbacClause {
+    /// `verb, verb on Target, Target`.
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        let mut verbs = Vec::new();
+        loop {
+            if input.is_empty() {
+                return Err(input.error(
+                    "expected `on` and the kinds, e.g. `rbac(create, patch on Deployment)`",
+                ));
+            }
+            let ident: Ident = input.call(Ident::parse_any)?;
+            if ident == "on" {
+                if verbs.is_empty() {
+                    return Err(syn::Error::new_spanned(
+                        ident,
+                        "expected verbs before `on`, e.g. `rbac(create, patch on Deployment)`",
+                    ));
+                }
+                break;
+            }
+            let name = ident.to_string();
+            let Some((_, variant)) = VERBS.iter().find(|(v, _)| *v == name) else {
+                return Err(syn::Error::new_spanned(
+                    ident,
+                    format!(
+                        "unknown RBAC verb `{name}`; expected one of {}",
+                        VERBS.iter().map(|(v, _)| *v).collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            };
+            verbs.push((*variant, ident.span()));
+            if input.peek(Token![,]) {
+                input.parse::<Token![,]>()?;
+            }
+        }
+        let targets = Punctuated::<Target, Token![,]>::parse_terminated(input)?;
+        if targets.is_empty() {
+            return Err(input.error("expected the kinds after `on`, e.g. `on Deployment, Service`"));
+        }
+        Ok(Self {
+            verbs,
+            targets: targets.into_iter().collect(),
+        })
+    }
+}
+
+impl Parse for Target {
+    fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
+        if input.peek(LitStr) {
+            let lit: LitStr = input.parse()?;
+            let (group, resource) = split_resource(&lit.value()).ok_or_else(|| {
+                syn::Error::new_spanned(
+                    &lit,
+                    "expected `\"resource[.group][/subresource]\"`, e.g. \"pods/log\" or \"deployments.apps\"",
+                )
+            })?;
+            return Ok(Self::Resource {
+                group,
+                resource,
+                span: lit.span(),
+            });
+        }
+        Ok(Self::Kind(input.parse()?))
+    }
+}
+
+/// kubectl's `resource[.group][/subresource]` → (group, resource[/sub]).
+fn split_resource(text: &str) -> Option<(String, String)> {
+    let (main, sub) = match text.split_once('/') {
+        Some((main, sub)) => (main, Some(sub)),
+        None => (text, None),
+    };
+    let (plural, group) = main.split_once('.').unwrap_or((main, ""));
+    let valid = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
+    };
+    if !valid(plural) || (!group.is_empty() && !valid(group)) || sub.is_some_and(|s| !valid(s)) {
+        return None;
+    }
+    let resource = match sub {
+        Some(sub) => format!("{plural}/{sub}"),
+        None => plural.to_owned(),
+    };
+    Some((group.to_owned(), resource))
+}

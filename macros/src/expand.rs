@@ -1,0 +1,116 @@
+//! Generating the `opkit::derive::ControllerWiring` impl from a
+//! [`Declaration`].
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{DeriveInput, Ident};
+
+use crate::attr::{Declaration, Target};
+
+pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
+    let decl = Declaration::from_attributes(&input.attrs, input.ident.span())?;
+    let Some(primary) = &decl.primary else {
+        return Err(syn::Error::new_spanned(
+            &input.ident,
+            "missing `for = Kind`",
+        ));
+    };
+    let ident = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+
+    let owns = decl.owns.iter().map(|kind| {
+        quote_spanned! {kind.span()=> .owns::<#kind>() }
+    });
+    let watches = decl.watches.iter().map(|watch| {
+        let kind = &watch.kind;
+        let map = &watch.map;
+        let call = quote_spanned! {map.span()=> (#map)(object, &cache) };
+        quote_spanned! {kind.span()=>
+            .watches::<#kind>({
+                let cache = ::core::clone::Clone::clone(cache);
+                move |object: &#kind| -> ::std::vec::Vec<::opkit::reconcile::Request> { #call }
+            })
+        }
+    });
+    let predicates = decl.predicates.iter().map(|predicate| {
+        quote_spanned! {predicate.span()=> .with_predicates(#predicate) }
+    });
+    let name = decl.name.as_ref().map(|name| quote! { .name(#name) });
+    let workers = decl
+        .max_concurrent_reconciles
+        .as_ref()
+        .map(|n| quote! { .max_concurrent_reconciles(#n) });
+    let throttle = decl
+        .throttle
+        .as_ref()
+        .map(|(per_second, burst)| quote! { .throttle(#per_second, #burst) });
+
+    let read = quote! { &::opkit::rbac::Verb::READ };
+    let mut rules = vec![
+        quote_spanned! {primary.span()=> .allow::<#primary>(#read) },
+        quote_spanned! {primary.span()=>
+            .allow_subresource::<#primary>("status", &[
+                ::opkit::rbac::Verb::Get, ::opkit::rbac::Verb::Update, ::opkit::rbac::Verb::Patch,
+            ])
+        },
+        quote_spanned! {primary.span()=>
+            .allow_subresource::<#primary>("finalizers", &[::opkit::rbac::Verb::Update])
+        },
+    ];
+    if decl.finalizer {
+        rules.push(quote_spanned! {primary.span()=>
+            .allow::<#primary>(&[::opkit::rbac::Verb::Update, ::opkit::rbac::Verb::Patch])
+        });
+    }
+    if decl.events {
+        rules.push(quote! { .events() });
+    }
+    for kind in &decl.owns {
+        rules.push(quote_spanned! {kind.span()=> .allow::<#kind>(#read) });
+    }
+    for watch in &decl.watches {
+        let kind = &watch.kind;
+        rules.push(quote_spanned! {kind.span()=> .allow::<#kind>(#read) });
+    }
+    for clause in &decl.rbac {
+        let verbs = clause.verbs.iter().map(|(variant, span)| {
+            let variant = Ident::new(variant, *span);
+            quote_spanned! {*span=> ::opkit::rbac::Verb::#variant }
+        });
+        let verbs = quote! { &[#(#verbs),*] };
+        for target in &clause.targets {
+            rules.push(match target {
+                Target::Kind(kind) => quote_spanned! {kind.span()=> .allow::<#kind>(#verbs) },
+                Target::Resource {
+                    group,
+                    resource,
+                    span,
+                } => quote_spanned! {*span=> .allow_resource(#group, #resource, #verbs) },
+            });
+        }
+    }
+
+    Ok(quote! {
+        impl #impl_generics ::opkit::derive::ControllerWiring for #ident #ty_generics #where_clause {
+            fn controller(
+                self,
+                cache: &::opkit::cache::SharedCache,
+            ) -> ::opkit::controller::Controller<Self> {
+                let _ = cache;
+                ::opkit::controller::Controller::for_::<#primary>(self)
+                    #(#owns)*
+                    #(#watches)*
+                    #(#predicates)*
+                    #name
+                    #workers
+                    #throttle
+            }
+
+            fn rbac_rules() -> ::opkit::rbac::Rules {
+                ::opkit::rbac::Rules::new()
+                    #(#rules)*
+            }
+        }
+    })
+}

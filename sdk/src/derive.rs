@@ -1,0 +1,149 @@
+//! `#[derive(Controller)]`: declare a controller's watches on the
+//! reconciler type, and get both its wiring and its RBAC rules from that
+//! one declaration.
+//!
+//! ```
+//! use k8s_openapi::api::apps::v1::Deployment;
+//! use k8s_openapi::api::core::v1::{ConfigMap, Service};
+//! use kube::CustomResource;
+//! use opkit::cache::SharedCache;
+//! use opkit::controller::Context;
+//! use opkit::rbac::Verb;
+//! use opkit::reconcile::{Action, Error, Reconcile, Request};
+//! use opkit::{Controller, ControllerWiring};
+//! use schemars::JsonSchema;
+//! use serde::{Deserialize, Serialize};
+//!
+//! #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
+//! #[kube(group = "cache.example.com", version = "v1alpha1", kind = "Memcached", namespaced)]
+//! pub struct MemcachedSpec {
+//!     pub size: i32,
+//!     /// A ConfigMap with extra settings, in the same namespace.
+//!     pub settings: Option<String>,
+//! }
+//!
+//! /// A ConfigMap change wakes every Memcached that names it.
+//! fn by_settings(cm: &ConfigMap, cache: &SharedCache) -> Vec<Request> {
+//!     let namespace = cm.metadata.namespace.as_deref();
+//!     cache
+//!         .list::<Memcached>(namespace)
+//!         .unwrap_or_default()
+//!         .iter()
+//!         .filter(|m| m.spec.settings.is_some() && m.spec.settings == cm.metadata.name)
+//!         .filter_map(|m| Request::for_object(&**m))
+//!         .collect()
+//! }
+//!
+//! #[derive(Controller)]
+//! #[controller(
+//!     for = Memcached,
+//!     owns(Deployment, Service),
+//!     watches(ConfigMap, map = by_settings),
+//!     rbac(create, update, patch, delete on Deployment, Service),
+//!     finalizer,
+//!     events,
+//!     max_concurrent_reconciles = 2,
+//! )]
+//! pub struct MemcachedReconciler;
+//!
+//! impl Reconcile for MemcachedReconciler {
+//!     async fn reconcile(&self, _req: Request, _ctx: &Context) -> Result<Action, Error> {
+//!         Ok(Action::done())
+//!     }
+//! }
+//!
+//! // The RBAC rules follow from the declaration:
+//! let rules = MemcachedReconciler::rbac_rules();
+//! assert!(rules.permits("cache.example.com", "memcacheds", Verb::Watch));
+//! assert!(rules.permits("cache.example.com", "memcacheds/status", Verb::Patch));
+//! assert!(rules.permits("apps", "deployments", Verb::Delete));
+//! assert!(rules.permits("", "configmaps", Verb::List));
+//! assert!(!rules.permits("", "configmaps", Verb::Patch));
+//!
+//! // ... and so does the wiring, e.g. `MemcachedReconciler.add_to(&mut manager)?`:
+//! # async fn wire(manager: &mut opkit::manager::Manager) -> Result<(), opkit::manager::ManagerError> {
+//! MemcachedReconciler.add_to(manager)?;
+//! # Ok(()) }
+//! ```
+//!
+//! # Options
+//!
+//! `#[controller(...)]` may be split over several attributes. Kinds are
+//! Rust types implementing `kube::Resource` (k8s-openapi types, or your
+//! own from `#[derive(CustomResource)]`).
+//!
+//! | option | wiring ([`Controller`] method) | RBAC rules |
+//! |---|---|---|
+//! | `for = Kind` (required) | [`Controller::for_::<Kind>`] | `get`, `list`, `watch` on the kind; `get`, `update`, `patch` on its `status`; `update` on its `finalizers` (what setting `blockOwnerDeletion` in owner references needs) |
+//! | `owns(Kind, ..)` | [`owns::<Kind>()`](Controller::owns): a change wakes the controller-owner | `get`, `list`, `watch` |
+//! | `watches(Kind, map = f)` | [`watches::<Kind>`](Controller::watches) with `f(&Kind, &SharedCache) -> Vec<Request>` | `get`, `list`, `watch` |
+//! | `predicates(p, ..)` | [`with_predicates(p)`](Controller::with_predicates) for each, on every watch | — |
+//! | `rbac(verb, .. on Target, ..)` | — | the verbs on each target |
+//! | `finalizer` | — | `update`, `patch` on the primary kind (adding and removing a finalizer) |
+//! | `events` | — | `create`, `patch` on `events.k8s.io` `events` ([`EventRecorder`](crate::client::EventRecorder)) |
+//! | `name = "..."` | [`name`](Controller::name) (default: the kind, lower case) | — |
+//! | `max_concurrent_reconciles = N` | [`max_concurrent_reconciles`](Controller::max_concurrent_reconciles) | — |
+//! | `throttle(per_second = N, burst = N)` | [`throttle`](Controller::throttle) | — |
+//!
+//! In `rbac(...)`, verbs are RBAC's (`get`, `list`, `watch`, `create`,
+//! `update`, `patch`, `delete`, `deletecollection`) and a target is a kind
+//! or a string in kubectl's notation, `"resource[.group][/subresource]"`:
+//! `rbac(get on "pods/log")`, `rbac(update on "deployments.apps/scale")`.
+//! Repeat `rbac(...)` for different verb sets.
+//!
+//! What the *manager* needs is not part of a controller:
+//! [`Rules::leader_election`](crate::rbac::Rules::leader_election) adds the
+//! Lease rules when leader election is on. An operator merges the rules of
+//! all its controllers and renders them with
+//! [`Rules::cluster_role`](crate::rbac::Rules::cluster_role) (what
+//! `cargo opkit manifests` writes to `deploy/`).
+//!
+//! # Mistakes
+//!
+//! Misuse is a compile error pointing at the offending tokens:
+//!
+//! ```compile_fail
+//! # use opkit::Controller;
+//! # use k8s_openapi::api::core::v1::ConfigMap;
+//! #[derive(Controller)]
+//! #[controller(fro = ConfigMap)] // error: unknown controller option `fro`; expected one of ...
+//! struct Typo;
+//! ```
+//!
+//! ```compile_fail
+//! # use opkit::Controller;
+//! # use k8s_openapi::api::core::v1::ConfigMap;
+//! #[derive(Controller)]
+//! #[controller(for = ConfigMap, rbac(destroy on ConfigMap))] // error: unknown RBAC verb `destroy`
+//! struct BadVerb;
+//! ```
+//!
+//! Others: no `for`, `for` twice, `watches(Kind)` without `map = f`, a
+//! mapper of the wrong signature, a kind that is not a `kube::Resource`,
+//! a reconciler that does not implement [`Reconcile`],
+//! `max_concurrent_reconciles = 0`. The UI tests in `tests/ui/` show each
+//! message.
+
+use crate::cache::SharedCache;
+use crate::controller::Controller;
+use crate::manager::{Manager, ManagerError};
+use crate::rbac::Rules;
+use crate::reconcile::Reconcile;
+
+/// A reconciler whose controller is declared with `#[derive(Controller)]`:
+/// it builds its [`Controller`] and knows the RBAC rules that controller
+/// needs. See the [module docs](self).
+pub trait ControllerWiring: Reconcile + Sized {
+    /// The controller as declared, reading mapped watches through `cache`
+    /// (the cache the controller will run on).
+    fn controller(self, cache: &SharedCache) -> Controller<Self>;
+
+    /// The RBAC rules the declared controller needs.
+    fn rbac_rules() -> Rules;
+
+    /// Adds the declared controller to `manager`.
+    fn add_to(self, manager: &mut Manager) -> Result<(), ManagerError> {
+        let cache = manager.cache().clone();
+        manager.add(self.controller(&cache))
+    }
+}
