@@ -3,7 +3,7 @@
 # scheduler where it fits), same machine, one run.
 #
 #   tests/peers/bench-workqueue.sh            # what `make bench-workqueue` runs
-#   REPS=5 tests/peers/bench-workqueue.sh     # more repetitions (median is reported)
+#   REPS=9 tests/peers/bench-workqueue.sh     # more repetitions (median is reported; default 5)
 #   KUBE_RUNTIME=0 tests/peers/bench-workqueue.sh   # skip the kube-runtime peer
 #
 # Workloads (see sdk/examples/bench_workqueue.rs and tests/peers/go-workqueue):
@@ -18,7 +18,7 @@
 set -euo pipefail
 
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-reps="${REPS:-3}"
+reps="${REPS:-5}"
 kube_runtime="${KUBE_RUNTIME:-1}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
@@ -41,6 +41,7 @@ fi
 
 results="$work/results.txt"
 : >"$results"
+load_before="$(cut -d' ' -f1-3 /proc/loadavg)"
 for workload in 1 2 3; do
   for rep in $(seq 1 "$reps"); do
     echo "workload $workload, run $rep/$reps" >&2
@@ -56,7 +57,7 @@ cpu_model="$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 echo
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  commit: $(cd "$root" && git rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "machine: $(nproc) cores, ${cpu_model:-unknown CPU}, $(uname -sr); go $(go env GOVERSION), $(rustc --version | cut -d' ' -f1-2)"
-echo "median of $reps interleaved runs per cell"
+echo "median of $reps interleaved runs per cell; load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo
 
 awk '
@@ -98,3 +99,4 @@ echo
 echo "ops = add calls (workload 3: add_after calls); ops/s = ops / wall time until every item is done."
 echo "opkit/client-go ops/s > 1 means opkit is faster; CPU < 1 means opkit used less CPU."
 echo "kube-runtime: its scheduler has no processing set or done; workload 1 is a partial fit, 2 does not fit."
+echo "On a shared machine other processes take CPU from every program alike; wall times stretch, CPU seconds much less."
