@@ -78,10 +78,10 @@ pub enum ManagerError {
         #[source]
         source: BoxError,
     },
-    /// A runnable panicked.
-    #[error("runnable {name} panicked")]
+    /// A runnable, a controller's task or an HTTP server panicked.
+    #[error("{name} panicked")]
     Panicked {
-        /// The runnable's name.
+        /// The runnable's or controller's name, or `HTTP server`.
         name: String,
     },
     /// The signal handlers could not be installed.
