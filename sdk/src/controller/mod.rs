@@ -223,7 +223,10 @@ impl<R: Reconcile> Controller<R> {
         self
     }
 
-    /// How long in-flight reconciles may take to finish at shutdown (default 30 s).
+    /// How long in-flight reconciles may take to finish at shutdown (default
+    /// 30 s) when the controller runs on its own. Under a
+    /// [`Manager`](crate::manager::Manager) the manager's graceful shutdown
+    /// timeout applies instead, one bound for every controller.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.shutdown_timeout = timeout;
         self
