@@ -2,7 +2,7 @@
 //!
 //! A reconciler receives a [`Request`] (the key of an object) and drives the
 //! cluster towards that object's desired state. It is level-triggered: it
-//! reads the current state through the [`Context`](crate::controller::Context),
+//! reads the current state through the [`Context`],
 //! never the event that woke it, so missed or merged events do no harm.
 //!
 //! ```
