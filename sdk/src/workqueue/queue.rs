@@ -16,13 +16,14 @@
 
 use std::fmt;
 use std::hash::Hash;
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
+use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 
 use super::WorkQueueBuilder;
@@ -147,8 +148,8 @@ struct Wake {
 /// What one round of `get` decided.
 enum Round<T> {
     Done(Option<(T, Priority)>),
-    /// Nothing yet: register for wake-ups and look once more.
-    Register,
+    /// Look once more at once.
+    Retry,
     /// Registered as idle; `Some` if on timer duty until then.
     Wait(Option<Instant>),
 }
@@ -326,21 +327,22 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Inner<T> {
     }
 
     /// One locked round of `get`: take an item, or register as idle (and
-    /// possibly take the timer duty). Kept out of the async fn so that the
-    /// lock guard never lives across an await.
-    fn round(&self, me: &mut Waiter<'_, T>, registered: bool) -> Round<T> {
+    /// possibly take the timer duty). Registration for wake-ups (`notified`)
+    /// happens under the state lock, so no add after it can miss this getter;
+    /// the common case finds an item and never touches the `Notify`. Kept out
+    /// of the async fn so that the lock guard never lives across an await.
+    fn round(&self, me: &mut Waiter<'_, T>, notified: Pin<&mut Notified<'_>>) -> Round<T> {
         let mut now = LazyNow::new();
         let mut st = self.lock();
         me.leave(&mut st);
         let result = match self.take(&mut st, &mut now) {
             Take::Item(item, priority) => Round::Done(Some((item, priority))),
             Take::Closed => Round::Done(None),
-            Take::Wait(_) if !registered => Round::Register,
-            Take::Wait(_) if self.went_idle(&mut st, me) => {
+            Take::Wait(_) if self.went_idle(&mut st, me, notified) => {
                 // An add raced into the inbox: apply it and look again.
                 me.leave(&mut st);
                 self.drain_inbox(&mut st);
-                Round::Register
+                Round::Retry
             }
             Take::Wait(deadline) => Round::Wait(match deadline {
                 Some(at) if !st.duty_held => {
@@ -360,7 +362,13 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Inner<T> {
 
     /// Registers the getter as idle; `true` if the inbox has adds it must
     /// see before it may sleep.
-    fn went_idle(&self, st: &mut State<T>, me: &mut Waiter<'_, T>) -> bool {
+    fn went_idle(
+        &self,
+        st: &mut State<T>,
+        me: &mut Waiter<'_, T>,
+        notified: Pin<&mut Notified<'_>>,
+    ) -> bool {
+        notified.enable();
         st.idle += 1;
         me.idle = true;
         self.idle_getters.fetch_add(1, Ordering::SeqCst);
@@ -584,18 +592,12 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
             idle: false,
             duty: false,
         };
-        // A first round without registering for wake-ups: the common case
-        // finds an item and never touches the `Notify`.
-        if let Round::Done(result) = inner.round(&mut me, false) {
-            return result;
-        }
         loop {
             let notified = inner.getters.notified();
             let mut notified = pin!(notified);
-            notified.as_mut().enable();
-            let duty = match inner.round(&mut me, true) {
+            let duty = match inner.round(&mut me, notified.as_mut()) {
                 Round::Done(result) => return result,
-                Round::Register => continue,
+                Round::Retry => continue,
                 Round::Wait(duty) => duty,
             };
             match duty {
