@@ -1,14 +1,153 @@
-//! `cargo opkit`: scaffolds operator projects that use opkit.
-//!
-//! The scaffolder lands with the user-journey work; today it only says so.
+//! `cargo opkit`: scaffolds Kubernetes operator projects that use opkit.
+//! See the library docs (`cargo_opkit`) and `cargo opkit --help`.
 #![warn(clippy::unwrap_used)]
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
+use cargo_opkit::{CreateApi, Error, NewProject, OpkitDependency};
+use clap::{Args, Parser, Subcommand};
+
+/// Scaffold and maintain Kubernetes operators built with opkit.
+#[derive(Parser, Debug)]
+#[command(name = "cargo opkit", bin_name = "cargo opkit", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Top,
+}
+
+#[derive(Subcommand, Debug)]
+enum Top {
+    /// Create a new operator project in ./NAME (builds it and writes its manifests).
+    #[command(disable_version_flag = true)]
+    New(New),
+    /// Add to an existing project.
+    #[command(subcommand)]
+    Create(Create),
+    /// Regenerate deploy/01-crds.yaml and deploy/03-rbac.yaml from the code.
+    Manifests {
+        /// The project's directory.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+    },
+}
+
+#[derive(Args, Debug)]
+struct New {
+    /// The project name: lower-case letters, digits and '-' (e.g. memcached-operator).
+    name: String,
+    /// The API group of the first kind (e.g. cache.example.com).
+    #[arg(long)]
+    group: String,
+    /// The API version of the first kind.
+    #[arg(long = "version", default_value = "v1alpha1")]
+    api_version: String,
+    /// The first kind, UpperCamelCase (e.g. Memcached).
+    #[arg(long)]
+    kind: String,
+    /// Create the project under this directory instead of the current one.
+    #[arg(long)]
+    dir: Option<PathBuf>,
+    /// Depend on a local opkit checkout (its sdk/ directory, or the repository root).
+    #[arg(long, conflicts_with = "opkit_version")]
+    opkit_path: Option<PathBuf>,
+    /// The opkit version requirement to depend on.
+    #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
+    opkit_version: String,
+    /// Do not build the project to write deploy/01-crds.yaml and deploy/03-rbac.yaml.
+    #[arg(long)]
+    skip_manifests: bool,
+    /// Seed the project's Cargo.lock from this one (pins dependency versions).
+    #[arg(long, hide = true)]
+    lock_from: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Create {
+    /// Add a kind and its controller (API type, reconciler, test, sample).
+    #[command(disable_version_flag = true)]
+    Api {
+        /// The kind, UpperCamelCase.
+        #[arg(long)]
+        kind: String,
+        /// Its API version (default: the project's).
+        #[arg(long = "version")]
+        api_version: Option<String>,
+        /// The project's directory.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// Do not rebuild the project to regenerate the manifests.
+        #[arg(long)]
+        skip_manifests: bool,
+    },
+}
+
 fn main() -> ExitCode {
-    eprintln!(
-        "cargo-opkit {}: project scaffolding (`cargo opkit new`) is not available yet",
-        env!("CARGO_PKG_VERSION")
-    );
-    ExitCode::FAILURE
+    // As a cargo subcommand, `cargo opkit new ..` runs `cargo-opkit opkit new ..`.
+    let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == "opkit") {
+        args.remove(1);
+    }
+    let cli = Cli::parse_from(args);
+    match run(cli.command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Top) -> Result<(), Error> {
+    match command {
+        Top::New(new) => {
+            let project = NewProject {
+                name: new.name,
+                group: new.group,
+                version: new.api_version,
+                kind: new.kind,
+                dir: new.dir,
+                opkit: match new.opkit_path {
+                    Some(path) => OpkitDependency::Path(path),
+                    None => OpkitDependency::Version(new.opkit_version),
+                },
+            };
+            let dir = project.create_with_lockfile(new.lock_from.as_deref())?;
+            println!("created {}", dir.display());
+            if !new.skip_manifests {
+                println!("building it to render deploy/01-crds.yaml and deploy/03-rbac.yaml ...");
+                print!("{}", cargo_opkit::manifests(&dir)?);
+            }
+            println!(
+                "next: cd {} && make test   (then implement src/controllers/{}.rs)",
+                dir.display(),
+                cargo_opkit::snake_case(&project.kind)
+            );
+            Ok(())
+        }
+        Top::Create(Create::Api {
+            kind,
+            api_version,
+            dir,
+            skip_manifests,
+        }) => {
+            let changed = CreateApi {
+                dir: dir.clone(),
+                kind,
+                version: api_version,
+            }
+            .create()?;
+            for path in changed {
+                println!("wrote {}", path.display());
+            }
+            if !skip_manifests {
+                print!("{}", cargo_opkit::manifests(&dir)?);
+            }
+            Ok(())
+        }
+        Top::Manifests { dir } => {
+            print!("{}", cargo_opkit::manifests(&dir)?);
+            Ok(())
+        }
+    }
 }

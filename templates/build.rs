@@ -1,0 +1,56 @@
+//! Embeds every file under `project/` and `api/` into the binary: writes
+//! `$OUT_DIR/templates.rs` with one `include_str!` per template file, so
+//! adding a template needs no code change.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+fn main() {
+    let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
+    let mut out = String::new();
+    for set in ["project", "api"] {
+        let dir = root.join(set);
+        println!("cargo:rerun-if-changed={}", dir.display());
+        let mut files = Vec::new();
+        collect(&dir, &mut files);
+        files.sort();
+        let _ = writeln!(
+            out,
+            "/// The `{set}` templates: (path relative to `{set}/`, contents).\npub(crate) const {}: &[(&str, &str)] = &[",
+            set.to_uppercase()
+        );
+        for file in files {
+            let relative = file
+                .strip_prefix(&dir)
+                .unwrap_or(&file)
+                .to_string_lossy()
+                .replace('\\', "/");
+            let _ = writeln!(
+                out,
+                "    ({relative:?}, include_str!({:?})),",
+                file.display().to_string()
+            );
+        }
+        out.push_str("];\n");
+    }
+    let target =
+        PathBuf::from(std::env::var_os("OUT_DIR").unwrap_or_default()).join("templates.rs");
+    if let Err(e) = std::fs::write(&target, out) {
+        panic!("cannot write {}: {e}", target.display());
+    }
+}
+
+fn collect(dir: &Path, files: &mut Vec<PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        println!("cargo:rerun-if-changed={}", path.display());
+        if path.is_dir() {
+            collect(&path, files);
+        } else {
+            files.push(path);
+        }
+    }
+}

@@ -1,0 +1,129 @@
+//! `cargo opkit`: scaffolds Kubernetes operator projects that use opkit.
+//!
+//! ```no_run
+//! use cargo_opkit::{NewProject, OpkitDependency};
+//!
+//! let project = NewProject {
+//!     name: "memcached-operator".into(),
+//!     group: "cache.example.com".into(),
+//!     version: "v1alpha1".into(),
+//!     kind: "Memcached".into(),
+//!     dir: None,
+//!     opkit: OpkitDependency::Version("0.1".into()),
+//! };
+//! let created = project.create()?; // writes ./memcached-operator, all or nothing
+//! cargo_opkit::manifests(&created)?; // builds it and writes deploy/01-crds.yaml, deploy/03-rbac.yaml
+//! # Ok::<(), cargo_opkit::Error>(())
+//! ```
+//!
+//! Template files live under `templates/project/` (the project) and
+//! `templates/api/` (one kind and its controller, also used by
+//! `create api`); the build embeds them all. Placeholders are `{{key}}`;
+//! a `.tmpl` suffix is dropped and a `dot-` prefix becomes `.`.
+#![warn(clippy::unwrap_used)]
+
+mod names;
+mod project;
+mod render;
+
+pub use names::{snake_case, validate_group, validate_kind, validate_name, validate_version};
+pub use project::{CreateApi, NewProject, OpkitDependency, ProjectFile, manifests};
+
+mod templates {
+    include!(concat!(env!("OUT_DIR"), "/templates.rs"));
+}
+
+/// Why a `cargo opkit` command failed. Nothing is written when input is
+/// invalid.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The project name cannot be used.
+    #[error("invalid project name {name:?}: {reason}")]
+    InvalidName {
+        /// The name given.
+        name: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The API group cannot be used.
+    #[error("invalid API group {group:?}: {reason}")]
+    InvalidGroup {
+        /// The group given.
+        group: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The API version cannot be used.
+    #[error(
+        "invalid API version {version:?}: expected v<N>, v<N>alpha<M> or v<N>beta<M> (e.g. v1alpha1)"
+    )]
+    InvalidVersion {
+        /// The version given.
+        version: String,
+    },
+    /// The kind cannot be used.
+    #[error("invalid kind {kind:?}: {reason}")]
+    InvalidKind {
+        /// The kind given.
+        kind: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The target directory already exists.
+    #[error("{} already exists; choose another name or remove it", path.display())]
+    Exists {
+        /// The directory.
+        path: std::path::PathBuf,
+    },
+    /// The directory is not a project made by `cargo opkit new`.
+    #[error("{} is not an opkit project (no PROJECT file); run this in a directory made by `cargo opkit new`", path.display())]
+    NotAProject {
+        /// The directory.
+        path: std::path::PathBuf,
+    },
+    /// The kind is already part of the project.
+    #[error("the project already has kind {kind}")]
+    KindExists {
+        /// The kind.
+        kind: String,
+    },
+    /// A file `create api` must extend lacks its `opkit:scaffold` marker.
+    #[error("{} has no `{marker}` line: restore it so `create api` knows where to add the new kind", path.display())]
+    MissingMarker {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The marker comment.
+        marker: String,
+    },
+    /// The PROJECT file is malformed.
+    #[error("{}: {detail}", path.display())]
+    BadProjectFile {
+        /// The file.
+        path: std::path::PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// A template is broken (a bug in cargo-opkit).
+    #[error("template {template}: {detail}")]
+    Template {
+        /// The template file.
+        template: String,
+        /// What is wrong.
+        detail: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file or directory.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Building or running the project to render its manifests failed.
+    #[error("generating the manifests failed: {detail}")]
+    Manifests {
+        /// What cargo said.
+        detail: String,
+    },
+}
