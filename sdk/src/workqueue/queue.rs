@@ -360,6 +360,22 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Inner<T> {
         result
     }
 
+    /// Takes an item if one can be handed out now: `Some(Some(..))`, or
+    /// `Some(None)` once shut down and drained; `None` if the caller must wait.
+    fn take_now(&self) -> Option<Option<(T, Priority)>> {
+        let mut now = LazyNow::new();
+        let mut st = self.lock();
+        let result = match self.take(&mut st, &mut now) {
+            Take::Item(item, priority) => Some(Some((item, priority))),
+            Take::Closed => Some(None),
+            Take::Wait(_) => None,
+        };
+        let wake = self.settle(&mut st);
+        drop(st);
+        self.wake(wake);
+        result
+    }
+
     /// Registers the getter as idle; `true` if the inbox has adds it must
     /// see before it may sleep.
     fn went_idle(
@@ -587,6 +603,10 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// queued with (so that a requeue can keep it).
     pub async fn get_with_priority(&self) -> Option<(T, Priority)> {
         let inner = &*self.inner;
+        // The common case: an item is ready; nothing to register or undo.
+        if let Some(result) = inner.take_now() {
+            return result;
+        }
         let mut me = Waiter {
             inner,
             idle: false,
@@ -646,17 +666,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// Hands out an item if one is ready right now (and the throttle allows),
     /// without waiting. The caller must call [`done`](Self::done) with it.
     pub fn try_get(&self) -> Option<T> {
-        let inner = &*self.inner;
-        let mut now = LazyNow::new();
-        let mut st = inner.lock();
-        let outcome = inner.take(&mut st, &mut now);
-        let wake = inner.settle(&mut st);
-        drop(st);
-        inner.wake(wake);
-        match outcome {
-            Take::Item(item, _) => Some(item),
-            Take::Closed | Take::Wait(_) => None,
-        }
+        self.inner.take_now().flatten().map(|(item, _)| item)
     }
 
     /// Marks `item` as finished. If it was added again while it was being
