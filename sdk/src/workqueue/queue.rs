@@ -116,25 +116,38 @@ pub(crate) struct StateLock<T>(Mutex<State<T>>);
 
 impl<T> StateLock<T> {
     pub(crate) fn lock(&self) -> MutexGuard<'_, State<T>> {
-        if let Some(guard) = self.0.try_lock() {
+        if let Some(guard) = self.spin(SPIN_ROUNDS) {
             return guard;
         }
-        for round in 0..SPIN_ROUNDS {
+        self.0.lock()
+    }
+
+    /// Tries to take the lock, spinning for `rounds` rounds at most.
+    fn spin(&self, rounds: u32) -> Option<MutexGuard<'_, State<T>>> {
+        if let Some(guard) = self.0.try_lock() {
+            return Some(guard);
+        }
+        for round in 0..rounds {
             for _ in 0..(1u32 << round.min(5)) {
                 std::hint::spin_loop();
             }
             if !self.0.is_locked()
                 && let Some(guard) = self.0.try_lock()
             {
-                return guard;
+                return Some(guard);
             }
         }
-        self.0.lock()
+        None
     }
 }
 
 /// Spin rounds before parking (about 150 pause instructions in all).
 const SPIN_ROUNDS: u32 = 8;
+
+/// Spin rounds an add waits for the lock before using the inbox (about 30
+/// pauses: long enough for a `get` or `done` to finish, so producers usually
+/// do their own indexing in parallel with the workers).
+const ADD_SPIN_ROUNDS: u32 = 4;
 
 /// Whom to wake once the lock is released.
 #[derive(Default)]
@@ -194,9 +207,10 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Inner<T> {
         st
     }
 
-    /// Like [`lock`](Self::lock), unless the state is locked already.
+    /// Like [`lock`](Self::lock), unless the state stays locked for more than
+    /// a short spin.
     fn try_lock(&self) -> Option<MutexGuard<'_, State<T>>> {
-        let mut st = self.state.0.try_lock()?;
+        let mut st = self.state.spin(ADD_SPIN_ROUNDS)?;
         self.drain_inbox(&mut st);
         Some(st)
     }
