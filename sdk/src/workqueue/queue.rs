@@ -780,6 +780,12 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
         self.inner.update_unfinished_work();
     }
 
+    /// Holds the state lock without applying the inbox (tests of the inbox).
+    #[cfg(test)]
+    pub(crate) fn hold_lock(&self) -> MutexGuard<'_, State<T>> {
+        self.inner.state.0.lock()
+    }
+
     #[cfg(test)]
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&State<T>) -> R) -> R {
         f(&self.inner.lock())

@@ -781,3 +781,51 @@ async fn guard_marks_done_on_drop_even_on_panic() {
     assert_eq!(work.done(), Some("b"));
     q.with_state(|st| assert!(st.is_idle()));
 }
+
+#[test]
+fn adds_never_wait_for_the_lock_and_keep_their_order() {
+    let q: WorkQueue<u32> = WorkQueue::new();
+    let held = q.hold_lock();
+    let producer = std::thread::spawn({
+        let q = q.clone();
+        move || {
+            for i in 0..10 {
+                q.add(i);
+            }
+            q.add(3); // a duplicate, deduplicated when applied
+            q.add_with_priority(20, Priority::High);
+        }
+    });
+    // the producer finishes while the lock is still held: adds went to the inbox
+    producer.join().unwrap();
+    drop(held);
+    assert_eq!(q.len(), 11);
+    let got: Vec<_> = std::iter::from_fn(|| q.try_get()).collect();
+    assert_eq!(got, [20, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    q.with_state(|st| st.check_invariants());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_idle_getter_is_woken_by_an_add_through_the_inbox() {
+    let q: WorkQueue<u32> = WorkQueue::new();
+    let getter = tokio::spawn({
+        let q = q.clone();
+        async move { q.get().await }
+    });
+    // wait (without sleeping) until the getter is registered as idle
+    while q.with_state(|st| st.idle) == 0 {
+        tokio::task::yield_now().await;
+    }
+    let held = q.hold_lock();
+    std::thread::spawn({
+        let q = q.clone();
+        move || q.add(7)
+    })
+    .join()
+    .unwrap();
+    drop(held);
+    let got = timeout(Duration::from_secs(10), getter)
+        .await
+        .expect("getter not woken");
+    assert_eq!(got.unwrap(), Some(7));
+}
