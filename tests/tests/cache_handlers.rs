@@ -395,3 +395,98 @@ async fn same_scope_shares_one_watch_and_scopes_filter() {
     );
     cache.stop();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_handler_resync_and_managed_fields_transform() {
+    init_tracing();
+    let cp = ControlPlane::shared().await.unwrap();
+    let admin = cp.client().unwrap();
+    let ns = "cache-resync";
+    create_namespace(&admin, ns).await;
+    let api: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
+    for i in 0..3 {
+        api.create(&PostParams::default(), &cm(&format!("cm-{i}"), &[]))
+            .await
+            .unwrap();
+    }
+    let cache = SharedCache::new(cp.client().unwrap());
+    let informer = cache
+        .informer_for(Scope::<ConfigMap>::all().namespace(ns))
+        .unwrap();
+    let counter = |resync_only: bool| {
+        let n = Arc::new(AtomicUsize::new(0));
+        let n2 = Arc::clone(&n);
+        let h = handler_fn(move |e: Event<ConfigMap>| {
+            if let Event::Update {
+                old,
+                new,
+                is_resync,
+            } = e
+                && is_resync == resync_only
+            {
+                assert!(
+                    !is_resync || old.metadata.resource_version == new.metadata.resource_version
+                );
+                n2.fetch_add(1, Ordering::SeqCst);
+            }
+        });
+        (n, h)
+    };
+    let (resyncs, every_second) = counter(true);
+    informer
+        .add_event_handler_with_resync(every_second, Some(Duration::from_secs(1)))
+        .unwrap();
+    let (never, no_resync) = counter(true);
+    informer.add_event_handler(no_resync).unwrap();
+    cache.start().unwrap();
+    cache.wait_for_sync(Duration::from_secs(30)).await.unwrap();
+    eventually(
+        "two resync rounds for the 1 s handler",
+        Duration::from_secs(15),
+        || resyncs.load(Ordering::SeqCst) >= 6,
+    )
+    .await;
+    assert_eq!(
+        never.load(Ordering::SeqCst),
+        0,
+        "a handler without resync got resyncs"
+    );
+
+    // managedFields are stripped by default, kept on request
+    let stored = informer.indexer().get(&format!("{ns}/cm-0")).unwrap();
+    assert!(stored.metadata.managed_fields.is_none());
+    let keep = SharedCache::builder(cp.client().unwrap())
+        .keep_managed_fields()
+        .build();
+    let kept = keep
+        .informer_for(Scope::<ConfigMap>::all().namespace(ns))
+        .unwrap();
+    keep.start().unwrap();
+    keep.wait_for_sync(Duration::from_secs(30)).await.unwrap();
+    let stored = kept.indexer().get(&format!("{ns}/cm-0")).unwrap();
+    assert!(stored.metadata.managed_fields.is_some());
+    keep.stop();
+    cache.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_sync_names_the_kind_that_lacks_rbac() {
+    init_tracing();
+    let cp = ControlPlane::shared().await.unwrap();
+    // an identity with no RBAC binding at all
+    let cache = SharedCache::new(cp.client_as("cache-nobody", &[]).unwrap());
+    cache
+        .informer::<k8s_openapi::api::core::v1::Secret>()
+        .unwrap();
+    cache.start().unwrap();
+    let err = cache
+        .wait_for_sync(Duration::from_secs(3))
+        .await
+        .unwrap_err();
+    let msg = err.to_string();
+    eprintln!("{msg}");
+    assert!(msg.contains("v1/Secret (all namespaces)"), "{msg}");
+    assert!(msg.contains("403"), "{msg}");
+    assert!(msg.contains("RBAC"), "{msg}");
+    cache.stop();
+}

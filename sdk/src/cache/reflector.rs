@@ -636,3 +636,329 @@ where
         Ok(WatchEnd::Closed { events })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The reflector's protocol against a scripted server, for what a real
+    //! API server cannot be made to do on demand (an expired continue token
+    //! mid-list, a server without streaming lists).
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::client::Body;
+    use std::sync::Mutex as StdMutex;
+
+    #[derive(Default)]
+    struct Recorder {
+        calls: StdMutex<Vec<String>>,
+    }
+
+    impl ReflectorStore<ConfigMap> for Recorder {
+        fn add(&self, obj: Arc<ConfigMap>) {
+            self.push(format!("add {}", name(&obj)));
+        }
+        fn update(&self, obj: Arc<ConfigMap>) {
+            self.push(format!("update {}", name(&obj)));
+        }
+        fn delete(&self, obj: Arc<ConfigMap>) {
+            self.push(format!("delete {}", name(&obj)));
+        }
+        fn replace(&self, list: Vec<Arc<ConfigMap>>, rv: &str) {
+            let names: Vec<_> = list.iter().map(|o| name(o)).collect();
+            self.push(format!("replace {} @{rv}", names.join(",")));
+        }
+    }
+
+    impl Recorder {
+        fn push(&self, s: String) {
+            self.calls.lock().unwrap().push(s);
+        }
+        fn calls(&self) -> Vec<String> {
+            self.calls.lock().unwrap().clone()
+        }
+    }
+
+    fn name(o: &ConfigMap) -> String {
+        o.metadata.name.clone().unwrap_or_default()
+    }
+
+    fn obj(name: &str, rv: &str) -> serde_json::Value {
+        serde_json::json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv,
+            "managedFields": [{"manager": "x", "operation": "Update"}]}})
+    }
+
+    fn list(items: &[serde_json::Value], rv: &str, cont: Option<&str>) -> (u16, String) {
+        let body = serde_json::json!({"kind": "ConfigMapList", "apiVersion": "v1",
+            "metadata": {"resourceVersion": rv, "continue": cont.unwrap_or("")}, "items": items});
+        (200, body.to_string())
+    }
+
+    fn events(lines: &[serde_json::Value]) -> (u16, String) {
+        (
+            200,
+            lines
+                .iter()
+                .map(|l| l.to_string() + "\n")
+                .collect::<String>(),
+        )
+    }
+
+    fn status(code: u16, reason: &str) -> (u16, String) {
+        (
+            code,
+            serde_json::json!({"kind": "Status", "code": code, "reason": reason, "message": reason})
+                .to_string(),
+        )
+    }
+
+    type Script = Arc<dyn Fn(usize, &str) -> (u16, String) + Send + Sync>;
+
+    /// A client whose n-th request (with its path and query) is answered by `script`.
+    fn scripted(script: Script) -> (kube::Client, Arc<StdMutex<Vec<String>>>) {
+        let seen = Arc::new(StdMutex::new(Vec::<String>::new()));
+        let s2 = Arc::clone(&seen);
+        let svc = tower::service_fn(move |req: http::Request<Body>| {
+            let pq = req
+                .uri()
+                .path_and_query()
+                .map(|p| p.to_string())
+                .unwrap_or_default();
+            let n = {
+                let mut seen = s2.lock().unwrap();
+                seen.push(pq.clone());
+                seen.len() - 1
+            };
+            let (code, body) = script(n, &pq);
+            async move {
+                Ok::<_, std::convert::Infallible>(
+                    http::Response::builder()
+                        .status(code)
+                        .body(Body::from(body.into_bytes()))
+                        .unwrap(),
+                )
+            }
+        });
+        (kube::Client::new(svc, "default"), seen)
+    }
+
+    fn version() -> (u16, String) {
+        (200, r#"{"major":"1","minor":"36","gitVersion":"v1.36.3","gitCommit":"","gitTreeState":"","buildDate":"","goVersion":"","compiler":"","platform":""}"#.into())
+    }
+
+    async fn run_until(
+        client: kube::Client,
+        store: Arc<Recorder>,
+        config: ReflectorConfig,
+        done: impl Fn(&[String]) -> bool,
+    ) -> Arc<ReflectorMetrics> {
+        let r = Reflector::new(
+            ListWatch::<ConfigMap>::new(client, &()).namespace("ns"),
+            Arc::clone(&store),
+            config,
+        );
+        let metrics = r.metrics();
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(r.run(cancel.clone()));
+        tokio::time::timeout(Duration::from_secs(600), async {
+            while !done(&store.calls()) {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("condition not reached; calls: {:?}", store.calls()));
+        cancel.cancel();
+        task.await.unwrap();
+        metrics
+    }
+
+    fn list_config() -> ReflectorConfig {
+        ReflectorConfig {
+            page_size: 2,
+            streaming_list: StreamingList::Off,
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn paginated_list_restarts_on_expired_continue_then_watches() {
+        let script: Script = Arc::new(|n, pq| {
+            assert!(pq.starts_with("/api/v1/namespaces/ns/configmaps?"), "{pq}");
+            match n {
+                0 => list(&[obj("a", "5"), obj("b", "5")], "10", Some("t1")),
+                1 => status(410, "Expired"), // the continue token expired
+                2 => list(&[obj("a", "5"), obj("b", "5")], "12", Some("t2")),
+                3 => list(&[obj("c", "11")], "12", None),
+                4 => {
+                    assert!(
+                        pq.contains("watch=true") && pq.contains("resourceVersion=12"),
+                        "{pq}"
+                    );
+                    assert!(pq.contains("allowWatchBookmarks=true"), "{pq}");
+                    events(&[
+                        serde_json::json!({"type": "ADDED", "object": obj("d", "13")}),
+                        serde_json::json!({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "20"}}}),
+                    ])
+                }
+                _ => {
+                    // re-opened from the bookmark's resourceVersion, no relist
+                    assert!(
+                        pq.contains("watch=true") && pq.contains("resourceVersion=20"),
+                        "{pq}"
+                    );
+                    events(&[serde_json::json!({"type": "MODIFIED", "object": obj("d", "21")})])
+                }
+            }
+        });
+        let (client, seen) = scripted(script);
+        let store = Arc::new(Recorder::default());
+        let metrics = run_until(client, Arc::clone(&store), list_config(), |c| {
+            c.iter().any(|s| s == "update d")
+        })
+        .await;
+        let calls = store.calls();
+        assert_eq!(calls[0], "replace a,b,c @12");
+        assert_eq!(calls[1], "add d");
+        let stats = metrics.stats();
+        assert_eq!(stats.list_restarts, 1);
+        assert_eq!(stats.relists, 1);
+        assert_eq!(stats.bookmarks, 1);
+        let seen = seen.lock().unwrap();
+        assert!(seen[1].contains("continue=t1"), "{seen:?}");
+        assert!(!seen[2].contains("continue="), "{seen:?}");
+        let timeout: u32 = seen[4]
+            .split("timeoutSeconds=")
+            .nth(1)
+            .and_then(|s| s.split('&').next())
+            .and_then(|s| s.parse().ok())
+            .unwrap();
+        assert!((300..=600).contains(&timeout), "watch timeout {timeout}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn expired_watch_relists_and_bad_objects_are_skipped() {
+        let script: Script = Arc::new(|n, pq| match n {
+            0 => list(&[obj("a", "5")], "10", None),
+            1 => events(&[
+                // an object that does not deserialize: skipped, the stream goes on
+                serde_json::json!({"type": "ADDED", "object": {"metadata": {"name": "bad", "resourceVersion": "11"}, "data": 7}}),
+                serde_json::json!({"type": "ADDED", "object": obj("b", "12")}),
+                serde_json::json!({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}),
+            ]),
+            2 => {
+                assert!(!pq.contains("watch="), "relist expected: {pq}");
+                list(&[obj("b", "12")], "30", None)
+            }
+            _ => events(&[]),
+        });
+        let (client, _seen) = scripted(script);
+        let store = Arc::new(Recorder::default());
+        let metrics = run_until(client, Arc::clone(&store), list_config(), |c| c.len() >= 3).await;
+        assert_eq!(store.calls(), ["replace a @10", "add b", "replace b @30"]);
+        let stats = metrics.stats();
+        assert_eq!(stats.skipped_objects, 1);
+        assert_eq!(stats.relists, 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn streaming_list_then_fallback_when_rejected() {
+        // a server that streams: initial events until the bookmark, then the same stream goes on
+        let script: Script = Arc::new(|n, pq| match n {
+            0 => version(),
+            1 => {
+                assert!(pq.contains("sendInitialEvents=true"), "{pq}");
+                assert!(pq.contains("resourceVersionMatch=NotOlderThan"), "{pq}");
+                events(&[
+                    serde_json::json!({"type": "ADDED", "object": obj("a", "3")}),
+                    serde_json::json!({"type": "ADDED", "object": obj("b", "4")}),
+                    serde_json::json!({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9",
+                        "annotations": {"k8s.io/initial-events-end": "true"}}}}),
+                    serde_json::json!({"type": "DELETED", "object": obj("a", "10")}),
+                ])
+            }
+            _ => events(&[]),
+        });
+        let (client, _seen) = scripted(script);
+        let store = Arc::new(Recorder::default());
+        let metrics = run_until(
+            client,
+            Arc::clone(&store),
+            ReflectorConfig::default(),
+            |c| c.len() >= 2,
+        )
+        .await;
+        assert_eq!(store.calls()[..2], ["replace a,b @9", "delete a"]);
+        assert_eq!(metrics.stats().watch_list_requests, 1);
+        assert_eq!(metrics.stats().list_requests, 0);
+
+        // a server that rejects sendInitialEvents: LIST, and never ask again
+        let script: Script = Arc::new(|n, pq| match n {
+            0 => version(),
+            1 => status(422, "Invalid"),
+            2 => list(&[obj("a", "3")], "9", None),
+            3 => {
+                assert!(!pq.contains("sendInitialEvents"), "{pq}");
+                events(&[serde_json::json!({"type": "ADDED", "object": obj("z", "11")})])
+            }
+            _ => {
+                assert!(!pq.contains("sendInitialEvents"), "{pq}");
+                events(&[])
+            }
+        });
+        let (client, seen) = scripted(script);
+        let store = Arc::new(Recorder::default());
+        let metrics = run_until(
+            client,
+            Arc::clone(&store),
+            ReflectorConfig::default(),
+            |c| c.len() >= 2,
+        )
+        .await;
+        assert_eq!(store.calls()[..2], ["replace a @9", "add z"]);
+        assert_eq!(metrics.stats().list_requests, 1);
+        assert!(
+            seen.lock()
+                .unwrap()
+                .iter()
+                .filter(|p| p.contains("sendInitialEvents"))
+                .count()
+                == 1
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn transform_strips_managed_fields_by_default() {
+        let script: Script = Arc::new(|n, _| match n {
+            0 => list(&[obj("a", "5")], "10", None),
+            _ => events(&[]),
+        });
+        struct Keep(StdMutex<Vec<Arc<ConfigMap>>>);
+        impl ReflectorStore<ConfigMap> for Keep {
+            fn add(&self, _: Arc<ConfigMap>) {}
+            fn update(&self, _: Arc<ConfigMap>) {}
+            fn delete(&self, _: Arc<ConfigMap>) {}
+            fn replace(&self, list: Vec<Arc<ConfigMap>>, _: &str) {
+                self.0.lock().unwrap().extend(list);
+            }
+        }
+        for strip in [true, false] {
+            let (client, _) = scripted(Arc::clone(&script));
+            let keep = Arc::new(Keep(StdMutex::new(vec![])));
+            let mut r = Reflector::new(
+                ListWatch::<ConfigMap>::new(client, &()),
+                Arc::clone(&keep),
+                list_config(),
+            );
+            if !strip {
+                r = r.with_transform(None);
+            }
+            let cancel = CancellationToken::new();
+            let task = tokio::spawn(r.run(cancel.clone()));
+            while keep.0.lock().unwrap().is_empty() {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            cancel.cancel();
+            task.await.unwrap();
+            let got = keep.0.lock().unwrap()[0].metadata.managed_fields.is_some();
+            assert_eq!(got, !strip);
+        }
+    }
+}
