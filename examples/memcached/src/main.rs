@@ -1,0 +1,126 @@
+//! The memcached-operator binary: runs the manager with this operator's controllers,
+//! or writes its manifests (`memcached-operator manifests`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand, ValueEnum};
+use opkit::manager::{LeaderElection, Manager};
+use tracing_subscriber::EnvFilter;
+
+/// A Kubernetes operator for Memcached (cache.example.com).
+#[derive(Parser, Debug)]
+#[command(version, about)]
+struct Args {
+    /// Kubeconfig to connect with (default: KUBECONFIG, ~/.kube/config, then in-cluster).
+    #[arg(long, global = true)]
+    kubeconfig: Option<PathBuf>,
+    /// Watch and reconcile only this namespace (default: all namespaces).
+    #[arg(long)]
+    namespace: Option<String>,
+    /// Elect a leader among replicas; only the leader reconciles.
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    leader_elect: bool,
+    /// Namespace of the leader-election Lease (default: the pod's, or the kubeconfig context's).
+    #[arg(long)]
+    leader_election_namespace: Option<String>,
+    /// Where to serve /metrics ("0" turns it off).
+    #[arg(long, default_value = ":8080")]
+    metrics_bind_address: String,
+    /// Where to serve /healthz and /readyz ("0" turns it off).
+    #[arg(long, default_value = ":8081")]
+    health_probe_bind_address: String,
+    /// Log format.
+    #[arg(long, value_enum, default_value_t = LogFormat::Text)]
+    log_format: LogFormat,
+    /// Log level or filter (`info`, `debug`, `memcached_operator=debug,opkit=info`); RUST_LOG wins if set.
+    #[arg(long, default_value = "info")]
+    log_level: String,
+    #[command(subcommand)]
+    command: Option<Command>,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Write the CRDs and the RBAC rules (from the code) to DIR: what `cargo opkit manifests` runs.
+    Manifests {
+        /// The directory to write `01-crds.yaml` and `03-rbac.yaml` to.
+        #[arg(long, default_value = "deploy")]
+        dir: PathBuf,
+    },
+}
+
+#[derive(ValueEnum, Clone, Copy, Debug)]
+enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = Args::parse();
+    if let Some(Command::Manifests { dir }) = &args.command {
+        return match memcached_operator::write_manifests(dir) {
+            Ok(written) => {
+                for path in written {
+                    println!("wrote {}", path.display());
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
+    init_logging(args.log_format, &args.log_level);
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "memcached-operator failed");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let mut builder = Manager::builder()
+        .metrics_bind_address(args.metrics_bind_address)
+        .health_probe_bind_address(args.health_probe_bind_address);
+    if let Some(path) = args.kubeconfig {
+        builder = builder.kubeconfig(path);
+    }
+    if let Some(namespace) = args.namespace {
+        builder = builder.namespace(namespace);
+    }
+    if args.leader_elect {
+        let mut election =
+            LeaderElection::new(memcached_operator::LEADER_ELECTION_ID).release_on_cancel(true);
+        if let Some(namespace) = args.leader_election_namespace {
+            election = election.namespace(namespace);
+        }
+        builder = builder.leader_election(election);
+    }
+    let mut manager = builder.build().await?;
+    memcached_operator::add_controllers(&mut manager)?;
+    tracing::info!(
+        leader_elect = args.leader_elect,
+        "starting memcached-operator"
+    );
+    manager.run().await?;
+    tracing::info!("memcached-operator stopped");
+    Ok(())
+}
+
+fn init_logging(format: LogFormat, level: &str) {
+    let filter = EnvFilter::try_from_default_env()
+        .or_else(|_| EnvFilter::try_new(level))
+        .unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}
