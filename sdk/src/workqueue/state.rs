@@ -193,6 +193,8 @@ struct Slab<T> {
     index: HashTable<IndexEntry>,
     /// Index entries whose slot was freed (their generation is stale).
     dead: usize,
+    /// Fresh index entries since the last sweep.
+    inserts_since_sweep: usize,
     /// Slots in use.
     in_use: usize,
     /// Recently handed-out slots, by hash (direct-mapped).
@@ -288,6 +290,7 @@ impl<T: Eq + Hash> Slab<T> {
             free: Vec::new(),
             index: HashTable::new(),
             dead: 0,
+            inserts_since_sweep: 0,
             in_use: 0,
             handed: [IndexEntry::NONE; HANDED],
             hasher: ItemHasher::default(),
@@ -341,7 +344,14 @@ impl<T: Eq + Hash> Slab<T> {
             (None, None) => {
                 let (idx, generation) = allocate(&mut self.entries, &mut self.free, item, hash)?;
                 self.in_use += 1;
-                if self.index.len() == self.index.capacity() && self.dead > self.index.len() / 4 {
+                self.inserts_since_sweep += 1;
+                // Sweep dead entries instead of growing, when they are most
+                // of the index and enough inserts paid for the last sweep
+                // (amortised O(1); keys that come back reuse their entry).
+                if self.index.len() >= self.index.capacity()
+                    && self.dead * 2 > self.index.len()
+                    && self.inserts_since_sweep >= self.index.len()
+                {
                     self.sweep();
                 }
                 self.index.insert_unique(
@@ -365,6 +375,7 @@ impl<T: Eq + Hash> Slab<T> {
         let entries = &self.entries;
         self.index.retain(|e| live(entries, e).is_some());
         self.dead = 0;
+        self.inserts_since_sweep = 0;
     }
 
     /// Remembers that slot `idx` (with `hash`) was handed out, for `done`.
@@ -668,10 +679,14 @@ impl<T: Eq + Hash + Clone> State<T> {
 
     /// Moves every due timer forward: a due delay goes through the add rule,
     /// a due park returns the item to its lane.
+    #[inline]
     pub(crate) fn promote(&mut self, now: &mut LazyNow, metrics: Option<&QueueMetrics>) {
-        if self.timers.is_empty() {
-            return;
+        if !self.timers.is_empty() {
+            self.promote_due(now, metrics);
         }
+    }
+
+    fn promote_due(&mut self, now: &mut LazyNow, metrics: Option<&QueueMetrics>) {
         let now_at = now.get();
         while let Some(timer) = self.timers.pop_due(now_at) {
             let idx = timer.item;
