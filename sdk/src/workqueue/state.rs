@@ -193,8 +193,6 @@ struct Slab<T> {
     index: HashTable<IndexEntry>,
     /// Index entries whose slot was freed (their generation is stale).
     dead: usize,
-    /// Fresh index entries since the last sweep.
-    inserts_since_sweep: usize,
     /// Slots in use.
     in_use: usize,
     /// Recently handed-out slots, by hash (direct-mapped).
@@ -290,7 +288,6 @@ impl<T: Eq + Hash> Slab<T> {
             free: Vec::new(),
             index: HashTable::new(),
             dead: 0,
-            inserts_since_sweep: 0,
             in_use: 0,
             handed: [IndexEntry::NONE; HANDED],
             hasher: ItemHasher::default(),
@@ -344,14 +341,11 @@ impl<T: Eq + Hash> Slab<T> {
             (None, None) => {
                 let (idx, generation) = allocate(&mut self.entries, &mut self.free, item, hash)?;
                 self.in_use += 1;
-                self.inserts_since_sweep += 1;
-                // Sweep dead entries instead of growing, when they are most
-                // of the index and enough inserts paid for the last sweep
-                // (amortised O(1); keys that come back reuse their entry).
-                if self.index.len() >= self.index.capacity()
-                    && self.dead * 2 > self.index.len()
-                    && self.inserts_since_sweep >= self.index.len()
-                {
+                // Sweep dead entries rather than grow once a quarter of the
+                // index is dead: the index stays proportional to the live
+                // items (cache-resident), and each sweep is paid for by the
+                // frees that made its dead entries (amortised O(1)).
+                if self.index.len() >= self.index.capacity() && self.dead > self.index.len() / 4 {
                     self.sweep();
                 }
                 self.index.insert_unique(
@@ -375,7 +369,6 @@ impl<T: Eq + Hash> Slab<T> {
         let entries = &self.entries;
         self.index.retain(|e| live(entries, e).is_some());
         self.dead = 0;
-        self.inserts_since_sweep = 0;
     }
 
     /// Remembers that slot `idx` (with `hash`) was handed out, for `done`.
