@@ -111,7 +111,9 @@ struct Inner<K> {
 }
 
 /// See the [module documentation](self). Cloning gives another handle to the
-/// same informer.
+/// same informer. Once started, it runs until [`stop`](Self::stop) (dropping
+/// the handles does not stop it; informers of a [`SharedCache`](super::SharedCache)
+/// stop with the cache).
 pub struct SharedIndexInformer<K> {
     inner: Arc<Inner<K>>,
 }

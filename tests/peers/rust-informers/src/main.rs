@@ -11,7 +11,10 @@
 //! - `raw-list`: the floor — a paginated LIST (500 per page) decoded into
 //!   `ConfigMap`s and dropped, nothing stored.
 
-use std::{future::ready, time::{Duration, Instant}};
+use std::{
+    future::ready,
+    time::{Duration, Instant},
+};
 
 use futures::StreamExt;
 use http_body_util::BodyExt;
@@ -20,7 +23,9 @@ use kube::{
     Api, Client, Resource,
     runtime::{WatchStreamExt, reflector, watcher},
 };
-use opkit::cache::{InformerOptions, ListWatch, ReflectorConfig, SharedIndexInformer, StreamingList};
+use opkit::cache::{
+    InformerOptions, ListWatch, ReflectorConfig, SharedIndexInformer, StreamingList,
+};
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -58,15 +63,25 @@ fn arg(args: &[String], name: &str) -> Option<String> {
 async fn opkit(client: Client, ns: &str, streaming: bool, strip: bool) -> usize {
     let mut options = InformerOptions::<ConfigMap>::default();
     options.reflector = ReflectorConfig {
-        streaming_list: if streaming { StreamingList::Auto } else { StreamingList::Off },
+        streaming_list: if streaming {
+            StreamingList::Auto
+        } else {
+            StreamingList::Off
+        },
         ..Default::default()
     };
     if !strip {
         options.transform = None;
     }
-    let informer = SharedIndexInformer::new(ListWatch::<ConfigMap>::new(client, &()).namespace(ns), options);
+    let informer = SharedIndexInformer::new(
+        ListWatch::<ConfigMap>::new(client, &()).namespace(ns),
+        options,
+    );
     informer.start().expect("start");
-    assert!(informer.wait_for_sync().await, "informer stopped before sync");
+    assert!(
+        informer.wait_for_sync().await,
+        "informer stopped before sync"
+    );
     let n = informer.indexer().len();
     std::mem::forget(informer); // keep it (and its cache) alive until exit
     n
@@ -114,7 +129,13 @@ async fn raw_list(client: Client, ns: &str) -> usize {
         let t2 = Instant::now();
         let page: Page = serde_json::from_slice(&bytes).expect("decode");
         if std::env::var_os("PEER_DEBUG").is_some() {
-            eprintln!("page: headers {:?} body {:?} decode {:?} ({} bytes)", t1 - t0, t2 - t1, t2.elapsed(), bytes.len());
+            eprintln!(
+                "page: headers {:?} body {:?} decode {:?} ({} bytes)",
+                t1 - t0,
+                t2 - t1,
+                t2.elapsed(),
+                bytes.len()
+            );
         }
         n += page.items.len();
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
@@ -131,7 +152,9 @@ async fn main() {
     let kubeconfig = arg(&args, "--kubeconfig").expect("--kubeconfig");
     let ns = arg(&args, "--namespace").expect("--namespace");
     let settle = Duration::from_millis(
-        arg(&args, "--settle-ms").and_then(|s| s.parse().ok()).unwrap_or(1000),
+        arg(&args, "--settle-ms")
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(1000),
     );
     let kc = kube::config::Kubeconfig::read_from(&kubeconfig).expect("read kubeconfig");
     let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())

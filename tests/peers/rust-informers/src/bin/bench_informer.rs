@@ -37,7 +37,11 @@ fn median(mut v: Vec<f64>) -> f64 {
     if n == 0 {
         return f64::NAN;
     }
-    if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 }
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
 }
 
 fn payload(i: usize) -> String {
@@ -115,7 +119,11 @@ fn run(peer: &Peer, kubeconfig: &str, ns: &str, expect: usize) -> Sample {
     let v: serde_json::Value = serde_json::from_str(line.trim().lines().last().unwrap_or(""))
         .unwrap_or_else(|e| panic!("{}: bad output {line:?}: {e}", peer.label));
     let objects = v["objects"].as_u64().unwrap_or(0) as usize;
-    assert_eq!(objects, expect, "{} synced {objects} objects, expected {expect}", peer.label);
+    assert_eq!(
+        objects, expect,
+        "{} synced {objects} objects, expected {expect}",
+        peer.label
+    );
     Sample {
         sync_ms: v["sync_ms"].as_f64().unwrap_or(f64::NAN),
         cpu_ms: v["cpu_ms"].as_f64().unwrap_or(f64::NAN),
@@ -132,31 +140,58 @@ async fn main() {
         .split(',')
         .map(|s| s.trim().parse().expect("size"))
         .collect();
-    let runs: usize = arg(&args, "--runs").and_then(|s| s.parse().ok()).unwrap_or(3);
+    let runs: usize = arg(&args, "--runs")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
     let me = std::env::current_exe().expect("current exe");
     let rust_peer: PathBuf = me.with_file_name("informer-peers");
     let rp = |mode: &str| vec![rust_peer.display().to_string(), mode.to_string()];
     let peers = [
-        Peer { label: "raw paginated LIST (floor)", cmd: rp("raw-list") },
-        Peer { label: "opkit informer", cmd: rp("opkit") },
-        Peer { label: "opkit informer, LIST mode", cmd: rp("opkit-list") },
-        Peer { label: "opkit informer, managedFields kept", cmd: rp("opkit-keep-mf") },
-        Peer { label: "kube-runtime reflector", cmd: rp("kube-runtime") },
-        Peer { label: "client-go informer", cmd: vec![go_peer.clone()] },
+        Peer {
+            label: "raw paginated LIST (floor)",
+            cmd: rp("raw-list"),
+        },
+        Peer {
+            label: "opkit informer",
+            cmd: rp("opkit"),
+        },
+        Peer {
+            label: "opkit informer, LIST mode",
+            cmd: rp("opkit-list"),
+        },
+        Peer {
+            label: "opkit informer, managedFields kept",
+            cmd: rp("opkit-keep-mf"),
+        },
+        Peer {
+            label: "kube-runtime reflector",
+            cmd: rp("kube-runtime"),
+        },
+        Peer {
+            label: "client-go informer",
+            cmd: vec![go_peer.clone()],
+        },
     ];
 
     eprintln!("bench-informer: starting a control plane");
     let cp = ControlPlane::start().await.expect("control plane");
     let client = cp.client().expect("client");
     let kubeconfig = cp.kubeconfig_path().display().to_string();
-    let version = client.apiserver_version().await.expect("version").git_version;
+    let version = client
+        .apiserver_version()
+        .await
+        .expect("version")
+        .git_version;
 
     let mut rows = Vec::new();
     for &size in &sizes {
         let ns = format!("bench-{size}");
         let t = std::time::Instant::now();
         populate(&client, &ns, size).await;
-        eprintln!("bench-informer: created {size} ConfigMaps in {:?}", t.elapsed());
+        eprintln!(
+            "bench-informer: created {size} ConfigMaps in {:?}",
+            t.elapsed()
+        );
         if args.iter().any(|a| a == "--hold") {
             continue;
         }
@@ -224,11 +259,23 @@ async fn main() {
         let g = med[go];
         println!(
             "targets at {size}: sync ≤ 1.1× raw LIST: {} ({:.2}×); RSS ≤ 0.5× client-go: {} ({:.2}×); RSS below kube-runtime: {} ({:.1} vs {:.1} MiB)",
-            if o.sync_ms <= 1.1 * raw.sync_ms { "met" } else { "MISSED" },
+            if o.sync_ms <= 1.1 * raw.sync_ms {
+                "met"
+            } else {
+                "MISSED"
+            },
             o.sync_ms / raw.sync_ms,
-            if o.rss_kib <= 0.5 * g.rss_kib { "met" } else { "MISSED" },
+            if o.rss_kib <= 0.5 * g.rss_kib {
+                "met"
+            } else {
+                "MISSED"
+            },
             o.rss_kib / g.rss_kib,
-            if o.rss_kib < kr.rss_kib { "met" } else { "MISSED" },
+            if o.rss_kib < kr.rss_kib {
+                "met"
+            } else {
+                "MISSED"
+            },
             o.rss_kib / 1024.0,
             kr.rss_kib / 1024.0,
         );
