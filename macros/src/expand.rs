@@ -25,11 +25,14 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
     let watches = decl.watches.iter().map(|watch| {
         let kind = &watch.kind;
         let map = &watch.map;
-        let call = quote_spanned! {map.span()=> (#map)(object, &cache) };
+        let map = quote_spanned! {map.span()=> ::opkit::derive::mapper::<#kind, _>(#map) };
         quote_spanned! {kind.span()=>
             .watches::<#kind>({
                 let cache = ::core::clone::Clone::clone(cache);
-                move |object: &#kind| -> ::std::vec::Vec<::opkit::reconcile::Request> { #call }
+                let map = #map;
+                move |object: &#kind| -> ::std::vec::Vec<::opkit::reconcile::Request> {
+                    map(object, &cache)
+                }
             })
         }
     });

@@ -128,7 +128,7 @@ use crate::cache::SharedCache;
 use crate::controller::Controller;
 use crate::manager::{Manager, ManagerError};
 use crate::rbac::Rules;
-use crate::reconcile::Reconcile;
+use crate::reconcile::{Reconcile, Request};
 
 /// A reconciler whose controller is declared with `#[derive(Controller)]`:
 /// it builds its [`Controller`] and knows the RBAC rules that controller
@@ -146,4 +146,24 @@ pub trait ControllerWiring: Reconcile + Sized {
         let cache = manager.cache().clone();
         manager.add(self.controller(&cache))
     }
+}
+
+/// Checks that `map` is a mapper of `K` objects: what the code generated
+/// for `watches(Kind, map = f)` passes `f` through, so a closure gets its
+/// argument types from `Kind` and a wrong signature is reported at `f`.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use opkit::reconcile::Request;
+///
+/// let map = opkit::derive::mapper::<ConfigMap, _>(|cm, _cache| {
+///     Request::for_object(cm).into_iter().collect()
+/// });
+/// # let _ = map;
+/// ```
+pub fn mapper<K, F>(map: F) -> F
+where
+    F: Fn(&K, &SharedCache) -> Vec<Request> + Send + Sync + 'static,
+{
+    map
 }

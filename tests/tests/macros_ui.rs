@@ -1,0 +1,19 @@
+//! `#[derive(Controller)]`: the main mistakes are compile errors pointing
+//! at the offending attribute
+//! (`tests/ui/*.stderr` hold the expected messages; regenerate them with
+//! `TRYBUILD=overwrite cargo test -p opkit-tests --test macros_ui`).
+
+#[test]
+fn controller_derive() {
+    let t = trybuild::TestCases::new();
+    t.compile_fail("ui/missing_for.rs");
+    t.compile_fail("ui/no_attribute.rs");
+    t.compile_fail("ui/unknown_option.rs");
+    t.compile_fail("ui/unknown_verb.rs");
+    t.compile_fail("ui/watch_without_map.rs");
+    t.compile_fail("ui/duplicate_for.rs");
+    t.compile_fail("ui/zero_workers.rs");
+    t.compile_fail("ui/wrong_mapper.rs");
+    t.compile_fail("ui/not_a_resource.rs");
+    t.compile_fail("ui/not_reconcile.rs");
+}

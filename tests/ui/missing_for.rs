@@ -1,0 +1,17 @@
+#![allow(unused_imports)]
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use opkit::Controller;
+use opkit::controller::Context;
+use opkit::reconcile::{Action, Error, Reconcile, Request};
+
+#[derive(Controller)]
+#[controller(owns(Secret))]
+struct R;
+
+impl Reconcile for R {
+    async fn reconcile(&self, _req: Request, _ctx: &Context) -> Result<Action, Error> {
+        Ok(Action::done())
+    }
+}
+
+fn main() {}
