@@ -8,7 +8,7 @@ export OPKIT_CACHE
 .PHONY: help demo test controlplane dev-cluster check-orphans lint bench bench-workqueue bench-informer
 
 help:
-	@echo "make demo          run opkit against a local control plane (builds what is missing)"
+	@echo "make demo          run the Memcached operator on a local control plane (builds what is missing)"
 	@echo "make test          build the control plane if missing, run every test, check for leftovers"
 	@echo "make controlplane  build kube-apiserver and etcd into $(OPKIT_CACHE)/controlplane"
 	@echo "make dev-cluster   start a local control plane and keep it running until Ctrl-C"
@@ -18,8 +18,9 @@ help:
 controlplane:
 	@tests/controlplane/build.sh >/dev/null
 
+# The Memcached operator (examples/memcached) on a local control plane.
 demo: controlplane
-	@$(CARGO) run --quiet -p opkit --features envtest --example demo
+	@$(CARGO) run --quiet -p memcached-operator --example demo
 
 test: controlplane
 	$(CARGO) test --workspace --all-features
