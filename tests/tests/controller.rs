@@ -13,7 +13,7 @@ use opkit::controller::{Context, Controller};
 use opkit::envtest::ControlPlane;
 use opkit::predicate::GenerationChanged;
 use opkit::reconcile::{Action, Error, Reconcile, Request};
-use opkit_tests::{create_namespace, eventually};
+use opkit_tests::{create_namespace, eventually, init_tracing};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
@@ -64,6 +64,8 @@ impl Reconcile for GadgetReconciler {
             &Patch::Apply(&cm),
         )
         .await?;
+        ctx.recorder()
+            .normal(&*gadget, "Synced", "Reconcile", "ConfigMap applied");
         Ok(Action::done())
     }
 }
@@ -74,6 +76,7 @@ async fn cm_data(api: &Api<ConfigMap>, name: &str) -> Option<BTreeMap<String, St
 
 #[tokio::test]
 async fn owned_and_mapped_objects_converge() {
+    init_tracing();
     let plane = ControlPlane::shared().await.unwrap();
     plane.install_crds(&[Gadget::crd()]).await.unwrap();
     let client = plane.client().unwrap();
@@ -185,6 +188,24 @@ async fn owned_and_mapped_objects_converge() {
             && cm_data(&cms, "blue-cm")
                 .await
                 .is_some_and(|d| d["theme"] == "dark")
+    })
+    .await;
+
+    // The reconciler's Events, reported by the controller (named after the kind).
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), "ctl-flows");
+    eventually("a Synced Event about red", WAIT, || async {
+        events
+            .list(&Default::default())
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("Synced")
+                    && e.reporting_controller.as_deref() == Some("gadget")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("red")
+            })
     })
     .await;
 

@@ -6,6 +6,7 @@ use kube::Resource;
 use serde::de::DeserializeOwned;
 
 use crate::cache::{CacheError, SharedCache};
+use crate::client::EventRecorder;
 use crate::reconcile::Request;
 
 /// Shared by every reconcile of one controller.
@@ -13,11 +14,12 @@ use crate::reconcile::Request;
 pub(crate) struct ControllerShared {
     pub name: String,
     pub cache: SharedCache,
+    pub recorder: EventRecorder,
 }
 
 /// Handed to each [`reconcile`](crate::reconcile::Reconcile::reconcile):
-/// cache-backed reads (no API calls), the client for writes, and the
-/// controller's name.
+/// cache-backed reads (no API calls), the client for writes, an Event
+/// recorder, and the controller's name.
 #[derive(Debug, Clone)]
 pub struct Context {
     shared: Arc<ControllerShared>,
@@ -77,6 +79,20 @@ impl Context {
     /// The shared cache.
     pub fn cache(&self) -> &SharedCache {
         &self.shared.cache
+    }
+
+    /// Records Kubernetes Events (events.k8s.io/v1) about objects, reported
+    /// by this controller; repeats within a window fold into one Event's
+    /// series. Publishing never blocks the reconcile.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # fn example(ctx: &opkit::controller::Context, cm: &ConfigMap) {
+    /// ctx.recorder().normal(cm, "Synced", "Reconcile", "settings applied");
+    /// # }
+    /// ```
+    pub fn recorder(&self) -> &EventRecorder {
+        &self.shared.recorder
     }
 
     /// The request being reconciled.

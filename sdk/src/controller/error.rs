@@ -16,6 +16,16 @@ pub enum ControllerError {
         #[source]
         source: crate::cache::CacheError,
     },
+    /// The controller's name cannot be an Event's reporting controller
+    /// (it must be a DNS-1123-style qualified name, e.g. `memcached`).
+    #[error("controller {controller}: cannot record Events under this name: {source}")]
+    EventRecorder {
+        /// The controller.
+        controller: String,
+        /// Why the name was refused.
+        #[source]
+        source: crate::client::EventError,
+    },
     /// A cache the controller reads did not sync in time.
     #[error(
         "controller {controller}: the cache of {kind} did not sync within {timeout:?}; \

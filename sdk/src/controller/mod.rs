@@ -63,6 +63,7 @@ pub use stats::{ReconcileCounts, ReconcileStats};
 pub(crate) use stats::{ReconcileObserver, ReconcileResult};
 
 use crate::cache::{CacheError, HandlerRegistration, Scope, SharedCache};
+use crate::client::EventRecorder;
 use crate::handler::{EnqueueHandler, Mapper, OwnerKind, owner_of, the_object};
 use crate::predicate::Predicate;
 use crate::reconcile::{Reconcile, Request};
@@ -499,9 +500,16 @@ impl<R: Reconcile> Workers<'_, R> {
             workers = self.count,
             "caches synced; starting workers"
         );
+        let recorder = EventRecorder::builder(self.cache.client().clone(), self.name)
+            .build()
+            .map_err(|source| ControllerError::EventRecorder {
+                controller: self.name.to_owned(),
+                source,
+            })?;
         let shared = Arc::new(ControllerShared {
             name: self.name.to_owned(),
             cache: self.cache.clone(),
+            recorder,
         });
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..self.count {

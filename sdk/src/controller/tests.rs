@@ -64,6 +64,9 @@ fn shared() -> Arc<ControllerShared> {
     let client = kube::Client::try_from(config).unwrap();
     Arc::new(ControllerShared {
         name: "test".to_owned(),
+        recorder: crate::client::EventRecorder::builder(client.clone(), "test")
+            .build()
+            .unwrap(),
         cache: SharedCache::new(client),
     })
 }
