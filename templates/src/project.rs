@@ -214,9 +214,7 @@ impl CreateApi {
             (
                 "src/lib.rs",
                 "// opkit:scaffold:controllers",
-                format!(
-                    "controllers::{snake}::{kind}Reconciler::new(client.clone())?.add_to(manager)?;"
-                ),
+                format!("controllers::{snake}::{kind}Reconciler.add_to(manager)?;"),
             ),
             (
                 "src/lib.rs",
@@ -517,7 +515,7 @@ mod tests {
         };
         api.create().unwrap();
         let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
-        assert!(lib.contains("    controllers::guest_book::GuestBookReconciler::new(client.clone())?.add_to(manager)?;\n    // opkit:scaffold:controllers"), "{lib}");
+        assert!(lib.contains("    controllers::guest_book::GuestBookReconciler.add_to(manager)?;\n    // opkit:scaffold:controllers"), "{lib}");
         assert!(lib.contains(
             "        api::guest_book::GuestBook::crd(),\n        // opkit:scaffold:crds"
         ));

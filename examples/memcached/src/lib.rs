@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 use opkit::ControllerWiring;
-use opkit::manager::Manager;
+use opkit::manager::{Manager, ManagerError};
 use opkit::manifest::{Documents, ManifestError};
 use opkit::rbac::{self, Rules};
 
@@ -29,9 +29,8 @@ pub const CLUSTER_ROLE: &str = "memcached-operator-manager-role";
 pub const LEADER_ELECTION_ID: &str = "memcached-operator-lock";
 
 /// Adds every controller of this operator to `manager`.
-pub fn add_controllers(manager: &mut Manager) -> Result<(), Box<dyn std::error::Error>> {
-    let client = manager.client().clone();
-    controllers::memcached::MemcachedReconciler::new(client.clone())?.add_to(manager)?;
+pub fn add_controllers(manager: &mut Manager) -> Result<(), ManagerError> {
+    controllers::memcached::MemcachedReconciler.add_to(manager)?;
     // opkit:scaffold:controllers
     Ok(())
 }

@@ -284,7 +284,7 @@ async fn deployed_operator_reconciles_as_its_service_account_without_forbidden_e
             .any(|e| {
                 e.reason.as_deref() == Some("Finalized")
                     && e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str())
-                    && e.reporting_controller.as_deref() == Some(memcached_operator::NAME)
+                    && e.reporting_controller.as_deref() == Some("memcached")
             })
             .then_some(())
     })

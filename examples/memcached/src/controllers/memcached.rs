@@ -28,7 +28,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{Api, DeleteParams, ObjectMeta};
 use kube::{Resource, ResourceExt};
 use opkit::Controller;
-use opkit::client::{self, ClientError, EventError, EventRecorder};
+use opkit::client::{self, ClientError};
 use opkit::conditions::{self, ConditionStatus};
 use opkit::controller::Context;
 use opkit::reconcile::{Action, Error, Reconcile, Request};
@@ -56,17 +56,7 @@ pub const PORT: i32 = 11211;
     finalizer,
     events
 )]
-pub struct MemcachedReconciler {
-    events: EventRecorder,
-}
-
-impl MemcachedReconciler {
-    /// A reconciler writing with `client` (the manager's).
-    pub fn new(client: kube::Client) -> Result<Self, EventError> {
-        let events = EventRecorder::builder(client, crate::NAME).build()?;
-        Ok(Self { events })
-    }
-}
+pub struct MemcachedReconciler;
 
 impl Reconcile for MemcachedReconciler {
     async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
@@ -79,7 +69,7 @@ impl Reconcile for MemcachedReconciler {
 
         if memcached.meta().deletion_timestamp.is_some() {
             if memcached.finalizers().iter().any(|f| f == FINALIZER) {
-                self.finalize(&memcached, &client).await?;
+                finalize(&memcached, ctx).await?;
                 client::remove_finalizer(&memcacheds, &memcached, FINALIZER).await?;
             }
             return Ok(Action::done());
@@ -103,7 +93,7 @@ impl Reconcile for MemcachedReconciler {
             Ok(deployment) => deployment,
             Err(error) => {
                 tracing::warn!(%req, %error, "reconcile failed");
-                self.events.warning(
+                ctx.recorder().warning(
                     &*memcached,
                     "ReconcileFailed",
                     "Reconciling",
@@ -144,32 +134,31 @@ impl Reconcile for MemcachedReconciler {
     }
 }
 
-impl MemcachedReconciler {
-    /// Deletes the Deployment and the Service (a cluster's garbage
-    /// collector would too; doing it here makes the cleanup explicit and
-    /// visible) and records an Event.
-    async fn finalize(&self, memcached: &Memcached, client: &kube::Client) -> Result<(), Error> {
-        let namespace = memcached.namespace().unwrap_or_default();
-        let name = memcached.name_any();
-        ignore_not_found(
-            Api::<Deployment>::namespaced(client.clone(), &namespace)
-                .delete(&name, &DeleteParams::default())
-                .await,
-        )?;
-        ignore_not_found(
-            Api::<Service>::namespaced(client.clone(), &namespace)
-                .delete(&name, &DeleteParams::default())
-                .await,
-        )?;
-        tracing::info!(namespace, name, "finalized: Deployment and Service deleted");
-        self.events.normal(
-            memcached,
-            "Finalized",
-            "Deleting",
-            &format!("deleted Deployment and Service {name}; removing the finalizer"),
-        );
-        Ok(())
-    }
+/// Deletes the Deployment and the Service (a cluster's garbage collector
+/// would too; doing it here makes the cleanup explicit and visible) and
+/// records an Event.
+async fn finalize(memcached: &Memcached, ctx: &Context) -> Result<(), Error> {
+    let namespace = memcached.namespace().unwrap_or_default();
+    let name = memcached.name_any();
+    let client = ctx.client();
+    ignore_not_found(
+        Api::<Deployment>::namespaced(client.clone(), &namespace)
+            .delete(&name, &DeleteParams::default())
+            .await,
+    )?;
+    ignore_not_found(
+        Api::<Service>::namespaced(client, &namespace)
+            .delete(&name, &DeleteParams::default())
+            .await,
+    )?;
+    tracing::info!(namespace, name, "finalized: Deployment and Service deleted");
+    ctx.recorder().normal(
+        memcached,
+        "Finalized",
+        "Deleting",
+        &format!("deleted Deployment and Service {name}; removing the finalizer"),
+    );
+    Ok(())
 }
 
 /// `Ok` for a deleted object or one that was already gone.
