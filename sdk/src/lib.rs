@@ -22,5 +22,5 @@ pub mod reconcile;
 pub mod workqueue;
 
 pub use derive::ControllerWiring;
-/// `#[derive(Controller)]`: see [`derive`] for the `#[controller(...)]` options.
+/// `#[derive(Controller)]`: see [`derive`](mod@derive) for the `#[controller(...)]` options.
 pub use opkit_macros::Controller;
