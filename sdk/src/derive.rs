@@ -80,10 +80,15 @@
 //! | `predicates(p, ..)` | [`with_predicates(p)`](Controller::with_predicates) for each, on every watch | — |
 //! | `rbac(verb, .. on Target, ..)` | — | the verbs on each target |
 //! | `finalizer` | — | `update`, `patch` on the primary kind (adding and removing a finalizer) |
-//! | `events` | — | `create`, `patch` on `events.k8s.io` `events` ([`EventRecorder`](crate::client::EventRecorder)) |
+//! | `events` | — | `create`, `patch` on `events.k8s.io` `events` (what [`Context::recorder`](crate::controller::Context::recorder) writes) |
 //! | `name = "..."` | [`name`](Controller::name) (default: the kind, lower case) | — |
 //! | `max_concurrent_reconciles = N` | [`max_concurrent_reconciles`](Controller::max_concurrent_reconciles) | — |
 //! | `throttle(per_second = N, burst = N)` | [`throttle`](Controller::throttle) | — |
+//!
+//! A mapper is a function path or a closure: `map = |cm, cache| ...` gets
+//! its argument types from the watched kind (see [`mapper`]). It runs on the
+//! cache's event path, so it should only read the cache, never call the
+//! apiserver.
 //!
 //! In `rbac(...)`, verbs are RBAC's (`get`, `list`, `watch`, `create`,
 //! `update`, `patch`, `delete`, `deletecollection`) and a target is a kind
