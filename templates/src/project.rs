@@ -144,6 +144,8 @@ impl NewProject {
         }
 
         let staging = parent.join(format!(".{}.opkit-new-{}", self.name, std::process::id()));
+        // A leftover of an interrupted run must not leak into this one.
+        let _ = std::fs::remove_dir_all(&staging);
         let written = write_tree(&staging, &files).and_then(|()| {
             std::fs::rename(&staging, &target).map_err(|source| Error::Io {
                 path: target.clone(),
