@@ -78,13 +78,17 @@ impl NewCondition {
 
     /// The condition, stamped with the current time.
     pub fn into_condition(self) -> Condition {
+        self.into_condition_at(Timestamp::now())
+    }
+
+    fn into_condition_at(self, now: Timestamp) -> Condition {
         Condition {
             type_: self.type_,
             status: self.status.as_str().to_owned(),
             reason: self.reason,
             message: self.message,
             observed_generation: self.observed_generation,
-            last_transition_time: Time(Timestamp::now()),
+            last_transition_time: Time(now),
         }
     }
 }
@@ -110,16 +114,21 @@ pub fn new(
 /// otherwise updated, keeping `lastTransitionTime` unless the status
 /// changed. Returns whether anything changed (write the status only then).
 pub fn set(conditions: &mut Vec<Condition>, new: NewCondition) -> bool {
+    set_at(conditions, new, Timestamp::now())
+}
+
+/// [`set`] with the time a transition is stamped with.
+fn set_at(conditions: &mut Vec<Condition>, new: NewCondition, now: Timestamp) -> bool {
     match conditions.iter_mut().find(|c| c.type_ == new.type_) {
         None => {
-            conditions.push(new.into_condition());
+            conditions.push(new.into_condition_at(now));
             true
         }
         Some(existing) => {
             let mut changed = false;
             if existing.status != new.status.as_str() {
                 existing.status = new.status.as_str().to_owned();
-                existing.last_transition_time = Time(Timestamp::now());
+                existing.last_transition_time = Time(now);
                 changed = true;
             }
             if existing.reason != new.reason {
@@ -200,27 +209,42 @@ mod tests {
 
     #[test]
     fn transition_time_moves_only_with_the_status() {
+        let t0 = Timestamp::from_second(1_700_000_000).unwrap();
+        let t1 = Timestamp::from_second(1_700_000_060).unwrap();
+        let t2 = Timestamp::from_second(1_700_000_120).unwrap();
         let mut list = Vec::new();
-        assert!(set(
+        assert!(set_at(
             &mut list,
-            new("Available", ConditionStatus::False, "Scaling", "0/3")
+            new("Available", ConditionStatus::False, "Scaling", "0/3"),
+            t0
         ));
         let first = list[0].last_transition_time.clone();
-        assert!(!set(
+        assert_eq!(first, Time(t0));
+        assert!(!set_at(
             &mut list,
-            new("Available", ConditionStatus::False, "Scaling", "0/3")
+            new("Available", ConditionStatus::False, "Scaling", "0/3"),
+            t1
         ));
-        assert!(set(
+        assert!(set_at(
             &mut list,
-            new("Available", ConditionStatus::False, "Scaling", "1/3")
+            new("Available", ConditionStatus::False, "Scaling", "1/3"),
+            t1
         ));
-        assert_eq!(list[0].last_transition_time, first);
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        assert!(set(
+        assert_eq!(
+            list[0].last_transition_time, first,
+            "same status: time kept"
+        );
+        assert!(set_at(
             &mut list,
-            new("Available", ConditionStatus::True, "Ready", "3/3")
+            new("Available", ConditionStatus::True, "Ready", "3/3"),
+            t2
         ));
         assert_ne!(list[0].last_transition_time, first);
+        assert_eq!(
+            list[0].last_transition_time,
+            Time(t2),
+            "status changed: time moved"
+        );
         assert!(is_true(&list, "Available"));
         assert!(!is_true(&list, "Degraded"));
         assert_eq!(list.len(), 1);

@@ -38,11 +38,19 @@ use crate::workqueue::{Priority, WorkQueue};
 type MapFn<K> = Arc<dyn Fn(&K) -> Vec<Request> + Send + Sync>;
 
 /// Maps an object of kind `K` to the requests it should trigger.
-pub struct Mapper<K>(MapFn<K>);
+pub struct Mapper<K> {
+    map: MapFn<K>,
+    /// The requests depend only on the object's name and namespace, which
+    /// never change: an update's old object maps to the same requests.
+    by_identity: bool,
+}
 
 impl<K> Clone for Mapper<K> {
     fn clone(&self) -> Self {
-        Self(Arc::clone(&self.0))
+        Self {
+            map: Arc::clone(&self.map),
+            by_identity: self.by_identity,
+        }
     }
 }
 
@@ -55,18 +63,24 @@ impl<K> std::fmt::Debug for Mapper<K> {
 impl<K> Mapper<K> {
     /// A mapper from a function (any object to any requests).
     pub fn from_fn(f: impl Fn(&K) -> Vec<Request> + Send + Sync + 'static) -> Self {
-        Self(Arc::new(f))
+        Self {
+            map: Arc::new(f),
+            by_identity: false,
+        }
     }
 
     /// The requests for `obj`.
     pub fn map(&self, obj: &K) -> Vec<Request> {
-        (self.0)(obj)
+        (self.map)(obj)
     }
 }
 
 /// Enqueues the object itself (`for_`).
 pub fn the_object<K: Resource>() -> Mapper<K> {
-    Mapper::from_fn(|obj: &K| Request::for_object(obj).into_iter().collect())
+    Mapper {
+        by_identity: true,
+        ..Mapper::from_fn(|obj: &K| Request::for_object(obj).into_iter().collect())
+    }
 }
 
 /// Enqueues the object's controller owner if it is of kind `O` (`owns`):
@@ -168,6 +182,24 @@ impl<K> EnqueueHandler<K> {
             self.queue.add_with_priority(request, priority);
         }
     }
+
+    /// Enqueues the requests of `new`, and those of `old` that differ: an
+    /// owner reference (or mapping) that moved away from an object must
+    /// still wake the one it used to point at. A mapper by identity maps
+    /// both to the same requests, so `old` is not mapped at all.
+    fn enqueue_update(&self, old: &K, new: &K, priority: Priority) {
+        let requests = self.mapper.map(new);
+        if !self.mapper.by_identity {
+            for request in self.mapper.map(old) {
+                if !requests.contains(&request) {
+                    self.queue.add_with_priority(request, priority);
+                }
+            }
+        }
+        for request in requests {
+            self.queue.add_with_priority(request, priority);
+        }
+    }
 }
 
 fn priority(background: bool) -> Priority {
@@ -192,11 +224,10 @@ impl<K: Resource + Send + Sync + 'static> EventHandler<K> for EnqueueHandler<K> 
         };
         if self.passes(&event) {
             let priority = priority(is_resync);
-            // Both: an owner reference (or mapping) that moved away from an
-            // object must still wake the one it used to point at.
-            self.enqueue(&new, priority);
-            if !is_resync {
-                self.enqueue(&old, priority);
+            if is_resync {
+                self.enqueue(&new, priority);
+            } else {
+                self.enqueue_update(&old, &new, priority);
             }
         }
     }
@@ -257,6 +288,38 @@ mod tests {
         let map = owner_of_kind::<ConfigMap, Namespace>();
         let obj = cm("c", vec![owner("v1", "Namespace", "team-a", true)]);
         assert_eq!(map.map(&obj), vec![Request::cluster("team-a")]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_owner_change_wakes_the_old_and_the_new_owner() {
+        let queue: WorkQueue<Request> = WorkQueue::builder().build();
+        let mut handler = EnqueueHandler::new(
+            owner_of_kind::<ConfigMap, Deployment>(),
+            Arc::from(Vec::<Arc<dyn Predicate>>::new()),
+            queue.clone(),
+        );
+        let before = cm("c", vec![owner("apps/v1", "Deployment", "old-web", true)]);
+        let after = cm("c", vec![owner("apps/v1", "Deployment", "new-web", true)]);
+        handler
+            .on_update(Arc::new(before.clone()), Arc::new(after), false)
+            .await;
+        let mut woken: Vec<Request> = std::iter::from_fn(|| queue.try_get()).collect();
+        woken.sort();
+        assert_eq!(
+            woken,
+            [
+                Request::namespaced("ns", "new-web"),
+                Request::namespaced("ns", "old-web")
+            ]
+        );
+        for request in &woken {
+            queue.done(request);
+        }
+        // Unchanged owner: one request, not two.
+        handler
+            .on_update(Arc::new(before.clone()), Arc::new(before), false)
+            .await;
+        assert_eq!(queue.len(), 1);
     }
 
     #[tokio::test(start_paused = true)]

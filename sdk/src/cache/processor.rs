@@ -186,6 +186,8 @@ where
 struct ListenerState {
     pending_initial: AtomicUsize,
     removed: AtomicBool,
+    /// Signalled when `pending_initial` reaches zero or the handler is removed.
+    drained: Notify,
     delivered: AtomicU64,
     queued: AtomicU64,
 }
@@ -226,11 +228,19 @@ impl HandlerRegistration {
         if rx.wait_for(|s| *s).await.is_err() {
             return;
         }
-        // the handler drains its initial adds on its own task
-        while self.state.pending_initial.load(Ordering::Acquire) != 0
-            && !self.state.removed.load(Ordering::Acquire)
-        {
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        // The handler drains its initial adds on its own task, which
+        // signals `drained`; interest is registered before the check so a
+        // signal between the check and the wait is not lost.
+        loop {
+            let notified = self.state.drained.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.state.pending_initial.load(Ordering::Acquire) == 0
+                || self.state.removed.load(Ordering::Acquire)
+            {
+                return;
+            }
+            notified.await;
         }
     }
 
@@ -307,6 +317,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
         let state = Arc::new(ListenerState {
             pending_initial: AtomicUsize::new(0),
             removed: AtomicBool::new(false),
+            drained: Notify::new(),
             delivered: AtomicU64::new(0),
             queued: AtomicU64::new(0),
         });
@@ -349,6 +360,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
     /// Removes the listener of `reg`; its pending notifications are dropped.
     pub(crate) fn remove_listener(&self, reg: &HandlerRegistration) -> bool {
         reg.state.removed.store(true, Ordering::Release);
+        reg.state.drained.notify_waiters();
         let mut listeners = self.listeners.write();
         let before = listeners.len();
         listeners.retain(|l| l.id != reg.id);
@@ -404,6 +416,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
         let mut listeners = self.listeners.write();
         for l in listeners.iter() {
             l.state.removed.store(true, Ordering::Release);
+            l.state.drained.notify_waiters();
         }
         listeners.clear();
     }
@@ -455,8 +468,8 @@ async fn run_listener<K, H>(
         if outcome.is_err() {
             tracing::error!(informer = %informer, listener = id, "event handler panicked; continuing with the next event");
         }
-        if initial {
-            state.pending_initial.fetch_sub(1, Ordering::AcqRel);
+        if initial && state.pending_initial.fetch_sub(1, Ordering::AcqRel) == 1 {
+            state.drained.notify_waiters();
         }
         state.delivered.fetch_add(1, Ordering::AcqRel);
     }

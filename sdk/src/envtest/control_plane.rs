@@ -392,14 +392,14 @@ impl ControlPlane {
             .lock()
             .ok()
             .and_then(|d| d.as_ref().map(|d| d.path().to_owned()))
-            .ok_or_else(|| Error::Kubeconfig("the control plane was stopped".to_owned()))?;
+            .ok_or(Error::Stopped)?;
         let apiserver = spawn_apiserver(&self.binaries, &dir, &self.apiserver_args)?;
         let etcd = self
             .etcd
             .lock()
             .ok()
             .and_then(|e| e.as_ref().map(Arc::clone))
-            .ok_or_else(poisoned)?;
+            .ok_or(Error::Stopped)?;
         wait_for_apiserver(&apiserver, &etcd, &self.admin_config, self.start_timeout).await?;
         if let Ok(mut guard) = self.apiserver.lock() {
             *guard = Some(apiserver);
@@ -432,10 +432,6 @@ impl Drop for ControlPlane {
     fn drop(&mut self) {
         self.stop();
     }
-}
-
-fn poisoned() -> Error {
-    Error::Kubeconfig("the control plane was stopped".to_owned())
 }
 
 /// Paths of the key material kube-apiserver reads.

@@ -97,6 +97,10 @@ pub enum Error {
     #[error("CRD: {0}")]
     Crd(String),
 
+    /// The control plane was stopped; start a new one.
+    #[error("the control plane was stopped; start a new one")]
+    Stopped,
+
     /// The shared control plane failed to start earlier in this process.
     #[error("the shared control plane failed to start: {0}")]
     SharedUnavailable(String),
