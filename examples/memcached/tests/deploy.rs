@@ -16,15 +16,16 @@ use std::process::{Child, Command, Stdio};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{Service, ServiceAccount};
-use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use memcached_operator::api::memcached::{AVAILABLE, DEGRADED, Memcached, MemcachedSpec};
 use opkit::conditions;
 use opkit::envtest::ControlPlane;
 use serde_json::json;
-use support::{create_namespace, eventually, mark_deployment_available};
+use support::{
+    create_namespace, delete_and_expect_finalized, eventually, mark_deployment_available,
+};
 
 /// The files `make deploy` applies, in its order.
 const MANIFESTS: [&str; 5] = [
@@ -261,34 +262,7 @@ async fn deployed_operator_reconciles_as_its_service_account_without_forbidden_e
     })
     .await;
 
-    memcacheds
-        .delete("cache", &DeleteParams::default())
-        .await
-        .expect("delete the Memcached");
-    eventually("the Memcached to be gone", || async {
-        memcacheds
-            .get_opt("cache")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(deployments.get_opt("cache").await.expect("get").is_none());
-    assert!(services.get_opt("cache").await.expect("get").is_none());
-    let events: Api<Event> = Api::namespaced(admin.clone(), "shop");
-    eventually("the Finalized Event", || async {
-        let list = events.list(&ListParams::default()).await.ok()?;
-        list.items
-            .iter()
-            .any(|e| {
-                e.reason.as_deref() == Some("Finalized")
-                    && e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str())
-                    && e.reporting_controller.as_deref() == Some("memcached")
-            })
-            .then_some(())
-    })
-    .await;
+    delete_and_expect_finalized(&admin, "shop", "cache", &uid).await;
 
     let log = operator.stop();
     assert!(

@@ -6,16 +6,17 @@ mod support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
-use k8s_openapi::api::events::v1::Event;
 use kube::ResourceExt;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use memcached_operator::api::memcached::{AVAILABLE, Memcached, MemcachedSpec, PROGRESSING};
 use memcached_operator::controllers::memcached::FINALIZER;
 use opkit::conditions;
 use opkit::envtest::ControlPlane;
 use opkit::manager::Manager;
 use serde_json::json;
-use support::{create_namespace, eventually, mark_deployment_available};
+use support::{
+    create_namespace, delete_and_expect_finalized, eventually, mark_deployment_available,
+};
 
 #[tokio::test]
 async fn memcached_lifecycle() {
@@ -123,33 +124,7 @@ async fn memcached_lifecycle() {
     .await;
 
     // Delete: the finalizer deletes the children, records an Event, lets go.
-    memcacheds
-        .delete("sample", &DeleteParams::default())
-        .await
-        .expect("delete");
-    eventually("the Memcached to be gone", || async {
-        memcacheds
-            .get_opt("sample")
-            .await
-            .ok()?
-            .is_none()
-            .then_some(())
-    })
-    .await;
-    assert!(deployments.get_opt("sample").await.expect("get").is_none());
-    assert!(services.get_opt("sample").await.expect("get").is_none());
-    let events: Api<Event> = Api::namespaced(client.clone(), "cache");
-    eventually("the Finalized Event", || async {
-        let list = events.list(&ListParams::default()).await.ok()?;
-        list.items
-            .iter()
-            .any(|e| {
-                e.reason.as_deref() == Some("Finalized")
-                    && e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid.as_str())
-            })
-            .then_some(())
-    })
-    .await;
+    delete_and_expect_finalized(&client, "cache", "sample", &uid).await;
 
     let _ = stop.send(());
     running

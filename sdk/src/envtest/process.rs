@@ -189,10 +189,12 @@ mod tests {
             "for i in $(seq 1 40); do echo line $i; done; echo boom >&2; exit 3".to_owned(),
         ];
         let process = ChildProcess::spawn("etcd", Path::new("/bin/sh"), &args, log).unwrap();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
         let status = loop {
             if let Some(status) = process.exit_status() {
                 break status;
             }
+            assert!(std::time::Instant::now() < deadline, "sh did not exit");
             std::thread::yield_now();
         };
         let msg = process.exited_early(status).to_string();

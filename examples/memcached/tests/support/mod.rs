@@ -4,8 +4,10 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
-use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::events::v1::Event;
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use memcached_operator::api::memcached::Memcached;
 use serde_json::json;
 
 /// How long anything the operator does may take.
@@ -68,4 +70,41 @@ pub async fn mark_deployment_available(admin: &kube::Client, namespace: &str, na
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
         .await
         .expect("patch the Deployment's status");
+}
+
+/// Deletes Memcached `namespace/name` (uid `uid`) and checks its finalizer
+/// ran: the CR is gone, its Deployment and Service were deleted, and a
+/// `Finalized` Event about it was recorded by the `memcached` controller.
+pub async fn delete_and_expect_finalized(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+    uid: &str,
+) {
+    let memcacheds: Api<Memcached> = Api::namespaced(client.clone(), namespace);
+    memcacheds
+        .delete(name, &DeleteParams::default())
+        .await
+        .expect("delete the Memcached");
+    eventually("the Memcached to be gone", || async {
+        memcacheds.get_opt(name).await.ok()?.is_none().then_some(())
+    })
+    .await;
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), namespace);
+    let services: Api<Service> = Api::namespaced(client.clone(), namespace);
+    assert!(deployments.get_opt(name).await.expect("get").is_none());
+    assert!(services.get_opt(name).await.expect("get").is_none());
+    let events: Api<Event> = Api::namespaced(client.clone(), namespace);
+    eventually("the Finalized Event", || async {
+        let list = events.list(&ListParams::default()).await.ok()?;
+        list.items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("Finalized")
+                    && e.regarding.as_ref().and_then(|r| r.uid.as_deref()) == Some(uid)
+                    && e.reporting_controller.as_deref() == Some("memcached")
+            })
+            .then_some(())
+    })
+    .await;
 }
