@@ -952,9 +952,13 @@ mod tests {
             }
             let cancel = CancellationToken::new();
             let task = tokio::spawn(r.run(cancel.clone()));
-            while keep.0.lock().unwrap().is_empty() {
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
+            tokio::time::timeout(Duration::from_secs(600), async {
+                while keep.0.lock().unwrap().is_empty() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await
+            .expect("the transform test's object never reached the store");
             cancel.cancel();
             task.await.unwrap();
             let got = keep.0.lock().unwrap()[0].metadata.managed_fields.is_some();
