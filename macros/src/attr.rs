@@ -9,9 +9,10 @@ use syn::spanned::Spanned;
 use syn::{Attribute, Expr, Ident, LitInt, LitStr, Token, Type, parenthesized};
 
 /// The options `#[controller(...)]` accepts, for error messages.
-const OPTIONS: &str = "`for = Kind`, `owns(Kind, ..)`, `watches(Kind, map = function)`, \
-     `predicates(expr, ..)`, `rbac(verb, .. on Kind, ..)`, `finalizer`, `events`, \
-     `name = \"..\"`, `max_concurrent_reconciles = N`, `throttle(per_second = N, burst = N)`";
+const OPTIONS: &str = "`for = Kind` (or `for(Kind, predicates(..))`), `owns(Kind, ..)`, \
+     `watches(Kind, map = function)`, `reads(Kind, ..)`, `event_filter(expr, ..)`, \
+     `rbac(verb, .. on Kind, ..)`, `finalizer`, `events`, `name = \"..\"`, \
+     `max_concurrent_reconciles = N`, `throttle(per_second = N, burst = N)`";
 
 /// The verbs `rbac(...)` accepts, as RBAC spells them, with the
 /// `opkit::rbac::Verb` variant for each.
@@ -26,10 +27,19 @@ pub(crate) const VERBS: &[(&str, &str)] = &[
     ("deletecollection", "DeleteCollection"),
 ];
 
-/// A mapped watch: `watches(Kind, map = function)`.
+/// A mapped watch: `watches(Kind, map = function, predicates(..))`.
 pub(crate) struct Watch {
     pub kind: Type,
     pub map: Expr,
+    pub predicates: Vec<Expr>,
+}
+
+/// Owned kinds: `owns(Kind, .., metadata, predicates(..))`; the options
+/// apply to every kind of the clause.
+pub(crate) struct Owns {
+    pub kinds: Vec<Type>,
+    pub metadata: bool,
+    pub predicates: Vec<Expr>,
 }
 
 /// What an `rbac(...)` clause grants its verbs on.
@@ -55,9 +65,11 @@ pub(crate) struct RbacClause {
 #[derive(Default)]
 pub(crate) struct Declaration {
     pub primary: Option<Type>,
-    pub owns: Vec<Type>,
+    pub primary_predicates: Vec<Expr>,
+    pub owns: Vec<Owns>,
     pub watches: Vec<Watch>,
-    pub predicates: Vec<Expr>,
+    pub reads: Vec<Type>,
+    pub event_filters: Vec<Expr>,
     pub rbac: Vec<RbacClause>,
     pub finalizer: bool,
     pub events: bool,
@@ -112,32 +124,59 @@ impl Declaration {
                          watch others with `owns(..)` or `watches(..)`",
                     ));
                 }
-                let value = meta
-                    .value()
-                    .map_err(|_| syn::Error::new_spanned(path, "expected `for = Kind`"))?;
-                self.primary = Some(value.parse()?);
+                if meta.input.peek(syn::token::Paren) {
+                    let content;
+                    parenthesized!(content in meta.input);
+                    let items = parse_kinds_with_options(&content, path.span(), "for")?;
+                    if items.kinds.len() != 1 || items.metadata {
+                        return Err(syn::Error::new_spanned(
+                            path,
+                            "expected `for(Kind, predicates(..))`: one kind, optionally with predicates",
+                        ));
+                    }
+                    self.primary = items.kinds.into_iter().next();
+                    self.primary_predicates = items.predicates;
+                } else {
+                    let value = meta
+                        .value()
+                        .map_err(|_| syn::Error::new_spanned(path, "expected `for = Kind`"))?;
+                    self.primary = Some(value.parse()?);
+                }
             }
             "owns" => {
                 let content;
                 parenthesized!(content in meta.input);
-                let kinds = Punctuated::<Type, Token![,]>::parse_terminated(&content)?;
-                if kinds.is_empty() {
-                    return Err(meta.error(
-                        "`owns()` is empty: name the owned kinds, e.g. `owns(Deployment, Service)`",
-                    ));
-                }
-                self.owns.extend(kinds);
+                self.owns
+                    .push(parse_kinds_with_options(&content, path.span(), "owns")?);
             }
             "watches" => {
                 let content;
                 parenthesized!(content in meta.input);
                 self.watches.push(parse_watch(&content, path.span())?);
             }
-            "predicates" => {
+            "reads" => {
+                let content;
+                parenthesized!(content in meta.input);
+                let kinds = Punctuated::<Type, Token![,]>::parse_terminated(&content)?;
+                if kinds.is_empty() {
+                    return Err(meta.error(
+                        "`reads()` is empty: name the kinds the reconciler reads, e.g. `reads(Secret)`",
+                    ));
+                }
+                self.reads.extend(kinds);
+            }
+            "event_filter" => {
                 let content;
                 parenthesized!(content in meta.input);
                 let exprs = Punctuated::<Expr, Token![,]>::parse_terminated(&content)?;
-                self.predicates.extend(exprs);
+                self.event_filters.extend(exprs);
+            }
+            "predicates" => {
+                return Err(meta.error(
+                    "predicates belong to a watch: `for(Kind, predicates(..))`, \
+                     `owns(Kind, predicates(..))` or `watches(Kind, map = f, predicates(..))`; \
+                     a filter for every watch is `event_filter(..)`",
+                ));
             }
             "rbac" => {
                 let content;
@@ -253,13 +292,93 @@ fn parse_watch(content: ParseStream<'_>, span: Span) -> syn::Result<Watch> {
     }
     content.parse::<Token![=]>()?;
     let map: Expr = content.parse()?;
+    let mut predicates = Vec::new();
     if !content.is_empty() {
         content.parse::<Token![,]>()?;
         if !content.is_empty() {
-            return Err(content.error("unexpected tokens after `map = function`"));
+            let key: Ident = content.call(Ident::parse_any)?;
+            if key != "predicates" || !content.peek(syn::token::Paren) {
+                return Err(syn::Error::new_spanned(
+                    key,
+                    "expected `predicates(..)` after `map = function`",
+                ));
+            }
+            predicates = parse_predicates(content)?;
+            if !content.is_empty() {
+                content.parse::<Token![,]>()?;
+            }
+            if !content.is_empty() {
+                return Err(content.error("unexpected tokens after `predicates(..)`"));
+            }
         }
     }
-    Ok(Watch { kind, map })
+    Ok(Watch {
+        kind,
+        map,
+        predicates,
+    })
+}
+
+/// `(expr, ..)` after `predicates`.
+fn parse_predicates(content: ParseStream<'_>) -> syn::Result<Vec<Expr>> {
+    let inner;
+    parenthesized!(inner in content);
+    let exprs = Punctuated::<Expr, Token![,]>::parse_terminated(&inner)?;
+    if exprs.is_empty() {
+        return Err(inner.error("`predicates()` is empty: name at least one predicate"));
+    }
+    Ok(exprs.into_iter().collect())
+}
+
+/// `Kind, Kind, metadata, predicates(..)`: kinds, then options for all of them.
+fn parse_kinds_with_options(
+    content: ParseStream<'_>,
+    span: Span,
+    clause: &str,
+) -> syn::Result<Owns> {
+    let mut owns = Owns {
+        kinds: Vec::new(),
+        metadata: false,
+        predicates: Vec::new(),
+    };
+    while !content.is_empty() {
+        let fork = content.fork();
+        let option = fork.call(Ident::parse_any).ok();
+        match option {
+            Some(ident) if ident == "metadata" && (fork.is_empty() || fork.peek(Token![,])) => {
+                content.call(Ident::parse_any)?;
+                if clause != "owns" {
+                    return Err(syn::Error::new_spanned(
+                        ident,
+                        "`metadata` applies to `owns(..)` only",
+                    ));
+                }
+                owns.metadata = true;
+            }
+            Some(ident) if ident == "predicates" && fork.peek(syn::token::Paren) => {
+                content.call(Ident::parse_any)?;
+                owns.predicates.extend(parse_predicates(content)?);
+            }
+            _ => {
+                if !owns.predicates.is_empty() || owns.metadata {
+                    return Err(content.error(
+                        "kinds come first: write the options (`metadata`, `predicates(..)`) last",
+                    ));
+                }
+                owns.kinds.push(content.parse()?);
+            }
+        }
+        if !content.is_empty() {
+            content.parse::<Token![,]>()?;
+        }
+    }
+    if owns.kinds.is_empty() {
+        return Err(syn::Error::new(
+            span,
+            format!("`{clause}()` names no kind, e.g. `{clause}(Deployment)`"),
+        ));
+    }
+    Ok(owns)
 }
 
 impl Parse for RbacClause {

@@ -8,6 +8,16 @@ use syn::{DeriveInput, Ident};
 
 use crate::attr::{Declaration, Target};
 
+/// Several predicates of one watch as one (`a.and(b)...`); `None` for none.
+fn combined(predicates: &[syn::Expr]) -> Option<TokenStream> {
+    let (first, rest) = predicates.split_first()?;
+    let mut all = quote_spanned! {first.span()=> #first };
+    for next in rest {
+        all = quote_spanned! {next.span()=> ::opkit::predicate::and(#all, #next) };
+    }
+    Some(all)
+}
+
 pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
     let decl = Declaration::from_attributes(&input.attrs, input.ident.span())?;
     let Some(primary) = &decl.primary else {
@@ -19,35 +29,51 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
     let ident = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
 
-    let owns = decl.owns.iter().map(|kind| {
-        quote_spanned! {kind.span()=> .owns::<#kind>() }
+    let primary_call = match combined(&decl.primary_predicates) {
+        Some(predicate) => {
+            quote_spanned! {primary.span()=> ::opkit::controller::Controller::for_with::<#primary>(self, #predicate) }
+        }
+        None => {
+            quote_spanned! {primary.span()=> ::opkit::controller::Controller::for_::<#primary>(self) }
+        }
+    };
+    let owns = decl.owns.iter().flat_map(|clause| {
+        let predicate = combined(&clause.predicates);
+        clause
+            .kinds
+            .iter()
+            .map(move |kind| match (clause.metadata, &predicate) {
+                (false, None) => quote_spanned! {kind.span()=> .owns::<#kind>() },
+                (false, Some(p)) => quote_spanned! {kind.span()=> .owns_with::<#kind>(#p) },
+                (true, None) => quote_spanned! {kind.span()=> .owns_metadata::<#kind>() },
+                (true, Some(p)) => {
+                    quote_spanned! {kind.span()=> .owns_metadata_with::<#kind>(#p) }
+                }
+            })
     });
     let watches = decl.watches.iter().map(|watch| {
         let kind = &watch.kind;
         let map = &watch.map;
         let map = quote_spanned! {map.span()=> ::opkit::derive::mapper::<#kind, _>(#map) };
-        quote_spanned! {kind.span()=>
-            .watches::<#kind>({
-                let cache = ::core::clone::Clone::clone(cache);
-                let map = #map;
-                move |object: &#kind| -> ::std::vec::Vec<::opkit::reconcile::Request> {
-                    map(object, &cache)
-                }
-            })
+        match combined(&watch.predicates) {
+            Some(p) => quote_spanned! {kind.span()=> .watches_with::<#kind>(#map, #p) },
+            None => quote_spanned! {kind.span()=> .watches::<#kind>(#map) },
         }
     });
-    let predicates = decl.predicates.iter().map(|predicate| {
-        quote_spanned! {predicate.span()=> .with_predicates(#predicate) }
+    let reads = decl.reads.iter().map(|kind| {
+        quote_spanned! {kind.span()=> .reads::<#kind>() }
+    });
+    let event_filters = decl.event_filters.iter().map(|filter| {
+        quote_spanned! {filter.span()=> .with_event_filter(#filter) }
     });
     let name = decl.name.as_ref().map(|name| quote! { .name(#name) });
     let workers = decl
         .max_concurrent_reconciles
         .as_ref()
         .map(|n| quote! { .max_concurrent_reconciles(#n) });
-    let throttle = decl
-        .throttle
-        .as_ref()
-        .map(|(per_second, burst)| quote! { .throttle(#per_second, #burst) });
+    let throttle = decl.throttle.as_ref().map(|(per_second, burst)| {
+        quote! { .throttle(::opkit::workqueue::Quota::per_second(#per_second).burst(#burst)) }
+    });
 
     let read = quote! { &::opkit::rbac::Verb::READ };
     let mut rules = vec![
@@ -69,7 +95,12 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
     if decl.events {
         rules.push(quote! { .events() });
     }
-    for kind in &decl.owns {
+    for kind in decl
+        .owns
+        .iter()
+        .flat_map(|clause| &clause.kinds)
+        .chain(&decl.reads)
+    {
         rules.push(quote_spanned! {kind.span()=> .allow::<#kind>(#read) });
     }
     for watch in &decl.watches {
@@ -96,15 +127,12 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
 
     Ok(quote! {
         impl #impl_generics ::opkit::derive::ControllerWiring for #ident #ty_generics #where_clause {
-            fn controller(
-                self,
-                cache: &::opkit::cache::SharedCache,
-            ) -> ::opkit::controller::Controller<Self> {
-                let _ = cache;
-                ::opkit::controller::Controller::for_::<#primary>(self)
+            fn controller(self) -> ::opkit::controller::Controller<Self> {
+                #primary_call
                     #(#owns)*
                     #(#watches)*
-                    #(#predicates)*
+                    #(#reads)*
+                    #(#event_filters)*
                     #name
                     #workers
                     #throttle

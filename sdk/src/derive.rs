@@ -4,12 +4,12 @@
 //!
 //! ```
 //! use k8s_openapi::api::apps::v1::Deployment;
-//! use k8s_openapi::api::core::v1::{ConfigMap, Service};
+//! use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 //! use kube::CustomResource;
 //! use opkit::cache::SharedCache;
-//! use opkit::controller::Context;
+//! use opkit::predicate::GenerationChanged;
 //! use opkit::rbac::Verb;
-//! use opkit::reconcile::{Action, Error, Reconcile, Request};
+//! use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
 //! use opkit::{Controller, ControllerWiring};
 //! use schemars::JsonSchema;
 //! use serde::{Deserialize, Serialize};
@@ -36,9 +36,10 @@
 //!
 //! #[derive(Controller)]
 //! #[controller(
-//!     for = Memcached,
+//!     for(Memcached, predicates(GenerationChanged)),
 //!     owns(Deployment, Service),
 //!     watches(ConfigMap, map = by_settings),
+//!     reads(Secret),
 //!     rbac(create, update, patch, delete on Deployment, Service),
 //!     finalizer,
 //!     events,
@@ -58,6 +59,7 @@
 //! assert!(rules.permits("cache.example.com", "memcacheds/status", Verb::Patch));
 //! assert!(rules.permits("apps", "deployments", Verb::Delete));
 //! assert!(rules.permits("", "configmaps", Verb::List));
+//! assert!(rules.permits("", "secrets", Verb::Watch));
 //! assert!(!rules.permits("", "configmaps", Verb::Patch));
 //!
 //! // ... and so does the wiring, e.g. `MemcachedReconciler.add_to(&mut manager)?`:
@@ -75,18 +77,30 @@
 //! | option | wiring ([`Controller`] method) | RBAC rules |
 //! |---|---|---|
 //! | `for = Kind` (required) | [`Controller::for_::<Kind>`] | `get`, `list`, `watch` on the kind; `get`, `update`, `patch` on its `status`; `update` on its `finalizers` (what setting `blockOwnerDeletion` in owner references needs) |
-//! | `owns(Kind, ..)` | [`owns::<Kind>()`](Controller::owns): a change wakes the controller-owner | `get`, `list`, `watch` |
+//! | `for(Kind, predicates(p, ..))` | [`Controller::for_with::<Kind>`]: only events passing every `p` | as `for = Kind` |
+//! | `owns(Kind, ..)` | [`owns::<Kind>()`](Controller::owns): a change wakes the controller-owner; whole objects cached | `get`, `list`, `watch` |
+//! | `owns(Kind, .., metadata)` | [`owns_metadata::<Kind>()`](Controller::owns_metadata): only metadata cached (`PartialObjectMeta<Kind>`) | `get`, `list`, `watch` |
+//! | `owns(Kind, .., predicates(p, ..))` | [`owns_with`](Controller::owns_with) (or [`owns_metadata_with`](Controller::owns_metadata_with)) | `get`, `list`, `watch` |
 //! | `watches(Kind, map = f)` | [`watches::<Kind>`](Controller::watches) with `f(&Kind, &SharedCache) -> Vec<Request>` | `get`, `list`, `watch` |
-//! | `predicates(p, ..)` | [`with_predicates(p)`](Controller::with_predicates) for each, on every watch | — |
+//! | `watches(Kind, map = f, predicates(p, ..))` | [`watches_with`](Controller::watches_with) | `get`, `list`, `watch` |
+//! | `reads(Kind, ..)` | [`reads::<Kind>()`](Controller::reads): cached and synced before the first reconcile, no reconcile on change | `get`, `list`, `watch` |
+//! | `event_filter(p, ..)` | [`with_event_filter(p)`](Controller::with_event_filter) for each: every watch | — |
 //! | `rbac(verb, .. on Target, ..)` | — | the verbs on each target |
 //! | `finalizer` | — | `update`, `patch` on the primary kind (adding and removing a finalizer) |
-//! | `events` | — | `create`, `patch` on `events.k8s.io` `events` (what [`Context::recorder`](crate::controller::Context::recorder) writes) |
+//! | `events` | — | `create`, `patch` on `events.k8s.io` `events` (what [`Context::recorder`](crate::reconcile::Context::recorder) writes) |
 //! | `name = "..."` | [`name`](Controller::name) (default: the kind, lower case) | — |
 //! | `max_concurrent_reconciles = N` | [`max_concurrent_reconciles`](Controller::max_concurrent_reconciles) | — |
-//! | `throttle(per_second = N, burst = N)` | [`throttle`](Controller::throttle) | — |
+//! | `throttle(per_second = N, burst = N)` | [`throttle(Quota::per_second(N).burst(N))`](Controller::throttle) | — |
+//!
+//! Predicates belong to the watch they are written in (several are all
+//! required); `event_filter` applies to every watch and sees objects as
+//! [`dyn HasMetadata`](crate::predicate::HasMetadata). Options of an
+//! `owns(..)` clause apply to every kind in it: repeat `owns(..)` for kinds
+//! with different options.
 //!
 //! A mapper is a function path or a closure: `map = |cm, cache| ...` gets
-//! its argument types from the watched kind (see [`mapper`]). It runs on the
+//! its argument types from the watched kind (see [`mapper`]); it has the
+//! same signature as the builder's [`Controller::watches`]. It runs on the
 //! cache's event path, so it should only read the cache, never call the
 //! apiserver.
 //!
@@ -139,17 +153,15 @@ use crate::reconcile::{Reconcile, Request};
 /// it builds its [`Controller`] and knows the RBAC rules that controller
 /// needs. See the [module docs](self).
 pub trait ControllerWiring: Reconcile + Sized {
-    /// The controller as declared, reading mapped watches through `cache`
-    /// (the cache the controller will run on).
-    fn controller(self, cache: &SharedCache) -> Controller<Self>;
+    /// The controller as declared.
+    fn controller(self) -> Controller<Self>;
 
     /// The RBAC rules the declared controller needs.
     fn rbac_rules() -> Rules;
 
     /// Adds the declared controller to `manager`.
     fn add_to(self, manager: &mut Manager) -> Result<(), ManagerError> {
-        let cache = manager.cache().clone();
-        manager.add(self.controller(&cache))
+        manager.add(self.controller())
     }
 }
 

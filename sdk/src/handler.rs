@@ -1,8 +1,9 @@
 //! Event handlers: turn watch events into [`Request`]s on a workqueue.
 //!
 //! A controller registers one [`EnqueueHandler`] per watch on the shared
-//! informer of that kind. The handler runs the controller's predicates, maps
-//! the object to zero or more requests, and adds them to the queue: objects
+//! informer of that kind. The handler runs the controller's event filter and
+//! the watch's own predicates, maps the object to zero or more requests, and
+//! adds them to the queue: objects
 //! of an initial list or a resync at [`Priority::Low`], fresh events at
 //! [`Priority::Normal`], so a startup storm never delays a user's new object.
 //!
@@ -30,7 +31,7 @@ use k8s_openapi::NamespaceResourceScope;
 use kube::Resource;
 
 use crate::cache::{DeletedObject, EventHandler};
-use crate::predicate::{Predicate, PredicateEvent};
+use crate::predicate::{HasMetadata, Predicate, PredicateEvent};
 use crate::reconcile::Request;
 use crate::workqueue::{Priority, WorkQueue};
 
@@ -97,7 +98,7 @@ where
 
 /// The kind of a controller owner, as [`owner_of`] matches it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnerKind {
+pub(crate) struct OwnerKind {
     /// API group (`""` for the core group).
     pub group: String,
     /// Kind.
@@ -109,7 +110,7 @@ pub struct OwnerKind {
 
 impl OwnerKind {
     /// The owner kind of Rust type `O`.
-    pub fn of<O>() -> Self
+    pub(crate) fn of<O>() -> Self
     where
         O: Resource<DynamicType = ()>,
         O::Scope: 'static,
@@ -123,7 +124,7 @@ impl OwnerKind {
 }
 
 /// Enqueues the object's controller owner if it is of kind `owner`.
-pub fn owner_of<K: Resource>(owner: OwnerKind) -> Mapper<K> {
+pub(crate) fn owner_of<K: Resource>(owner: OwnerKind) -> Mapper<K> {
     Mapper::from_fn(move |obj: &K| {
         let meta = obj.meta();
         meta.owner_references
@@ -151,19 +152,86 @@ fn group_of(api_version: &str) -> &str {
     api_version.rsplit_once('/').map_or("", |(group, _)| group)
 }
 
+/// The predicates of one watch: the controller's event filters (which see
+/// every kind as [`dyn HasMetadata`](HasMetadata)) and the watch's own.
+pub struct WatchPredicates<K> {
+    event_filters: Arc<[Arc<dyn Predicate<dyn HasMetadata>>]>,
+    predicates: Vec<Arc<dyn Predicate<K>>>,
+}
+
+impl<K> Clone for WatchPredicates<K> {
+    fn clone(&self) -> Self {
+        Self {
+            event_filters: Arc::clone(&self.event_filters),
+            predicates: self.predicates.clone(),
+        }
+    }
+}
+
+impl<K> Default for WatchPredicates<K> {
+    fn default() -> Self {
+        Self {
+            event_filters: Arc::from(Vec::new()),
+            predicates: Vec::new(),
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for WatchPredicates<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchPredicates")
+            .field("event_filters", &self.event_filters.len())
+            .field("predicates", &self.predicates.len())
+            .finish()
+    }
+}
+
+impl<K: Resource + 'static> WatchPredicates<K> {
+    /// No predicates: every event passes.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Also require `predicate` (the watch's own).
+    pub fn with(mut self, predicate: impl Predicate<K>) -> Self {
+        self.predicates.push(Arc::new(predicate));
+        self
+    }
+
+    /// Also require the controller-wide `filters`.
+    pub fn with_event_filters(
+        mut self,
+        filters: Arc<[Arc<dyn Predicate<dyn HasMetadata>>]>,
+    ) -> Self {
+        self.event_filters = filters;
+        self
+    }
+
+    /// Whether `event` passes every filter and predicate.
+    pub fn passes(&self, event: &PredicateEvent<'_, K>) -> bool {
+        if !self.event_filters.is_empty() {
+            let erased = event.erased();
+            if !self.event_filters.iter().all(|p| p.filter(&erased)) {
+                return false;
+            }
+        }
+        self.predicates.iter().all(|p| p.filter(event))
+    }
+}
+
 /// An informer event handler that enqueues mapped requests.
 pub struct EnqueueHandler<K> {
     mapper: Mapper<K>,
-    predicates: Arc<[Arc<dyn Predicate>]>,
+    predicates: WatchPredicates<K>,
     queue: WorkQueue<Request>,
 }
 
-impl<K> EnqueueHandler<K> {
+impl<K: Resource + 'static> EnqueueHandler<K> {
     /// A handler adding `mapper`'s requests to `queue` for events that pass
-    /// every predicate.
+    /// `predicates`.
     pub fn new(
         mapper: Mapper<K>,
-        predicates: Arc<[Arc<dyn Predicate>]>,
+        predicates: WatchPredicates<K>,
         queue: WorkQueue<Request>,
     ) -> Self {
         Self {
@@ -171,10 +239,6 @@ impl<K> EnqueueHandler<K> {
             predicates,
             queue,
         }
-    }
-
-    fn passes(&self, event: &PredicateEvent<'_>) -> bool {
-        self.predicates.iter().all(|p| p.filter(event))
     }
 
     fn enqueue(&self, obj: &K, priority: Priority) {
@@ -212,17 +276,17 @@ fn priority(background: bool) -> Priority {
 
 impl<K: Resource + Send + Sync + 'static> EventHandler<K> for EnqueueHandler<K> {
     async fn on_add(&mut self, obj: Arc<K>, is_in_initial_list: bool) {
-        if self.passes(&PredicateEvent::Create(obj.meta())) {
+        if self.predicates.passes(&PredicateEvent::Create(&*obj)) {
             self.enqueue(&obj, priority(is_in_initial_list));
         }
     }
 
     async fn on_update(&mut self, old: Arc<K>, new: Arc<K>, is_resync: bool) {
         let event = PredicateEvent::Update {
-            old: old.meta(),
-            new: new.meta(),
+            old: &*old,
+            new: &*new,
         };
-        if self.passes(&event) {
+        if self.predicates.passes(&event) {
             let priority = priority(is_resync);
             if is_resync {
                 self.enqueue(&new, priority);
@@ -234,7 +298,7 @@ impl<K: Resource + Send + Sync + 'static> EventHandler<K> for EnqueueHandler<K> 
 
     async fn on_delete(&mut self, obj: DeletedObject<K>) {
         let obj = obj.object();
-        if self.passes(&PredicateEvent::Delete(obj.meta())) {
+        if self.predicates.passes(&PredicateEvent::Delete(obj)) {
             self.enqueue(obj, Priority::Normal);
         }
     }
@@ -295,7 +359,7 @@ mod tests {
         let queue: WorkQueue<Request> = WorkQueue::builder().build();
         let mut handler = EnqueueHandler::new(
             owner_of_kind::<ConfigMap, Deployment>(),
-            Arc::from(Vec::<Arc<dyn Predicate>>::new()),
+            WatchPredicates::new(),
             queue.clone(),
         );
         let before = cm("c", vec![owner("apps/v1", "Deployment", "old-web", true)]);
@@ -325,8 +389,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn initial_list_is_low_priority_and_predicates_filter() {
         let queue: WorkQueue<Request> = WorkQueue::builder().build();
-        let predicates: Arc<[Arc<dyn Predicate>]> =
-            Arc::from(vec![Arc::new(GenerationChanged) as Arc<dyn Predicate>]);
+        let predicates = WatchPredicates::new().with(GenerationChanged);
         let mut handler = EnqueueHandler::new(the_object::<ConfigMap>(), predicates, queue.clone());
         let mut old = cm("old", vec![]);
         old.metadata.generation = Some(1);

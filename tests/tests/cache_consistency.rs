@@ -117,12 +117,16 @@ async fn cache_equals_a_fresh_list_after_concurrent_churn() {
     assert_eq!(want.len(), N - N.div_ceil(3));
     let snapshot = || -> BTreeMap<String, (String, String)> {
         informer
-            .indexer()
-            .entries()
+            .store()
+            .list()
             .into_iter()
-            .map(|(k, cm)| {
+            .map(|cm| {
                 (
-                    k.to_string(),
+                    format!(
+                        "{}/{}",
+                        cm.metadata.namespace.clone().unwrap_or_default(),
+                        cm.metadata.name.clone().unwrap_or_default()
+                    ),
                     (
                         cm.metadata.uid.clone().unwrap_or_default(),
                         cm.metadata.resource_version.clone().unwrap_or_default(),

@@ -139,7 +139,7 @@ async fn late_handler_gets_existing_objects_and_slow_handler_delays_nobody() {
     assert_eq!(stuck_done.load(Ordering::SeqCst), 0);
     assert!(stuck.backlog() >= 20, "backlog {}", stuck.backlog());
     // the store is not held up either
-    assert_eq!(informer.indexer().len(), 50);
+    assert_eq!(informer.store().len(), 50);
     gate.add_permits(100);
     eventually(
         "the stuck handler to drain",
@@ -223,7 +223,7 @@ async fn undeserializable_custom_resource_is_skipped_and_others_flow() {
     cache.start().unwrap();
     cache.wait_for_sync(Duration::from_secs(30)).await.unwrap();
     let stored = |inf: &opkit::cache::SharedIndexInformer<Gadget>| -> BTreeSet<String> {
-        inf.indexer()
+        inf.store()
             .list()
             .iter()
             .map(|g| g.metadata.name.clone().unwrap())
@@ -261,12 +261,11 @@ async fn undeserializable_custom_resource_is_skipped_and_others_flow() {
     let dynamic = cache
         .informer_for(Scope::<DynamicObject>::with_dyntype(ar).namespace(ns))
         .unwrap();
-    assert!(
-        tokio::time::timeout(Duration::from_secs(20), dynamic.wait_for_sync())
-            .await
-            .unwrap()
-    );
-    assert_eq!(dynamic.indexer().len(), 4);
+    tokio::time::timeout(Duration::from_secs(20), dynamic.wait_for_sync())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(dynamic.store().len(), 4);
     cache.stop();
 }
 
@@ -325,11 +324,11 @@ async fn same_scope_shares_one_watch_and_scopes_filter() {
         || names(&log_a).len() == 10 && names(&log_b).len() == 10,
     )
     .await;
-    assert_eq!(labelled.indexer().len(), 5);
-    assert_eq!(one.indexer().len(), 1);
-    assert!(one.indexer().get(&format!("{ns}/cm-3")).is_some());
-    assert_eq!(meta.indexer().len(), 10);
-    let m = meta.indexer().get(&format!("{ns}/cm-0")).unwrap();
+    assert_eq!(labelled.store().len(), 5);
+    assert_eq!(one.store().len(), 1);
+    assert!(one.store().get(Some(ns), "cm-3").is_some());
+    assert_eq!(meta.store().len(), 10);
+    let m = meta.store().get(Some(ns), "cm-0").unwrap();
     assert!(m.metadata.uid.is_some());
 
     // One watch for the shared scope: the requests on the plain path (no
@@ -386,7 +385,7 @@ async fn same_scope_shares_one_watch_and_scopes_filter() {
     eventually(
         "the labelled informer sees it too",
         Duration::from_secs(20),
-        || labelled.indexer().len() == 6,
+        || labelled.store().len() == 6,
     )
     .await;
     assert_eq!(
@@ -453,7 +452,7 @@ async fn per_handler_resync_and_managed_fields_transform() {
     );
 
     // managedFields are stripped by default, kept on request
-    let stored = informer.indexer().get(&format!("{ns}/cm-0")).unwrap();
+    let stored = informer.store().get(Some(ns), "cm-0").unwrap();
     assert!(stored.metadata.managed_fields.is_none());
     let keep = SharedCache::builder(cp.client().unwrap())
         .keep_managed_fields()
@@ -463,7 +462,7 @@ async fn per_handler_resync_and_managed_fields_transform() {
         .unwrap();
     keep.start().unwrap();
     keep.wait_for_sync(Duration::from_secs(30)).await.unwrap();
-    let stored = kept.indexer().get(&format!("{ns}/cm-0")).unwrap();
+    let stored = kept.store().get(Some(ns), "cm-0").unwrap();
     assert!(stored.metadata.managed_fields.is_some());
     keep.stop();
     cache.stop();

@@ -77,7 +77,7 @@ async fn cache_matches_list(informer: &SharedIndexInformer<ConfigMap>, api: &Api
             })
             .collect();
         let got: BTreeMap<String, String> = informer
-            .indexer()
+            .store()
             .list()
             .iter()
             .map(|c| {
@@ -141,7 +141,7 @@ async fn relist_after_410_emits_tombstones_for_deletions_in_the_gap() {
     let (log, h) = recorder();
     informer.add_event_handler(h).unwrap();
     informer.start().unwrap();
-    assert!(informer.wait_for_sync().await);
+    informer.wait_for_sync().await.unwrap();
     eventually("20 initial adds", Duration::from_secs(30), || {
         log.lock().unwrap().len() == 20
     })
@@ -244,7 +244,7 @@ async fn cut_watch_is_reopened_without_relist() {
         InformerOptions::default(),
     );
     informer.start().unwrap();
-    assert!(informer.wait_for_sync().await);
+    informer.wait_for_sync().await.unwrap();
     // let the first watch live a little, so its end is not a "very short watch"
     tokio::time::sleep(Duration::from_millis(1200)).await;
 
@@ -302,7 +302,7 @@ async fn restart_case(
         InformerOptions::default(),
     );
     informer.start().unwrap();
-    assert!(informer.wait_for_sync().await);
+    informer.wait_for_sync().await.unwrap();
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let rv_before = informer.last_sync_resource_version().unwrap();
     let relists_before = traffic.relists(ns);

@@ -9,10 +9,10 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
 use opkit::cache::SharedCache;
-use opkit::controller::{Context, Controller};
+use opkit::controller::Controller;
 use opkit::envtest::ControlPlane;
 use opkit::predicate::GenerationChanged;
-use opkit::reconcile::{Action, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
 use opkit_tests::{create_namespace, eventually, init_tracing};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -35,12 +35,13 @@ struct GadgetReconciler {
 impl Reconcile for GadgetReconciler {
     async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
         self.seen.lock().unwrap().push(req.clone());
-        let Some(gadget) = ctx.get::<Gadget>()? else {
+        let Some(gadget) = ctx.get::<Gadget>().await? else {
             return Ok(Action::done());
         };
         let ns = gadget.namespace().unwrap_or_default();
         let theme = ctx
-            .get_named::<ConfigMap>(Some(&ns), "settings")?
+            .get_named::<ConfigMap>(Some(&ns), "settings")
+            .await?
             .and_then(|cm| cm.data.as_ref()?.get("theme").cloned())
             .unwrap_or_default();
         let owner = gadget.controller_owner_ref(&()).expect("has uid");
@@ -87,10 +88,12 @@ async fn owned_and_mapped_objects_converge() {
     let reconciler = GadgetReconciler {
         seen: Mutex::new(Vec::new()),
     };
-    let cache = SharedCache::new(client.clone());
+    let cache = SharedCache::builder(client.clone())
+        .namespace("ctl-flows")
+        .build();
     let controller = Controller::for_::<Gadget>(reconciler)
         .owns::<ConfigMap>()
-        .watches::<ConfigMap>(|cm: &ConfigMap| {
+        .watches::<ConfigMap>(|cm: &ConfigMap, _cache: &SharedCache| {
             // `settings` wakes every Gadget in its namespace: here, the two we make.
             if cm.name_any() != "settings" {
                 return Vec::new();
@@ -100,8 +103,7 @@ async fn owned_and_mapped_objects_converge() {
                 .iter()
                 .map(|n| Request::namespaced(ns.clone(), *n))
                 .collect()
-        })
-        .namespace("ctl-flows");
+        });
     cache.start().unwrap();
     let token = CancellationToken::new();
     let run = tokio::spawn({
@@ -226,7 +228,7 @@ impl Reconcile for Instrumented {
             self.overlaps.lock().unwrap().push(req.clone());
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
-        if let Some(cm) = ctx.get::<ConfigMap>()? {
+        if let Some(cm) = ctx.get::<ConfigMap>().await? {
             let value = cm
                 .data
                 .as_ref()
@@ -262,10 +264,11 @@ async fn no_key_is_reconciled_twice_at_once_under_load() {
             self.0.reconcile(req, ctx).await
         }
     }
-    let cache = SharedCache::new(client.clone());
-    let controller = Controller::for_::<ConfigMap>(Shared(Arc::clone(&reconciler)))
+    let cache = SharedCache::builder(client.clone())
         .namespace("ctl-load")
-        .max_concurrent_reconciles(8);
+        .build();
+    let controller =
+        Controller::for_::<ConfigMap>(Shared(Arc::clone(&reconciler))).max_concurrent_reconciles(8);
     let stats = controller.stats();
     cache.start().unwrap();
     let token = CancellationToken::new();
@@ -333,11 +336,11 @@ async fn predicates_filter_status_only_changes() {
         }
     }
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let cache = SharedCache::new(client.clone());
-    // ConfigMaps have no generation: GenerationChanged drops every update.
-    let controller = Controller::for_::<ConfigMap>(Count(Arc::clone(&seen)))
+    let cache = SharedCache::builder(client.clone())
         .namespace("ctl-pred")
-        .with_predicates(GenerationChanged);
+        .build();
+    // ConfigMaps have no generation: GenerationChanged drops every update.
+    let controller = Controller::for_with::<ConfigMap>(Count(Arc::clone(&seen)), GenerationChanged);
     cache.start().unwrap();
     let token = CancellationToken::new();
     let run = tokio::spawn({

@@ -3,24 +3,43 @@
 //! mistakes are in `macros_ui.rs`.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, Service};
 use opkit::cache::SharedCache;
-use opkit::controller::Context;
-use opkit::predicate::{GenerationChanged, LabelsChanged, PredicateExt};
+use opkit::predicate::{
+    GenerationChanged, LabelSelector, LabelsChanged, PredicateEvent, PredicateExt,
+};
 use opkit::rbac::Verb;
-use opkit::reconcile::{Action, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
 use opkit::{Controller, ControllerWiring};
 
 fn by_name(cm: &ConfigMap, _cache: &SharedCache) -> Vec<Request> {
     Request::for_object(cm).into_iter().collect()
 }
 
+/// Reads a field of the object: predicates see whole objects.
+fn ready_changed(e: &PredicateEvent<'_, Deployment>) -> bool {
+    match e {
+        PredicateEvent::Update { old, new } => {
+            let ready = |d: &Deployment| d.status.as_ref().and_then(|s| s.ready_replicas);
+            ready(old) != ready(new)
+        }
+        _ => true,
+    }
+}
+
 #[derive(Controller)]
-#[controller(for = ConfigMap, owns(Deployment, Service))]
+#[controller(
+    for(ConfigMap, predicates(LabelsChanged, GenerationChanged.not())),
+    owns(Deployment, predicates(ready_changed)),
+    owns(Service),
+    owns(Pod, metadata, predicates(LabelsChanged))
+)]
 #[controller(
     watches(Secret, map = |s, _| Request::for_object(s).into_iter().collect()),
-    watches(ConfigMap, map = by_name),
-    predicates(GenerationChanged.or(LabelsChanged)),
+    watches(ConfigMap, map = by_name, predicates(LabelsChanged)),
+    reads(Node),
+    event_filter(GenerationChanged.or(LabelsChanged)),
+    event_filter(LabelSelector::new([("team", "a")].into_iter().collect())),
     rbac(create, patch, delete on Deployment, Service),
     rbac(get on "pods/log", "deployments.apps/scale"),
     finalizer,
@@ -47,6 +66,9 @@ fn every_option_compiles_and_yields_the_documented_rules() {
     assert!(rules.permits("", "configmaps/status", Verb::Update));
     assert!(rules.permits("", "configmaps/finalizers", Verb::Update));
     assert!(rules.permits("", "secrets", Verb::List));
+    assert!(rules.permits("", "pods", Verb::Watch)); // owns(.., metadata)
+    assert!(rules.permits("", "nodes", Verb::List)); // reads
+    assert!(!rules.permits("", "nodes", Verb::Patch));
     assert!(!rules.permits("", "secrets", Verb::Create));
     assert!(rules.permits("apps", "deployments", Verb::Delete));
     assert!(rules.permits("", "services", Verb::Create));
@@ -56,13 +78,8 @@ fn every_option_compiles_and_yields_the_documented_rules() {
     assert!(!rules.permits("coordination.k8s.io", "leases", Verb::Get));
 }
 
-#[tokio::test]
-async fn the_declared_controller_is_named_as_declared() {
-    let client = kube::Client::try_from(kube::Config::new(
-        "https://127.0.0.1:1".parse().expect("url"),
-    ))
-    .expect("client");
-    let cache = SharedCache::new(client);
-    let controller = R { _state: 0u8 }.controller(&cache);
+#[test]
+fn the_declared_controller_is_named_as_declared() {
+    let controller = R { _state: 0u8 }.controller();
     assert_eq!(controller.controller_name(), "every-option");
 }

@@ -1,8 +1,7 @@
 #![allow(unused_imports)]
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use opkit::Controller;
-use opkit::controller::Context;
-use opkit::reconcile::{Action, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
 
 /// Takes the wrong kind: a ConfigMap watch maps Secrets.
 fn by_name(secret: &Secret, _cache: &opkit::cache::SharedCache) -> Vec<Request> {

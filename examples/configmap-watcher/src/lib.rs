@@ -22,8 +22,7 @@ use opkit::Controller;
 use opkit::cache::SharedCache;
 use opkit::client;
 use opkit::conditions::{self, ConditionStatus};
-use opkit::controller::Context;
-use opkit::reconcile::{Action, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -83,11 +82,13 @@ pub struct WebsiteReconciler;
 
 impl Reconcile for WebsiteReconciler {
     async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
-        let Some(site) = ctx.get::<Website>()? else {
+        let Some(site) = ctx.get::<Website>().await? else {
             return Ok(Action::done());
         };
         let namespace = site.namespace().unwrap_or_default();
-        let config = ctx.get_named::<ConfigMap>(Some(&namespace), &site.spec.config_map)?;
+        let config = ctx
+            .get_named::<ConfigMap>(Some(&namespace), &site.spec.config_map)
+            .await?;
 
         let mut status = site.status.clone().unwrap_or_default();
         let generation = site.meta().generation;

@@ -2,7 +2,8 @@
 //! where every key carries the ordered list of changes (`Deltas`) seen for it
 //! since it was last popped.
 //!
-//! ```
+//! ```ignore
+//! // (crate-internal: the informer drives it)
 //! use std::sync::Arc;
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube::api::ObjectMeta;
@@ -60,6 +61,7 @@ use super::{
     store::Indexer,
 };
 
+#[cfg(test)]
 /// The kind of a [`Delta`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum DeltaType {
@@ -158,6 +160,7 @@ impl<K> Clone for Delta<K> {
 
 impl<K> Delta<K> {
     /// The kind of change.
+    #[cfg(test)]
     pub fn kind(&self) -> DeltaType {
         match self {
             Self::Added(_) => DeltaType::Added,
@@ -452,11 +455,6 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
         self.notify.notify_one();
     }
 
-    /// True once closed.
-    pub fn is_closed(&self) -> bool {
-        self.state.lock().closed
-    }
-
     /// True once the first `replace` batch (or anything added before it)
     /// has been popped.
     pub fn has_synced(&self) -> bool {
@@ -468,21 +466,19 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
         self.synced.subscribe()
     }
 
+    #[cfg(test)]
     /// The number of queued keys.
     pub fn len(&self) -> usize {
         self.state.lock().queue.len()
     }
 
+    #[cfg(test)]
     /// True when no key is queued.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// The queued keys, oldest first.
-    pub fn list_keys(&self) -> Vec<ObjectKey> {
-        self.state.lock().queue.iter().cloned().collect()
-    }
-
+    #[cfg(test)]
     /// A copy of the pending deltas of `key`.
     pub fn get(&self, key: &str) -> Option<Deltas<K>> {
         self.state.lock().items.get(key).cloned()

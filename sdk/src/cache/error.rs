@@ -24,7 +24,7 @@ pub enum KeyError {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IndexError {
     /// No index function is registered under this name.
-    #[error("no index named {0:?}: register it with add_indexers before reading it")]
+    #[error("no index named {0:?}: add it with add_index before reading it")]
     UnknownIndex(String),
     /// An index function with this name is already registered.
     #[error("an index named {0:?} already exists")]
@@ -142,8 +142,23 @@ pub enum CacheError {
     #[error("the cache was stopped before {0} synced")]
     Stopped(String),
     /// A read asked for a kind the cache has no informer for.
-    #[error("the cache has no informer for {0}: ask for it with SharedCache::informer first")]
+    #[error(
+        "the cache has no informer for {0}: watch the kind (for/owns/watches/reads on the \
+         controller), take a handle with SharedCache::store, or read it through the \
+         reconcile Context, which starts one"
+    )]
     NoInformer(String),
+    /// A read asked for a namespace outside a namespaced cache's scope.
+    #[error(
+        "namespace {namespace:?} is not in the cache: it watches only namespace {cached:?} \
+         (ManagerBuilder::namespace / SharedCacheBuilder::namespace)"
+    )]
+    NamespaceNotCached {
+        /// The namespace asked for.
+        namespace: String,
+        /// The namespace the cache watches.
+        cached: String,
+    },
     /// An operation needs a Tokio runtime and was called outside one.
     #[error("no Tokio runtime: {0} must be called from within a Tokio runtime")]
     NoRuntime(&'static str),

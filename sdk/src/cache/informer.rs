@@ -19,9 +19,9 @@
 //!     }
 //! }))?;
 //! informer.start()?;
-//! informer.wait_for_sync().await;
+//! informer.wait_for_sync().await?;
 //! reg.wait_synced().await;
-//! let cached = informer.indexer().get("default/my-config");
+//! let cached = informer.store().get(Some("default"), "my-config");
 //! # let _ = cached;
 //! informer.stop();
 //! # Ok(()) }
@@ -63,7 +63,7 @@ use super::{
         Reflector, ReflectorConfig, ReflectorMetrics, ReflectorStats, Transform,
         strip_managed_fields,
     },
-    store::{IndexFn, Indexer},
+    store::{Indexer, Store},
 };
 
 /// Informer settings.
@@ -209,17 +209,21 @@ where
         self.inner.processor.len()
     }
 
-    /// The store (shared handle).
-    pub fn indexer(&self) -> &Indexer<K> {
-        &self.inner.indexer
+    /// A read-only handle to the informer's store.
+    pub fn store(&self) -> Store<K> {
+        Store::new(self.inner.indexer.clone())
     }
 
-    /// Adds index functions (built over the objects already stored).
-    pub fn add_indexers(
+    /// Adds the index `name`: `index` gives an object's values (empty: not
+    /// indexed). It is built over the objects already stored and kept up to
+    /// date; read it with [`Store::by_index`]. A second index of the same
+    /// name is an error.
+    pub fn add_index(
         &self,
-        indexers: impl IntoIterator<Item = (String, IndexFn<K>)>,
+        name: impl Into<String>,
+        index: impl Fn(&K) -> Vec<String> + Send + Sync + 'static,
     ) -> Result<(), IndexError> {
-        self.inner.indexer.add_indexers(indexers)
+        self.inner.indexer.add_indexer(name, index)
     }
 
     /// True once the initial list has been applied to the store and
@@ -233,12 +237,20 @@ where
         self.inner.fifo.subscribe_synced()
     }
 
-    /// Waits until synced; false if the informer stopped first.
-    pub async fn wait_for_sync(&self) -> bool {
+    /// Waits until synced; an error if the informer stopped first. Bound
+    /// it with `tokio::time::timeout` (an informer that cannot list, e.g.
+    /// for lack of RBAC, retries for ever; [`SharedCache::wait_for_sync`](super::SharedCache::wait_for_sync)
+    /// takes a timeout and names the cause).
+    pub async fn wait_for_sync(&self) -> Result<(), CacheError> {
         let mut rx = self.inner.fifo.subscribe_synced();
-        tokio::select! {
+        let synced = tokio::select! {
             r = rx.wait_for(|s| *s) => r.is_ok(),
             _ = self.inner.cancel.cancelled() => self.has_synced(),
+        };
+        if synced {
+            Ok(())
+        } else {
+            Err(CacheError::Stopped(self.inner.name.clone()))
         }
     }
 

@@ -1,7 +1,8 @@
 //! [`ObjectKey`]: the cache key of an object, `namespace/name` (or `name` for
 //! cluster-scoped objects), as client-go's `MetaNamespaceKeyFunc`.
 //!
-//! ```
+//! ```ignore
+//! // (crate-internal: shown for how the pieces fit)
 //! use opkit::cache::ObjectKey;
 //!
 //! let key = ObjectKey::new(Some("default"), "web");

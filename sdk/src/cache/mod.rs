@@ -16,37 +16,51 @@
 //!     Event::Update { new, is_resync, .. } => println!("update {:?} resync={is_resync}", new.metadata.name),
 //!     Event::Delete { obj } => println!("delete {:?} tombstone={}", obj.object().metadata.name, obj.is_tombstone()),
 //! }))?;
+//! // A read-only handle, usable before the cache syncs (it fills as it does).
+//! let config_maps = cache.store::<ConfigMap>()?;
 //! let _prod = cache.informer_for(Scope::<ConfigMap>::all().namespace("prod").labels("app=shop"))?;
 //! cache.start()?;
 //! cache.wait_for_sync(Duration::from_secs(30)).await?; // names the kind that did not sync
-//! let cm = cache.get::<ConfigMap>(Some("default"), "kube-root-ca.crt")?;
+//! let cm = config_maps.get(Some("default"), "kube-root-ca.crt");
 //! let all = cache.list::<ConfigMap>(Some("default"))?;
 //! # let _ = (cm, all);
 //! # Ok(()) }
 //! ```
 //!
-//! The pieces, each usable on its own:
-//! - [`reflector`]: list (paginated or streaming) then watch, relist on 410,
-//!   backoff; [`list_watch`]: the requests and the per-object decoding that
-//!   skips objects which do not deserialize;
-//! - [`delta_fifo`]: the DeltaFIFO of the seed design;
-//! - [`store`]: the [`Indexer`] (`Arc<K>` by key, named indexes);
-//! - [`processor`]: one listener (growable buffer + task) per handler;
-//! - [`informer`]: the [`SharedIndexInformer`] tying them together.
+//! # Scope and reads
+//!
+//! A cache watches all namespaces, or one ([`SharedCacheBuilder::namespace`],
+//! what [`Manager`](crate::manager::ManagerBuilder::namespace) sets).
+//! [`informer`](SharedCache::informer), [`store`](SharedCache::store) and
+//! the reads [`get`](SharedCache::get), [`list`](SharedCache::list) and
+//! [`by_index`](SharedCache::by_index) use that default scope; asking a
+//! namespaced cache for another namespace is an error that says so.
+//! Informers of other scopes ([`informer_for`](SharedCache::informer_for))
+//! are read through their own [`store`](SharedIndexInformer::store).
+//!
+//! Users read; only the informer writes. [`Store`] has no write methods.
+//!
+//! # The pieces
+//!
+//! [`ListWatch`] (the list and watch requests), [`SharedIndexInformer`]
+//! (reflector, DeltaFIFO and store tied together, with event handlers and
+//! indexes), [`Store`] (read-only), [`EventHandler`] and [`Event`]. The
+//! reflector relists on 410, pages or streams the initial list, and backs
+//! off with jitter ([`ReflectorConfig`], [`BackoffConfig`]).
 //!
 //! Memory: objects are stored once, as `Arc<K>`, shared by the store, the
 //! queue and every notification; `metadata.managedFields` is stripped before
 //! storing unless [`SharedCacheBuilder::keep_managed_fields`] is set.
 
-pub mod backoff;
-pub mod delta_fifo;
-pub mod error;
-pub mod informer;
-pub mod key;
-pub mod list_watch;
-pub mod processor;
-pub mod reflector;
-pub mod store;
+mod backoff;
+mod delta_fifo;
+mod error;
+mod informer;
+mod key;
+mod list_watch;
+mod processor;
+mod reflector;
+mod store;
 
 use std::{
     any::{Any, TypeId},
@@ -66,21 +80,17 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use backoff::BackoffConfig;
-pub use delta_fifo::{
-    DeletedFinalStateUnknown, DeletedObject, Delta, DeltaFifo, DeltaType, Deltas, Popped,
-};
-pub use error::{ApiStatus, CacheError, FifoClosed, IndexError, KeyError, ReflectorError};
+pub use delta_fifo::{DeletedFinalStateUnknown, DeletedObject};
+pub use error::{ApiStatus, CacheError, IndexError, ReflectorError};
 pub use informer::{InformerOptions, SharedIndexInformer};
-pub use key::ObjectKey;
-pub use list_watch::{INITIAL_EVENTS_END_ANNOTATION, ListWatch};
+pub use list_watch::ListWatch;
 pub use processor::{
     Event, EventHandler, HandlerFn, HandlerRegistration, MINIMUM_RESYNC_PERIOD, handler_fn,
 };
 pub use reflector::{
-    Reflector, ReflectorConfig, ReflectorMetrics, ReflectorStats, ReflectorStore, StreamingList,
-    Transform, strip_managed_fields,
+    ReflectorConfig, ReflectorStats, StreamingList, Transform, strip_managed_fields,
 };
-pub use store::{IndexFn, Indexer, NAMESPACE_INDEX};
+pub use store::{NAMESPACE_INDEX, Store};
 
 /// Which objects of a kind an informer watches: a namespace (or all), a label
 /// selector, a field selector. The shared cache keeps one informer per
@@ -152,6 +162,27 @@ struct InformerKey {
     fields: Option<String>,
 }
 
+impl InformerKey {
+    fn of<K: Resource + 'static>(scope: &Scope<K>) -> Self {
+        Self {
+            type_id: TypeId::of::<K>(),
+            api_version: K::api_version(&scope.dyntype).into_owned(),
+            kind: K::kind(&scope.dyntype).into_owned(),
+            namespace: scope.namespace.clone(),
+            labels: scope.labels.clone(),
+            fields: scope.fields.clone(),
+        }
+    }
+
+    /// `apps/v1/Deployment (namespace prod)`, for errors.
+    fn describe(&self) -> String {
+        match &self.namespace {
+            Some(ns) => format!("{}/{} (namespace {ns})", self.api_version, self.kind),
+            None => format!("{}/{}", self.api_version, self.kind),
+        }
+    }
+}
+
 trait AnyInformer: Send + Sync {
     fn as_any(&self) -> &(dyn Any + Send + Sync);
     fn start(&self) -> Result<(), CacheError>;
@@ -194,6 +225,7 @@ struct CacheInner {
     informers: Mutex<HashMap<InformerKey, Arc<dyn AnyInformer>>>,
     started: AtomicBool,
     cancel: CancellationToken,
+    namespace: Option<String>,
     reflector: ReflectorConfig,
     strip_managed_fields: bool,
     default_resync: Option<Duration>,
@@ -211,6 +243,7 @@ impl Drop for CacheInner {
 /// Builds a [`SharedCache`] with non-default settings.
 pub struct SharedCacheBuilder {
     client: Client,
+    namespace: Option<String>,
     reflector: ReflectorConfig,
     strip_managed_fields: bool,
     default_resync: Option<Duration>,
@@ -219,6 +252,7 @@ pub struct SharedCacheBuilder {
 impl fmt::Debug for SharedCacheBuilder {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SharedCacheBuilder")
+            .field("namespace", &self.namespace)
             .field("reflector", &self.reflector)
             .field("strip_managed_fields", &self.strip_managed_fields)
             .field("default_resync", &self.default_resync)
@@ -227,6 +261,14 @@ impl fmt::Debug for SharedCacheBuilder {
 }
 
 impl SharedCacheBuilder {
+    /// Watch only `namespace` by default (cluster-scoped kinds are still
+    /// watched cluster-wide): [`informer`](SharedCache::informer),
+    /// [`store`](SharedCache::store) and the reads use this scope.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into()).filter(|s: &String| !s.is_empty());
+        self
+    }
+
     /// Reflector settings of every informer (page size, streaming list, ...).
     pub fn reflector_config(mut self, config: ReflectorConfig) -> Self {
         self.reflector = config;
@@ -253,6 +295,7 @@ impl SharedCacheBuilder {
                 informers: Mutex::new(HashMap::new()),
                 started: AtomicBool::new(false),
                 cancel: CancellationToken::new(),
+                namespace: self.namespace,
                 reflector: self.reflector,
                 strip_managed_fields: self.strip_managed_fields,
                 default_resync: self.default_resync,
@@ -272,6 +315,7 @@ impl fmt::Debug for SharedCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let informers = self.inner.informers.lock();
         f.debug_struct("SharedCache")
+            .field("namespace", &self.inner.namespace)
             .field("started", &self.inner.started.load(Ordering::Relaxed))
             .field(
                 "informers",
@@ -279,6 +323,14 @@ impl fmt::Debug for SharedCache {
             )
             .finish()
     }
+}
+
+/// True when objects of `K` live in namespaces.
+fn is_namespaced<K: Resource>() -> bool
+where
+    K::Scope: 'static,
+{
+    TypeId::of::<K::Scope>() != TypeId::of::<k8s_openapi::ClusterResourceScope>()
 }
 
 impl SharedCache {
@@ -291,6 +343,7 @@ impl SharedCache {
     pub fn builder(client: Client) -> SharedCacheBuilder {
         SharedCacheBuilder {
             client,
+            namespace: None,
             reflector: ReflectorConfig::default(),
             strip_managed_fields: true,
             default_resync: None,
@@ -302,14 +355,65 @@ impl SharedCache {
         &self.inner.client
     }
 
-    /// The informer for all objects of `K` in all namespaces, created on
-    /// first use (and started if the cache is).
+    /// The namespace this cache is scoped to (`None`: all namespaces).
+    pub fn namespace(&self) -> Option<&str> {
+        self.inner.namespace.as_deref()
+    }
+
+    /// The cache's default scope for `K`: its namespace (if any) for
+    /// namespaced kinds, everything for cluster-scoped ones.
+    fn default_scope<K>(&self) -> Scope<K>
+    where
+        K: Resource,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        let scope = Scope::<K>::all();
+        match &self.inner.namespace {
+            Some(ns) if is_namespaced::<K>() => scope.namespace(ns.clone()),
+            _ => scope,
+        }
+    }
+
+    /// The informer for objects of `K` in the cache's scope (all namespaces,
+    /// or the cache's [`namespace`](SharedCacheBuilder::namespace)), created
+    /// on first use (and started if the cache is).
     pub fn informer<K>(&self) -> Result<SharedIndexInformer<K>, CacheError>
     where
         K: Resource + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default,
+        K::Scope: 'static,
     {
-        self.informer_for(Scope::<K>::all())
+        self.informer_for(self.default_scope::<K>())
+    }
+
+    /// A read-only handle to the objects of `K` in the cache's scope; the
+    /// informer behind it is created on first use (and started if the cache
+    /// is). Take handles when wiring a controller: a reconciler holding a
+    /// `Store<Deployment>` cannot read a kind nobody watches.
+    pub fn store<K>(&self) -> Result<Store<K>, CacheError>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        Ok(self.informer::<K>()?.store())
+    }
+
+    /// Adds the index `name` to the informer of `K` in the cache's scope
+    /// (see [`SharedIndexInformer::add_index`]); read it with
+    /// [`by_index`](Self::by_index).
+    pub fn add_index<K>(
+        &self,
+        name: impl Into<String>,
+        index: impl Fn(&K) -> Vec<String> + Send + Sync + 'static,
+    ) -> Result<(), CacheError>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        Ok(self.informer::<K>()?.add_index(name, index)?)
     }
 
     /// The informer for `scope`: the same one for every caller asking for
@@ -318,21 +422,14 @@ impl SharedCache {
     where
         K: Resource + DeserializeOwned + Send + Sync + 'static,
     {
-        let key = InformerKey {
-            type_id: TypeId::of::<K>(),
-            api_version: K::api_version(&scope.dyntype).into_owned(),
-            kind: K::kind(&scope.dyntype).into_owned(),
-            namespace: scope.namespace.clone(),
-            labels: scope.labels.clone(),
-            fields: scope.fields.clone(),
-        };
+        let key = InformerKey::of(&scope);
         let mut informers = self.inner.informers.lock();
         if let Some(existing) = informers.get(&key) {
             return existing
                 .as_any()
                 .downcast_ref::<SharedIndexInformer<K>>()
                 .cloned()
-                .ok_or_else(|| CacheError::NoInformer(key.kind.clone()));
+                .ok_or_else(|| CacheError::NoInformer(key.describe()));
         }
         let mut lw = ListWatch::<K>::new(self.inner.client.clone(), &scope.dyntype);
         if let Some(ns) = scope.namespace {
@@ -362,6 +459,7 @@ impl SharedCache {
     }
 
     /// Starts every informer; informers created later start immediately.
+    /// Idempotent.
     pub fn start(&self) -> Result<(), CacheError> {
         let informers = self.inner.informers.lock();
         self.inner.started.store(true, Ordering::Release);
@@ -369,6 +467,11 @@ impl SharedCache {
             inf.start()?;
         }
         Ok(())
+    }
+
+    /// True once [`start`](Self::start) was called.
+    pub fn is_started(&self) -> bool {
+        self.inner.started.load(Ordering::Acquire)
     }
 
     /// Stops every informer.
@@ -390,8 +493,16 @@ impl SharedCache {
     pub async fn wait_for_sync(&self, timeout: Duration) -> Result<(), CacheError> {
         let informers: Vec<Arc<dyn AnyInformer>> =
             self.inner.informers.lock().values().cloned().collect();
+        self.wait_for(&informers, timeout).await
+    }
+
+    async fn wait_for(
+        &self,
+        informers: &[Arc<dyn AnyInformer>],
+        timeout: Duration,
+    ) -> Result<(), CacheError> {
         let wait_all = async {
-            for inf in &informers {
+            for inf in informers {
                 let mut rx = inf.subscribe_synced();
                 if rx.wait_for(|s| *s).await.is_err() {
                     return Err(CacheError::Stopped(inf.describe()));
@@ -403,88 +514,138 @@ impl SharedCache {
         tokio::select! {
             r = tokio::time::timeout(timeout, wait_all) => match r {
                 Ok(r) => r,
-                Err(_) => Err(self.sync_timeout(&informers, timeout)),
+                Err(_) => Err(sync_timeout(informers, timeout)),
             },
             _ = stopped => Err(CacheError::Stopped("the cache".into())),
         }
     }
 
-    fn sync_timeout(&self, informers: &[Arc<dyn AnyInformer>], timeout: Duration) -> CacheError {
-        let kinds = informers
-            .iter()
-            .filter(|i| !*i.subscribe_synced().borrow())
-            .map(|i| {
-                let mut s = i.describe();
-                if !i.is_started() {
-                    s.push_str(": not started (call SharedCache::start)");
-                } else if let Some(e) = i.last_error() {
-                    s.push_str(": ");
-                    s.push_str(&e);
-                }
-                s
-            })
-            .collect();
-        CacheError::SyncTimeout { timeout, kinds }
-    }
-
-    fn find<K>(&self, namespace: Option<&str>) -> Result<SharedIndexInformer<K>, CacheError>
+    /// The store of `K` in the cache's scope once its informer has synced:
+    /// the informer is created (and started) on first use, as
+    /// controller-runtime's cache does for a kind read before anyone
+    /// watched it. Waits at most `timeout`; the error names the kind and
+    /// its last list/watch error (RBAC, a missing CRD).
+    pub(crate) async fn synced_store<K>(&self, timeout: Duration) -> Result<Store<K>, CacheError>
     where
         K: Resource + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default,
+        K::Scope: 'static,
     {
-        let dt = K::DynamicType::default();
-        let mut key = InformerKey {
-            type_id: TypeId::of::<K>(),
-            api_version: K::api_version(&dt).into_owned(),
-            kind: K::kind(&dt).into_owned(),
-            namespace: None,
-            labels: None,
-            fields: None,
+        let scope = self.default_scope::<K>();
+        let key = InformerKey::of(&scope);
+        let existing = self.inner.informers.lock().get(&key).cloned();
+        let informer = match existing {
+            Some(informer) => informer,
+            None => {
+                let typed = self.informer_for(scope)?;
+                tracing::info!(
+                    informer = typed.describe(),
+                    "started an informer on first read; declare the kind on the controller \
+                     (reads, owns or watches) to have it synced before reconciles start"
+                );
+                if !self.is_started() {
+                    typed.start()?;
+                }
+                Arc::new(typed) as Arc<dyn AnyInformer>
+            }
         };
-        let informers = self.inner.informers.lock();
-        let found = informers.get(&key).or_else(|| {
-            key.namespace = namespace.map(str::to_string);
-            namespace.and_then(|_| informers.get(&key))
-        });
-        found
-            .and_then(|i| i.as_any().downcast_ref::<SharedIndexInformer<K>>().cloned())
-            .ok_or_else(|| CacheError::NoInformer(format!("{}/{}", key.api_version, key.kind)))
+        if !*informer.subscribe_synced().borrow() {
+            self.wait_for(std::slice::from_ref(&informer), timeout)
+                .await?;
+        }
+        informer
+            .as_any()
+            .downcast_ref::<SharedIndexInformer<K>>()
+            .map(SharedIndexInformer::store)
+            .ok_or_else(|| CacheError::NoInformer(key.describe()))
     }
 
-    /// The cached object `name` in `namespace` (`None`: cluster-scoped),
-    /// from the all-namespaces informer of `K` (or the one for `namespace`).
+    /// Checks that `namespace` is within the cache's scope.
+    fn check_namespace(&self, namespace: Option<&str>) -> Result<(), CacheError> {
+        match (&self.inner.namespace, namespace) {
+            (Some(cached), Some(asked)) if cached != asked => Err(CacheError::NamespaceNotCached {
+                namespace: asked.to_owned(),
+                cached: cached.clone(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// The store of `K` in the cache's scope, if an informer exists.
+    fn find<K>(&self, namespace: Option<&str>) -> Result<Store<K>, CacheError>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        let scope = self.default_scope::<K>();
+        if scope.namespace.is_some() {
+            self.check_namespace(namespace)?;
+        }
+        let key = InformerKey::of(&scope);
+        let informers = self.inner.informers.lock();
+        informers
+            .get(&key)
+            .and_then(|i| i.as_any().downcast_ref::<SharedIndexInformer<K>>())
+            .map(SharedIndexInformer::store)
+            .ok_or_else(|| CacheError::NoInformer(key.describe()))
+    }
+
+    /// The cached object `name` in `namespace` (`None`: cluster-scoped), in
+    /// the cache's scope. A kind without an informer is an error (see
+    /// [`store`](Self::store) to create one).
     pub fn get<K>(&self, namespace: Option<&str>, name: &str) -> Result<Option<Arc<K>>, CacheError>
     where
         K: Resource + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default,
+        K::Scope: 'static,
     {
-        Ok(self
-            .find::<K>(namespace)?
-            .indexer()
-            .get_by_name(namespace, name))
+        Ok(self.find::<K>(namespace)?.get(namespace, name))
     }
 
-    /// The cached objects of `K` in `namespace` (`None`: all).
+    /// The cached objects of `K` in `namespace` (`None`: every object in the
+    /// cache's scope).
     pub fn list<K>(&self, namespace: Option<&str>) -> Result<Vec<Arc<K>>, CacheError>
     where
         K: Resource + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default,
+        K::Scope: 'static,
     {
-        let inf = self.find::<K>(namespace)?;
+        let store = self.find::<K>(namespace)?;
         Ok(match namespace {
-            Some(ns) => inf.indexer().list_namespace(ns),
-            None => inf.indexer().list(),
+            Some(ns) => store.list_namespace(ns),
+            None => store.list(),
         })
     }
 
-    /// The cached objects of `K` whose `index` values include `value`.
+    /// The cached objects of `K` (in the cache's scope) whose `index` values
+    /// include `value`.
     pub fn by_index<K>(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, CacheError>
     where
         K: Resource + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default,
+        K::Scope: 'static,
     {
-        Ok(self.find::<K>(None)?.indexer().by_index(index, value)?)
+        Ok(self.find::<K>(None)?.by_index(index, value)?)
     }
+}
+
+fn sync_timeout(informers: &[Arc<dyn AnyInformer>], timeout: Duration) -> CacheError {
+    let kinds = informers
+        .iter()
+        .filter(|i| !*i.subscribe_synced().borrow())
+        .map(|i| {
+            let mut s = i.describe();
+            if !i.is_started() {
+                s.push_str(": not started (call SharedCache::start)");
+            } else if let Some(e) = i.last_error() {
+                s.push_str(": ");
+                s.push_str(&e);
+            }
+            s
+        })
+        .collect();
+    CacheError::SyncTimeout { timeout, kinds }
 }
 
 #[cfg(test)]

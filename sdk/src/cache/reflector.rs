@@ -1,7 +1,8 @@
 //! The Reflector: keeps a [`ReflectorStore`] (the [`DeltaFifo`]) in step with
 //! the API server by listing, then watching from the list's resourceVersion.
 //!
-//! ```no_run
+//! ```ignore
+//! // (crate-internal: shown for how the pieces fit)
 //! use std::sync::Arc;
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use opkit::cache::{DeltaFifo, Indexer, ListWatch, Reflector, ReflectorConfig};
@@ -294,7 +295,8 @@ where
         self
     }
 
-    /// The live counters.
+    /// The shared counters.
+    #[cfg(test)]
     pub fn metrics(&self) -> Arc<ReflectorMetrics> {
         Arc::clone(&self.metrics)
     }

@@ -1,32 +1,27 @@
-//! The Indexer: a thread-safe store of `Arc<K>` by [`ObjectKey`], with named
-//! secondary indexes (client-go's `ThreadSafeStore` + `Indexer`).
+//! The store behind every informer: `Arc<K>` by key, with named secondary
+//! indexes (client-go's `ThreadSafeStore` + `Indexer`). Only the informer
+//! writes it; everyone else reads through a [`Store`], a read-only handle.
 //!
-//! ```
-//! use std::sync::Arc;
+//! ```no_run
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use kube::api::ObjectMeta;
-//! use opkit::cache::{Indexer, NAMESPACE_INDEX};
+//! use opkit::cache::{NAMESPACE_INDEX, SharedCache};
 //!
-//! let store: Indexer<ConfigMap> = Indexer::new();
-//! store.add_indexer("by-app", |cm: &ConfigMap| {
+//! # async fn doc(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let cache = SharedCache::new(client);
+//! let informer = cache.informer::<ConfigMap>()?;
+//! informer.add_index("by-app", |cm: &ConfigMap| {
 //!     cm.metadata.labels.as_ref()
 //!         .and_then(|l| l.get("app").cloned())
 //!         .into_iter().collect()
 //! })?;
-//! let cm = ConfigMap {
-//!     metadata: ObjectMeta {
-//!         name: Some("web".into()),
-//!         namespace: Some("prod".into()),
-//!         labels: Some([("app".to_string(), "shop".to_string())].into()),
-//!         ..Default::default()
-//!     },
-//!     ..Default::default()
-//! };
-//! store.add(Arc::new(cm))?;
-//! assert!(store.get("prod/web").is_some());
-//! assert_eq!(store.by_index("by-app", "shop")?.len(), 1);
-//! assert_eq!(store.by_index(NAMESPACE_INDEX, "prod")?.len(), 1);
-//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! let store = informer.store();
+//! cache.start()?;
+//! cache.wait_for_sync(std::time::Duration::from_secs(30)).await?;
+//! let web = store.get(Some("prod"), "web");
+//! let shop = store.by_index("by-app", "shop")?;
+//! let prod = store.by_index(NAMESPACE_INDEX, "prod")?;
+//! # let _ = (web, shop, prod);
+//! # Ok(()) }
 //! ```
 //!
 //! Rules (as client-go):
@@ -35,8 +30,8 @@
 //!   dropped;
 //! - reads hand out `Arc<K>` clones, never deep copies of the objects;
 //! - the namespace index ([`NAMESPACE_INDEX`]) is built in;
-//! - [`Indexer::add_indexers`] may be called at any time: a new index is built
-//!   over the objects already stored.
+//! - indexes may be added at any time: a new index is built over the objects
+//!   already stored.
 //!
 //! Readers take a shared lock; the writer (the informer applying one delta)
 //! holds the exclusive lock only for a single map insert plus its index
@@ -48,10 +43,9 @@ use hashbrown::{HashMap, HashSet};
 use kube::Resource;
 use parking_lot::RwLock;
 
-use super::{
-    error::{IndexError, KeyError},
-    key::ObjectKey,
-};
+#[cfg(test)]
+use super::error::KeyError;
+use super::{error::IndexError, key::ObjectKey};
 
 /// Name of the built-in index from namespace to objects (cluster-scoped
 /// objects are indexed under `""`).
@@ -148,17 +142,6 @@ impl<K> Index<K> {
             self.add_value(&v, key);
         }
     }
-
-    /// The values of `obj` in this index.
-    fn values_of(&self, obj: &K) -> Vec<String>
-    where
-        K: Resource,
-    {
-        match &self.kind {
-            IndexKind::Namespace => vec![obj.meta().namespace.clone().unwrap_or_default()],
-            IndexKind::Func(f) => f(obj),
-        }
-    }
 }
 
 struct Inner<K> {
@@ -166,9 +149,9 @@ struct Inner<K> {
     indices: HashMap<String, Index<K>>,
 }
 
-/// A thread-safe, indexed store of objects. Cloning an `Indexer` gives
-/// another handle to the same store.
-pub struct Indexer<K> {
+/// A thread-safe, indexed store of objects, written by its informer.
+/// Cloning an `Indexer` gives another handle to the same store.
+pub(crate) struct Indexer<K> {
     inner: Arc<RwLock<Inner<K>>>,
 }
 
@@ -198,7 +181,7 @@ impl<K: Resource + Send + Sync + 'static> Default for Indexer<K> {
 
 impl<K: Resource + Send + Sync + 'static> Indexer<K> {
     /// An empty store with the built-in [`NAMESPACE_INDEX`].
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         let mut indices = HashMap::new();
         indices.insert(
             NAMESPACE_INDEX.to_string(),
@@ -217,7 +200,7 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
 
     /// Registers one index function under `name`, building it over the
     /// objects already stored.
-    pub fn add_indexer<F>(&self, name: impl Into<String>, func: F) -> Result<(), IndexError>
+    pub(crate) fn add_indexer<F>(&self, name: impl Into<String>, func: F) -> Result<(), IndexError>
     where
         F: Fn(&K) -> Vec<String> + Send + Sync + 'static,
     {
@@ -227,7 +210,7 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
     /// Registers several index functions at once (all or none: a duplicate
     /// name fails the whole call). Each is built over the objects already
     /// stored.
-    pub fn add_indexers(
+    pub(crate) fn add_indexers(
         &self,
         indexers: impl IntoIterator<Item = (String, IndexFn<K>)>,
     ) -> Result<(), IndexError> {
@@ -253,25 +236,28 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
         Ok(())
     }
 
+    #[cfg(test)]
     /// Adds or replaces `obj` (keyed by its namespace/name).
-    pub fn add(&self, obj: Arc<K>) -> Result<Option<Arc<K>>, KeyError> {
+    pub(crate) fn add(&self, obj: Arc<K>) -> Result<Option<Arc<K>>, KeyError> {
         let key = ObjectKey::of(&*obj)?;
         Ok(self.insert(key, obj))
     }
 
+    #[cfg(test)]
     /// Same as [`Indexer::add`]: stores `obj`, returning the previous version.
-    pub fn update(&self, obj: Arc<K>) -> Result<Option<Arc<K>>, KeyError> {
+    pub(crate) fn update(&self, obj: Arc<K>) -> Result<Option<Arc<K>>, KeyError> {
         self.add(obj)
     }
 
+    #[cfg(test)]
     /// Removes the object with `obj`'s key, returning it.
-    pub fn delete(&self, obj: &K) -> Result<Option<Arc<K>>, KeyError> {
+    pub(crate) fn delete(&self, obj: &K) -> Result<Option<Arc<K>>, KeyError> {
         let key = ObjectKey::of(obj)?;
         Ok(self.remove(key.as_str()))
     }
 
     /// Stores `obj` under `key`, returning the previous version.
-    pub fn insert(&self, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
+    pub(crate) fn insert(&self, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
         let mut inner = self.inner.write();
         let Inner { items, indices } = &mut *inner;
         let old = items.insert(key.clone(), Arc::clone(&obj));
@@ -282,7 +268,7 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
     }
 
     /// Removes the object under `key`, returning it.
-    pub fn remove(&self, key: &str) -> Option<Arc<K>> {
+    pub(crate) fn remove(&self, key: &str) -> Option<Arc<K>> {
         let mut inner = self.inner.write();
         let Inner { items, indices } = &mut *inner;
         let (key, old) = items.remove_entry(key)?;
@@ -292,9 +278,10 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
         Some(old)
     }
 
+    #[cfg(test)]
     /// Replaces the whole content with `list` (objects without a name are
     /// skipped) and rebuilds every index.
-    pub fn replace(&self, list: impl IntoIterator<Item = Arc<K>>) {
+    pub(crate) fn replace(&self, list: impl IntoIterator<Item = Arc<K>>) {
         let items: HashMap<ObjectKey, Arc<K>> = list
             .into_iter()
             .filter_map(|obj| ObjectKey::of(&*obj).ok().map(|k| (k, obj)))
@@ -311,33 +298,28 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
     }
 
     /// The object under `key` (`namespace/name` or `name`).
-    pub fn get(&self, key: &str) -> Option<Arc<K>> {
+    pub(crate) fn get(&self, key: &str) -> Option<Arc<K>> {
         self.inner.read().items.get(key).cloned()
     }
 
     /// The object `name` in `namespace` (`None` for cluster-scoped).
-    pub fn get_by_name(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+    pub(crate) fn get_by_name(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
         let key = ObjectKey::new(namespace, name);
         self.get(key.as_str())
     }
 
     /// True when an object is stored under `key`.
-    pub fn contains(&self, key: &str) -> bool {
+    pub(crate) fn contains(&self, key: &str) -> bool {
         self.inner.read().items.contains_key(key)
     }
 
     /// All objects (in no particular order).
-    pub fn list(&self) -> Vec<Arc<K>> {
+    pub(crate) fn list(&self) -> Vec<Arc<K>> {
         self.inner.read().items.values().cloned().collect()
     }
 
-    /// All keys (in no particular order).
-    pub fn list_keys(&self) -> Vec<ObjectKey> {
-        self.inner.read().items.keys().cloned().collect()
-    }
-
     /// All (key, object) pairs, read under one lock.
-    pub fn entries(&self) -> Vec<(ObjectKey, Arc<K>)> {
+    pub(crate) fn entries(&self) -> Vec<(ObjectKey, Arc<K>)> {
         self.inner
             .read()
             .items
@@ -347,23 +329,27 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
     }
 
     /// The objects in `namespace` (through the namespace index).
-    pub fn list_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+    pub(crate) fn list_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
         self.by_index(NAMESPACE_INDEX, namespace)
             .unwrap_or_default()
     }
 
     /// The number of objects stored.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.inner.read().items.len()
     }
 
     /// True when nothing is stored.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
     /// The objects whose `index_name` values include `value`.
-    pub fn by_index(&self, index_name: &str, value: &str) -> Result<Vec<Arc<K>>, IndexError> {
+    pub(crate) fn by_index(
+        &self,
+        index_name: &str,
+        value: &str,
+    ) -> Result<Vec<Arc<K>>, IndexError> {
         let inner = self.inner.read();
         let index = inner
             .indices
@@ -380,42 +366,10 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
             .unwrap_or_default())
     }
 
-    /// The keys of the objects whose `index_name` values include `value`.
-    pub fn index_keys(&self, index_name: &str, value: &str) -> Result<Vec<ObjectKey>, IndexError> {
-        let inner = self.inner.read();
-        let index = inner
-            .indices
-            .get(index_name)
-            .ok_or_else(|| IndexError::UnknownIndex(index_name.to_string()))?;
-        Ok(index
-            .values
-            .get(value)
-            .map(|set| set.iter().cloned().collect())
-            .unwrap_or_default())
-    }
-
-    /// The objects sharing at least one `index_name` value with `obj`
-    /// (client-go's `Index`).
-    pub fn index(&self, index_name: &str, obj: &K) -> Result<Vec<Arc<K>>, IndexError> {
-        let inner = self.inner.read();
-        let index = inner
-            .indices
-            .get(index_name)
-            .ok_or_else(|| IndexError::UnknownIndex(index_name.to_string()))?;
-        let mut keys: HashSet<&ObjectKey> = HashSet::new();
-        for v in index.values_of(obj) {
-            if let Some(set) = index.values.get(&v) {
-                keys.extend(set.iter());
-            }
-        }
-        Ok(keys
-            .into_iter()
-            .filter_map(|k| inner.items.get(k).cloned())
-            .collect())
-    }
-
-    /// Every value currently present in `index_name`.
-    pub fn list_index_values(&self, index_name: &str) -> Result<Vec<String>, IndexError> {
+    /// Every value currently present in `index_name` (tests check that
+    /// empty value sets are dropped).
+    #[cfg(test)]
+    pub(crate) fn list_index_values(&self, index_name: &str) -> Result<Vec<String>, IndexError> {
         let inner = self.inner.read();
         let index = inner
             .indices
@@ -425,8 +379,75 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
     }
 
     /// The names of the registered indexes.
-    pub fn index_names(&self) -> Vec<String> {
+    pub(crate) fn index_names(&self) -> Vec<String> {
         self.inner.read().indices.keys().cloned().collect()
+    }
+}
+
+/// A read-only handle to an informer's store: what users read the cache
+/// through. Cloning gives another handle to the same store; reads hand out
+/// `Arc<K>` clones, never deep copies.
+pub struct Store<K> {
+    indexer: Indexer<K>,
+}
+
+impl<K> Clone for Store<K> {
+    fn clone(&self) -> Self {
+        Self {
+            indexer: self.indexer.clone(),
+        }
+    }
+}
+
+impl<K> fmt::Debug for Store<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inner = self.indexer.inner.read();
+        f.debug_struct("Store")
+            .field("len", &inner.items.len())
+            .field("indices", &inner.indices.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl<K: Resource + Send + Sync + 'static> Store<K> {
+    pub(crate) fn new(indexer: Indexer<K>) -> Self {
+        Self { indexer }
+    }
+
+    /// The object `name` in `namespace` (`None` for cluster-scoped objects).
+    pub fn get(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
+        self.indexer.get_by_name(namespace, name)
+    }
+
+    /// All objects (in no particular order).
+    pub fn list(&self) -> Vec<Arc<K>> {
+        self.indexer.list()
+    }
+
+    /// The objects in `namespace` (through the namespace index).
+    pub fn list_namespace(&self, namespace: &str) -> Vec<Arc<K>> {
+        self.indexer.list_namespace(namespace)
+    }
+
+    /// The objects whose `index` values include `value`; an index that was
+    /// never added is an error naming it.
+    pub fn by_index(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, IndexError> {
+        self.indexer.by_index(index, value)
+    }
+
+    /// The number of objects stored.
+    pub fn len(&self) -> usize {
+        self.indexer.len()
+    }
+
+    /// True when nothing is stored.
+    pub fn is_empty(&self) -> bool {
+        self.indexer.is_empty()
+    }
+
+    /// The names of the indexes (the built-in [`NAMESPACE_INDEX`] included).
+    pub fn index_names(&self) -> Vec<String> {
+        self.indexer.index_names()
     }
 }
 
@@ -471,29 +492,24 @@ mod tests {
         s.add(cm("b", "z", "two")).unwrap();
         assert_eq!(s.by_index("app", "one").unwrap().len(), 2);
         assert_eq!(s.list_namespace("a").len(), 2);
-        assert_eq!(
-            sorted(s.list_index_values("app").unwrap()),
-            vec!["one", "two"]
-        );
+        assert_eq!(s.by_index("app", "two").unwrap().len(), 1);
 
         // update moves x from "one" to "two"
         let old = s.update(cm("a", "x", "two")).unwrap();
         assert!(old.is_some());
         assert_eq!(s.by_index("app", "one").unwrap().len(), 1);
         assert_eq!(s.by_index("app", "two").unwrap().len(), 2);
-        let keys: Vec<String> = s
-            .index_keys("app", "two")
+        let names: Vec<String> = s
+            .by_index("app", "two")
             .unwrap()
-            .into_iter()
-            .map(|k| k.to_string())
+            .iter()
+            .map(|o| o.metadata.name.clone().unwrap())
             .collect();
-        assert_eq!(sorted(keys), vec!["a/x", "b/z"]);
+        assert_eq!(sorted(names), vec!["x", "z"]);
 
         // delete y: value "one" disappears entirely
         s.delete(&cm("a", "y", "ignored")).unwrap();
         assert!(s.by_index("app", "one").unwrap().is_empty());
-        assert_eq!(s.list_index_values("app").unwrap(), vec!["two"]);
-        assert_eq!(s.index("app", &cm("q", "q", "two")).unwrap().len(), 2);
         assert_eq!(s.len(), 2);
     }
 

@@ -3,19 +3,21 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use k8s_openapi::api::apps::v1::Deployment;
-//! use k8s_openapi::api::core::v1::{ConfigMap, Service};
+//! use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 //! use opkit::cache::SharedCache;
-//! use opkit::controller::{Context, Controller};
-//! use opkit::predicate::GenerationChanged;
-//! use opkit::reconcile::{Action, Error, Reconcile, Request};
+//! use opkit::controller::Controller;
+//! use opkit::predicate::{GenerationChanged, LabelSelector};
+//! use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+//! use opkit::workqueue::Quota;
 //!
 //! struct Web;
 //!
 //! impl Reconcile for Web {
-//!     async fn reconcile(&self, _req: Request, ctx: &Context) -> Result<Action, Error> {
-//!         let Some(_deployment) = ctx.get::<Deployment>()? else {
+//!     async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
+//!         let Some(_deployment) = ctx.get::<Deployment>().await? else {
 //!             return Ok(Action::done());
 //!         };
+//!         let _service = ctx.get_named::<Service>(req.namespace.as_deref(), &req.name).await?;
 //!         // ... create or update the Service it owns ...
 //!         Ok(Action::done())
 //!     }
@@ -23,27 +25,32 @@
 //!
 //! # async fn example(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! let cache = SharedCache::new(client);
-//! let controller = Controller::for_::<Deployment>(Web)
-//!     .owns::<Service>() // a Service change wakes its controller-owner
-//!     .watches::<ConfigMap>(|cm| {
+//! let controller = Controller::for_with::<Deployment>(Web, GenerationChanged) // spec changes only
+//!     .owns::<Service>() // every change of an owned Service wakes its controller-owner
+//!     .watches::<ConfigMap>(|cm, _cache| {
 //!         // a ConfigMap change wakes the Deployment of the same name
-//!         opkit::reconcile::Request::for_object(cm).into_iter().collect()
+//!         Request::for_object(cm).into_iter().collect()
 //!     })
-//!     .with_predicates(GenerationChanged)
+//!     .reads::<Secret>() // read in reconcile: synced before the first one
+//!     .with_event_filter(LabelSelector::new([("team", "web")].into_iter().collect()))
 //!     .max_concurrent_reconciles(4)
-//!     .throttle(50, 10); // at most 50 reconciles/s, requeue_after loops included
-//! cache.start()?;
-//! controller.run(&cache, tokio::signal::ctrl_c().map(|_| ())).await?;
+//!     .throttle(Quota::per_second(50).burst(10)); // requeue_after loops included
+//! controller.run(&cache, tokio::signal::ctrl_c().map(|_| ())).await?; // starts the cache
 //! # Ok(()) }
 //! # use futures::FutureExt;
 //! ```
 //!
+//! Each watch has its own predicates (`for_with`, `owns_with`,
+//! `watches_with`); [`Controller::with_event_filter`] filters every watch.
+//! `owns` caches whole objects, so the reconciler can read them;
+//! [`Controller::owns_metadata`] caches only their metadata when memory
+//! matters more.
+//!
 //! Per key, at most one reconcile runs at a time; up to
 //! `max_concurrent_reconciles` keys run at once. Workers start only after
-//! every cache the controller watches has synced; the result of each
+//! every cache the controller watches or reads has synced; the result of each
 //! reconcile decides what happens to the key (see [`crate::reconcile`]).
 
-mod context;
 mod error;
 mod stats;
 mod worker;
@@ -57,37 +64,37 @@ use kube::core::PartialObjectMeta;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
-pub use context::Context;
 pub use error::ControllerError;
 pub use stats::{ReconcileCounts, ReconcileStats};
 pub(crate) use stats::{ReconcileObserver, ReconcileResult};
 
-use crate::cache::{CacheError, HandlerRegistration, Scope, SharedCache};
+use crate::cache::{CacheError, SharedCache};
 use crate::client::EventRecorder;
-use crate::handler::{EnqueueHandler, Mapper, OwnerKind, owner_of, the_object};
-use crate::predicate::Predicate;
-use crate::reconcile::{Reconcile, Request};
+use crate::handler::{EnqueueHandler, Mapper, OwnerKind, WatchPredicates, owner_of, the_object};
+use crate::predicate::{HasMetadata, Predicate};
+use crate::reconcile::{ControllerShared, Reconcile, Request};
 use crate::workqueue::metrics::MetricsProvider;
-use crate::workqueue::{RateLimiter, WorkQueue};
-use context::ControllerShared;
+use crate::workqueue::{Quota, RateLimiter, WorkQueue};
 
 /// Registers one watch of a controller on the shared cache.
 type WatchFn = Box<
     dyn FnOnce(&SharedCache, &WatchTarget) -> Result<RegisteredWatch, (String, CacheError)> + Send,
 >;
 
+/// Waits until a registered watch (or read) has synced; false if it never will.
+type SyncWait = Box<dyn Fn() -> futures::future::BoxFuture<'static, bool> + Send + Sync>;
+
 /// A registered watch: its kind, its sync state, and how to remove it.
 struct RegisteredWatch {
     kind: String,
-    registration: HandlerRegistration,
+    synced: SyncWait,
     remove: Box<dyn FnOnce() + Send + Sync>,
 }
 
 /// What every watch of a controller enqueues into, and how.
 struct WatchTarget {
     queue: WorkQueue<Request>,
-    predicates: Arc<[Arc<dyn Predicate>]>,
-    namespace: Option<String>,
+    event_filters: Arc<[Arc<dyn Predicate<dyn HasMetadata>>]>,
 }
 
 /// A controller for the primary kind chosen with [`Controller::for_`].
@@ -95,14 +102,13 @@ pub struct Controller<R> {
     name: String,
     reconciler: Arc<R>,
     watches: Vec<WatchFn>,
-    predicates: Vec<Arc<dyn Predicate>>,
+    event_filters: Vec<Arc<dyn Predicate<dyn HasMetadata>>>,
     max_concurrent_reconciles: usize,
     rate_limiter: Option<Box<dyn RateLimiter<Request>>>,
-    throttle: Option<(u32, u32)>,
+    throttle: Option<Quota>,
     reconcile_timeout: Option<Duration>,
     cache_sync_timeout: Duration,
     shutdown_timeout: Duration,
-    namespace: Option<String>,
     primary: OwnerKind,
     stats: Arc<ReconcileStats>,
     observer: Option<Arc<dyn ReconcileObserver>>,
@@ -125,9 +131,28 @@ impl<R> std::fmt::Debug for Controller<R> {
 }
 
 impl<R: Reconcile> Controller<R> {
-    /// A controller reconciling objects of kind `K` with `reconciler`. Named
-    /// after the kind (lower case) unless [`name`](Self::name) says otherwise.
+    /// A controller reconciling objects of kind `K` with `reconciler`: every
+    /// change of a `K` enqueues it. Named after the kind (lower case) unless
+    /// [`name`](Self::name) says otherwise.
     pub fn for_<K>(reconciler: R) -> Self
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        K::Scope: 'static,
+    {
+        Self::primary::<K>(reconciler, WatchPredicates::new())
+    }
+
+    /// [`for_`](Self::for_), enqueueing only the events that pass
+    /// `predicate` (combine several with [`PredicateExt`](crate::predicate::PredicateExt)).
+    pub fn for_with<K>(reconciler: R, predicate: impl Predicate<K>) -> Self
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        K::Scope: 'static,
+    {
+        Self::primary::<K>(reconciler, WatchPredicates::new().with(predicate))
+    }
+
+    fn primary<K>(reconciler: R, predicates: WatchPredicates<K>) -> Self
     where
         K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
         K::Scope: 'static,
@@ -137,49 +162,152 @@ impl<R: Reconcile> Controller<R> {
             name: primary.kind.to_lowercase(),
             reconciler: Arc::new(reconciler),
             watches: Vec::new(),
-            predicates: Vec::new(),
+            event_filters: Vec::new(),
             max_concurrent_reconciles: 1,
             rate_limiter: None,
             throttle: None,
             reconcile_timeout: None,
             cache_sync_timeout: Duration::from_secs(120),
             shutdown_timeout: Duration::from_secs(30),
-            namespace: None,
             primary,
             stats: Arc::default(),
             observer: None,
             queue_metrics: None,
         };
-        controller.add_watch::<K>(the_object::<K>());
+        controller.add_watch::<K>(|_| the_object::<K>(), predicates);
         controller
     }
 
     /// Also reconcile the controller-owner (of the primary kind) of objects
-    /// of kind `C` when they change. Watches metadata only, so owned objects
-    /// cost little memory.
-    pub fn owns<C>(mut self) -> Self
+    /// of kind `C` when they change. Caches whole objects, so the
+    /// reconciler can read them (as controller-runtime's `Owns`).
+    pub fn owns<C>(self) -> Self
+    where
+        C: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        C::Scope: 'static,
+    {
+        self.owns_watch::<C>(WatchPredicates::new())
+    }
+
+    /// [`owns`](Self::owns), for the events that pass `predicate` only.
+    pub fn owns_with<C>(self, predicate: impl Predicate<C>) -> Self
+    where
+        C: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        C::Scope: 'static,
+    {
+        self.owns_watch::<C>(WatchPredicates::new().with(predicate))
+    }
+
+    /// [`owns`](Self::owns), caching only the metadata of `C` objects
+    /// (`PartialObjectMeta<C>`): less memory, and the reconciler reads them
+    /// as `PartialObjectMeta<C>`.
+    pub fn owns_metadata<C>(self) -> Self
     where
         C: Resource<DynamicType = ()> + Send + Sync + 'static,
         C::Scope: 'static,
     {
-        self.add_watch::<PartialObjectMeta<C>>(owner_of(self.primary.clone()));
+        self.owns_watch::<PartialObjectMeta<C>>(WatchPredicates::new())
+    }
+
+    /// [`owns_metadata`](Self::owns_metadata), for the events that pass
+    /// `predicate` only.
+    pub fn owns_metadata_with<C>(self, predicate: impl Predicate<PartialObjectMeta<C>>) -> Self
+    where
+        C: Resource<DynamicType = ()> + Send + Sync + 'static,
+        C::Scope: 'static,
+    {
+        self.owns_watch::<PartialObjectMeta<C>>(WatchPredicates::new().with(predicate))
+    }
+
+    fn owns_watch<C>(mut self, predicates: WatchPredicates<C>) -> Self
+    where
+        C: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        C::Scope: 'static,
+    {
+        let owner = self.primary.clone();
+        self.add_watch::<C>(move |_| owner_of(owner), predicates);
         self
     }
 
-    /// Also watch objects of kind `W` and reconcile the requests `map` returns
-    /// for each changed object.
-    pub fn watches<W>(mut self, map: impl Fn(&W) -> Vec<Request> + Send + Sync + 'static) -> Self
+    /// Also watch objects of kind `W` and reconcile the requests `map`
+    /// returns for each changed object. `map` gets the cache to look up the
+    /// objects that refer to the changed one; it runs on the cache's event
+    /// path, so it should only read the cache.
+    pub fn watches<W>(
+        self,
+        map: impl Fn(&W, &SharedCache) -> Vec<Request> + Send + Sync + 'static,
+    ) -> Self
     where
         W: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        W::Scope: 'static,
     {
-        self.add_watch::<W>(Mapper::from_fn(map));
+        self.mapped_watch::<W>(map, WatchPredicates::new())
+    }
+
+    /// [`watches`](Self::watches), for the events that pass `predicate` only.
+    pub fn watches_with<W>(
+        self,
+        map: impl Fn(&W, &SharedCache) -> Vec<Request> + Send + Sync + 'static,
+        predicate: impl Predicate<W>,
+    ) -> Self
+    where
+        W: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        W::Scope: 'static,
+    {
+        self.mapped_watch::<W>(map, WatchPredicates::new().with(predicate))
+    }
+
+    fn mapped_watch<W>(
+        mut self,
+        map: impl Fn(&W, &SharedCache) -> Vec<Request> + Send + Sync + 'static,
+        predicates: WatchPredicates<W>,
+    ) -> Self
+    where
+        W: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        W::Scope: 'static,
+    {
+        self.add_watch::<W>(
+            move |cache| {
+                let cache = cache.clone();
+                Mapper::from_fn(move |obj: &W| map(obj, &cache))
+            },
+            predicates,
+        );
         self
     }
 
-    /// Only events that pass `predicate` enqueue (applies to every watch;
-    /// call again to require several).
-    pub fn with_predicates(mut self, predicate: impl Predicate) -> Self {
-        self.predicates.push(Arc::new(predicate));
+    /// Cache objects of kind `K` for the reconciler to read, without
+    /// reconciling on their changes: the informer is started with the
+    /// controller and synced before the first reconcile (a kind read but
+    /// never declared is started on its first read instead).
+    pub fn reads<K>(mut self) -> Self
+    where
+        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        K::Scope: 'static,
+    {
+        self.watches
+            .push(Box::new(|cache: &SharedCache, _: &WatchTarget| {
+                let kind = K::kind(&()).into_owned();
+                let informer = cache.informer::<K>().map_err(|e| (kind.clone(), e))?;
+                let synced: SyncWait = Box::new(move || {
+                    let informer = informer.clone();
+                    Box::pin(async move { informer.wait_for_sync().await.is_ok() })
+                });
+                Ok(RegisteredWatch {
+                    kind,
+                    synced,
+                    remove: Box::new(|| {}),
+                })
+            }));
+        self
+    }
+
+    /// Only events that pass `filter` enqueue, on every watch of this
+    /// controller (controller-runtime's `WithEventFilter`). The filter sees
+    /// objects of every kind as [`dyn HasMetadata`](HasMetadata); call again
+    /// to require several.
+    pub fn with_event_filter(mut self, filter: impl Predicate<dyn HasMetadata>) -> Self {
+        self.event_filters.push(Arc::new(filter));
         self
     }
 
@@ -203,10 +331,10 @@ impl<R: Reconcile> Controller<R> {
         self
     }
 
-    /// At most `per_second` reconciles per second (bursts of `burst`), for
-    /// every reconcile whatever put the key in the queue.
-    pub fn throttle(mut self, per_second: u32, burst: u32) -> Self {
-        self.throttle = Some((per_second, burst));
+    /// At most `quota` reconciles (e.g. `Quota::per_second(50).burst(10)`),
+    /// for every reconcile whatever put the key in the queue.
+    pub fn throttle(mut self, quota: Quota) -> Self {
+        self.throttle = Some(quota);
         self
     }
 
@@ -218,7 +346,8 @@ impl<R: Reconcile> Controller<R> {
     }
 
     /// How long to wait for the watched caches to sync before failing
-    /// (default 120 s).
+    /// (default 120 s); also how long a read of an undeclared kind waits for
+    /// the informer it starts.
     pub fn cache_sync_timeout(mut self, timeout: Duration) -> Self {
         self.cache_sync_timeout = timeout;
         self
@@ -230,12 +359,6 @@ impl<R: Reconcile> Controller<R> {
     /// timeout applies instead, one bound for every controller.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
         self.shutdown_timeout = timeout;
-        self
-    }
-
-    /// Watch only `namespace` (every watch of this controller).
-    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = Some(namespace.into());
         self
     }
 
@@ -254,14 +377,6 @@ impl<R: Reconcile> Controller<R> {
         self.max_concurrent_reconciles
     }
 
-    /// Watch only `namespace` unless [`namespace`](Self::namespace) chose one.
-    pub(crate) fn default_namespace(mut self, namespace: &str) -> Self {
-        if self.namespace.is_none() {
-            self.namespace = Some(namespace.to_owned());
-        }
-        self
-    }
-
     /// Reports every reconcile to `observer` and the queue's metrics to
     /// `queue_metrics` (what a manager's metrics plug in).
     pub(crate) fn instrument(
@@ -274,45 +389,49 @@ impl<R: Reconcile> Controller<R> {
         self
     }
 
-    fn add_watch<K>(&mut self, mapper: Mapper<K>)
-    where
+    fn add_watch<K>(
+        &mut self,
+        mapper: impl FnOnce(&SharedCache) -> Mapper<K> + Send + 'static,
+        mut predicates: WatchPredicates<K>,
+    ) where
         K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        K::Scope: 'static,
     {
         self.watches.push(Box::new(
             move |cache: &SharedCache, target: &WatchTarget| {
                 let kind = K::kind(&()).into_owned();
-                let mut scope = Scope::<K>::all();
-                if let Some(ns) = &target.namespace {
-                    scope = scope.namespace(ns.clone());
-                }
-                let handler = EnqueueHandler::new(
-                    mapper,
-                    Arc::clone(&target.predicates),
-                    target.queue.clone(),
-                );
-                let informer = cache.informer_for(scope).map_err(|e| (kind.clone(), e))?;
+                predicates = predicates.with_event_filters(Arc::clone(&target.event_filters));
+                let handler = EnqueueHandler::new(mapper(cache), predicates, target.queue.clone());
+                let informer = cache.informer::<K>().map_err(|e| (kind.clone(), e))?;
                 let registration = informer
                     .add_event_handler(handler)
                     .map_err(|e| (kind.clone(), e))?;
-                let remove = {
+                let synced: SyncWait = {
                     let registration = registration.clone();
                     Box::new(move || {
-                        informer.remove_event_handler(&registration);
-                    }) as Box<dyn FnOnce() + Send + Sync>
+                        let registration = registration.clone();
+                        Box::pin(async move {
+                            registration.wait_synced().await;
+                            true
+                        })
+                    })
                 };
+                let remove = Box::new(move || {
+                    informer.remove_event_handler(&registration);
+                }) as Box<dyn FnOnce() + Send + Sync>;
                 Ok(RegisteredWatch {
                     kind,
-                    registration,
+                    synced,
                     remove,
                 })
             },
         ));
     }
 
-    /// Registers the watches on `cache`, waits for them to sync, then
-    /// reconciles until `shutdown` completes. At shutdown no new reconcile
-    /// starts; running ones get [`shutdown_timeout`](Self::shutdown_timeout)
-    /// to finish. The cache must be started (by the caller or a manager).
+    /// Registers the watches on `cache`, starts the cache (if it is not
+    /// already), waits for the watches to sync, then reconciles until
+    /// `shutdown` completes. At shutdown no new reconcile starts; running
+    /// ones get [`shutdown_timeout`](Self::shutdown_timeout) to finish.
     pub async fn run(
         self,
         cache: &SharedCache,
@@ -334,7 +453,13 @@ impl<R: Reconcile> Controller<R> {
         cache: &SharedCache,
         token: CancellationToken,
     ) -> Result<(), ControllerError> {
-        self.prepare(cache)?.run(token, None).await
+        let prepared = self.prepare(cache)?;
+        cache.start().map_err(|source| ControllerError::Watch {
+            controller: prepared.name.clone(),
+            kind: "(starting the cache)".to_owned(),
+            source,
+        })?;
+        prepared.run(token, None).await
     }
 
     /// Builds the queue and registers every watch on `cache`, so events
@@ -345,8 +470,8 @@ impl<R: Reconcile> Controller<R> {
         if let Some(limiter) = self.rate_limiter {
             builder = builder.rate_limiter(limiter);
         }
-        if let Some((per_second, burst)) = self.throttle {
-            builder = builder.throttle(per_second, burst);
+        if let Some(quota) = self.throttle {
+            builder = builder.throttle(quota);
         }
         if let Some(provider) = self.queue_metrics {
             builder = builder.metrics(provider);
@@ -354,8 +479,7 @@ impl<R: Reconcile> Controller<R> {
         let queue = builder.build();
         let target = WatchTarget {
             queue: queue.clone(),
-            predicates: Arc::from(self.predicates),
-            namespace: self.namespace,
+            event_filters: Arc::from(self.event_filters),
         };
         let mut prepared = Prepared {
             name: self.name,
@@ -468,8 +592,8 @@ impl<R: Reconcile> Workers<'_, R> {
         for watch in watches {
             tokio::select! {
                 () = token.cancelled() => return Ok(()),
-                synced = tokio::time::timeout(self.cache_sync_timeout, watch.registration.wait_synced()) => {
-                    if synced.is_err() {
+                synced = tokio::time::timeout(self.cache_sync_timeout, (watch.synced)()) => {
+                    if !synced.unwrap_or(false) {
                         return Err(ControllerError::CacheSync {
                             controller: self.name.to_owned(),
                             kind: watch.kind.clone(),
@@ -510,6 +634,7 @@ impl<R: Reconcile> Workers<'_, R> {
             name: self.name.to_owned(),
             cache: self.cache.clone(),
             recorder,
+            read_sync_timeout: self.cache_sync_timeout,
         });
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..self.count {

@@ -7,10 +7,10 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::context::ControllerShared;
 use super::stats::ReconcileStats;
 use super::worker::{Outcome, process};
 use crate::cache::SharedCache;
+use crate::reconcile::ControllerShared;
 use crate::reconcile::{Action, Error, Reconcile, Request};
 use crate::workqueue::WorkQueue;
 
@@ -41,7 +41,11 @@ impl Scripted {
 }
 
 impl Reconcile for Scripted {
-    async fn reconcile(&self, _req: Request, _ctx: &super::Context) -> Result<Action, Error> {
+    async fn reconcile(
+        &self,
+        _req: Request,
+        _ctx: &crate::reconcile::Context,
+    ) -> Result<Action, Error> {
         self.calls.lock().unwrap().push(Instant::now());
         let step = self.steps.lock().unwrap().pop_front().unwrap_or(Step::Ok);
         match step {
@@ -68,6 +72,7 @@ fn shared() -> Arc<ControllerShared> {
             .build()
             .unwrap(),
         cache: SharedCache::new(client),
+        read_sync_timeout: Duration::from_secs(1),
     })
 }
 
@@ -224,7 +229,9 @@ async fn throttle_holds_for_requeue_after_loops() {
     // throttle of 4/s it runs at most 4 times a second, not 1000.
     let steps = vec![Step::RequeueAfter(Duration::from_millis(1)); 50];
     let reconciler = Scripted::new(&steps);
-    let queue = WorkQueue::builder().throttle(4, 1).build();
+    let queue = WorkQueue::builder()
+        .throttle(crate::workqueue::Quota::per_second(4).burst(1))
+        .build();
     let stats = ReconcileStats::default();
     queue.add(key());
     drive(&reconciler, &queue, &stats, None, 21).await;

@@ -8,9 +8,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use tracing::Instrument;
 
-use super::context::{Context, ControllerShared};
 use super::stats::{ReconcileObserver, ReconcileResult, ReconcileStats};
-use crate::reconcile::{ActionKind, Reconcile, Request};
+use crate::reconcile::{ActionKind, Context, ControllerShared, Error, Reconcile, Request};
 use crate::workqueue::WorkQueue;
 
 /// How a reconcile ended.
@@ -66,15 +65,24 @@ pub(crate) async fn process_observed<R: Reconcile>(
     };
     drop(active);
 
+    let mut failure: Option<Error> = None;
     let (outcome, observed) = async {
         match result {
             None => {
+                failure = Some(Error::retryable(format!(
+                    "reconcile timed out after {:?}",
+                    timeout.unwrap_or_default()
+                )));
                 ReconcileStats::bump(&stats.timeout);
                 ReconcileStats::bump(&stats.error);
                 tracing::warn!(timeout = ?timeout, "reconcile timed out; retrying with backoff");
                 (Outcome::Retry, ReconcileResult::Timeout)
             }
             Some(Err(panic)) => {
+                failure = Some(Error::retryable(format!(
+                    "reconcile panicked: {}",
+                    panic_message(&*panic)
+                )));
                 ReconcileStats::bump(&stats.panic);
                 ReconcileStats::bump(&stats.error);
                 tracing::error!(
@@ -87,11 +95,13 @@ pub(crate) async fn process_observed<R: Reconcile>(
                 ReconcileStats::bump(&stats.terminal_error);
                 ReconcileStats::bump(&stats.error);
                 tracing::error!(%error, "reconcile failed with a terminal error; not requeued");
+                failure = Some(error);
                 (Outcome::Terminal, ReconcileResult::TerminalError)
             }
             Some(Ok(Err(error))) => {
                 ReconcileStats::bump(&stats.error);
-                tracing::warn!(%error, "reconcile failed; retrying with backoff");
+                tracing::error!(%error, "reconcile failed; retrying with backoff");
+                failure = Some(error);
                 (Outcome::Retry, ReconcileResult::Error)
             }
             Some(Ok(Ok(action))) => match action.kind() {
@@ -110,8 +120,13 @@ pub(crate) async fn process_observed<R: Reconcile>(
             },
         }
     }
-    .instrument(span)
+    .instrument(span.clone())
     .await;
+    if let Some(error) = failure {
+        on_error(reconciler, &request, &error, &ctx, timeout)
+            .instrument(span)
+            .await;
+    }
     if let Some(observer) = observer {
         observer.finished(observed, started.elapsed());
     }
@@ -126,6 +141,29 @@ pub(crate) async fn process_observed<R: Reconcile>(
     }
     queue.done(&request);
     outcome
+}
+
+/// Hands a failure to [`Reconcile::on_error`], recovering a panic and
+/// bounding it by the reconcile timeout.
+async fn on_error<R: Reconcile>(
+    reconciler: &R,
+    request: &Request,
+    error: &Error,
+    ctx: &Context,
+    timeout: Option<Duration>,
+) {
+    let hook = AssertUnwindSafe(reconciler.on_error(request, error, ctx)).catch_unwind();
+    let finished = match timeout {
+        Some(limit) => tokio::time::timeout(limit, hook).await.ok(),
+        None => Some(hook.await),
+    };
+    match finished {
+        None => tracing::warn!(timeout = ?timeout, "on_error timed out"),
+        Some(Err(panic)) => {
+            tracing::error!(panic = panic_message(&*panic), "on_error panicked");
+        }
+        Some(Ok(())) => {}
+    }
 }
 
 /// Counts a reconcile as active until dropped, also when its worker is

@@ -198,9 +198,9 @@ impl ManagerBuilder {
         self
     }
 
-    /// Watch and reconcile only in `namespace`: every controller added
-    /// without a [`namespace`](crate::controller::Controller::namespace) of
-    /// its own gets this one.
+    /// Watch, read and reconcile only in `namespace`: the shared cache is
+    /// scoped to it (cluster-scoped kinds are still watched cluster-wide),
+    /// so every controller's watches and reads are too.
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.namespace = Some(namespace.into());
         self
@@ -282,7 +282,11 @@ impl ManagerBuilder {
         )
         .await?;
 
-        let cache = SharedCache::new(client.clone());
+        let mut cache = SharedCache::builder(client.clone());
+        if let Some(namespace) = self.namespace {
+            cache = cache.namespace(namespace);
+        }
+        let cache = cache.build();
         let mut healthz = Checks::default();
         healthz.add("ping".to_owned(), health::ping());
         let mut readyz = Checks::default();
@@ -296,7 +300,6 @@ impl ManagerBuilder {
             client,
             cache,
             metrics: self.metrics.unwrap_or_default(),
-            namespace: self.namespace,
             elector,
             servers,
             healthz,

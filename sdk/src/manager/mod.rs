@@ -4,15 +4,15 @@
 //! ```no_run
 //! use k8s_openapi::api::apps::v1::Deployment;
 //! use k8s_openapi::api::core::v1::Service;
-//! use opkit::controller::{Context, Controller};
-//! use opkit::manager::{LeaderElection, Manager, ManagerError};
-//! use opkit::reconcile::{Action, Error, Reconcile, Request};
+//! use opkit::controller::Controller;
+//! //! use opkit::manager::{LeaderElection, Manager, ManagerError};
+//! use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
 //!
 //! struct Web;
 //!
 //! impl Reconcile for Web {
 //!     async fn reconcile(&self, _req: Request, ctx: &Context) -> Result<Action, Error> {
-//!         let Some(_deployment) = ctx.get::<Deployment>()? else {
+//!         let Some(_deployment) = ctx.get::<Deployment>().await? else {
 //!             return Ok(Action::done());
 //!         };
 //!         // ... create or update the Service it owns ...
@@ -145,7 +145,6 @@ pub struct Manager {
     client: kube::Client,
     cache: SharedCache,
     metrics: Metrics,
-    namespace: Option<String>,
     elector: Option<(LeaderElector, String)>,
     servers: Vec<Bound>,
     healthz: Checks,
@@ -160,7 +159,7 @@ pub struct Manager {
 impl std::fmt::Debug for Manager {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Manager")
-            .field("namespace", &self.namespace)
+            .field("namespace", &self.cache.namespace())
             .field("lease", &self.elector.as_ref().map(|(_, lease)| lease))
             .field(
                 "controllers",
@@ -223,8 +222,8 @@ impl Manager {
 
     /// Adds a controller. Its metrics are registered at once (at zero);
     /// it runs from [`run`](Self::run) on. With a manager
-    /// [`namespace`](ManagerBuilder::namespace), a controller without one
-    /// of its own watches only that namespace. At shutdown its running
+    /// [`namespace`](ManagerBuilder::namespace), it watches and reads only
+    /// that namespace (the cache's scope). At shutdown its running
     /// reconciles get the manager's
     /// [`graceful_shutdown_timeout`](ManagerBuilder::graceful_shutdown_timeout)
     /// (in place of the controller's own shutdown timeout).
@@ -238,10 +237,7 @@ impl Manager {
         // The manager's graceful shutdown timeout bounds the controller's
         // drain (and reports what it abandons), so the controller's own
         // timeout must never fire first.
-        let mut controller = controller.shutdown_timeout(UNBOUNDED);
-        if let Some(namespace) = &self.namespace {
-            controller = controller.default_namespace(namespace);
-        }
+        let controller = controller.shutdown_timeout(UNBOUNDED);
         let observer = self
             .metrics
             .controller_observer(&name, controller.worker_count());

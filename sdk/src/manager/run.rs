@@ -40,7 +40,6 @@ pub(super) async fn run(
         client: _,
         cache,
         metrics,
-        namespace: _,
         elector,
         servers,
         healthz,

@@ -37,7 +37,7 @@ impl Reconcile for Noop {
     async fn reconcile(
         &self,
         _req: crate::reconcile::Request,
-        _ctx: &crate::controller::Context,
+        _ctx: &crate::reconcile::Context,
     ) -> Result<Action, Error> {
         Ok(Action::done())
     }

@@ -4,12 +4,11 @@ use std::hash::Hash;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use governor::Quota;
-
 use super::metrics::{MetricsProvider, QueueMetrics};
 use super::queue::{Inner, WorkQueue};
+use super::quota::Quota;
 use super::rate_limiter::{ExponentialFailureRateLimiter, RateLimiter};
-use super::throttle::{Throttle, quota};
+use super::throttle::Throttle;
 
 /// How often the unfinished-work gauges are refreshed by default (as client-go).
 const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
@@ -27,14 +26,14 @@ const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
 /// ```
 /// use std::sync::Arc;
 /// use std::time::Duration;
-/// use opkit::workqueue::{FastSlowRateLimiter, NoopMetricsProvider, WorkQueue};
+/// use opkit::workqueue::{FastSlowRateLimiter, NoopMetricsProvider, Quota, WorkQueue};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
 /// let queue: WorkQueue<String> = WorkQueue::builder()
 ///     .name("memcached")
 ///     .rate_limiter(FastSlowRateLimiter::new(Duration::from_millis(10), Duration::from_secs(30), 5))
-///     .throttle(10, 100) // at most 10 items/s to the workers, bursts of 100
+///     .throttle(Quota::per_second(10).burst(100)) // at most 10 items/s to the workers, bursts of 100
 ///     .per_key_min_interval(Duration::from_secs(1)) // one object at most once a second
 ///     .metrics(Arc::new(NoopMetricsProvider))
 ///     .build();
@@ -44,7 +43,7 @@ const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
 pub struct WorkQueueBuilder<T> {
     name: String,
     rate_limiter: Option<Box<dyn RateLimiter<T>>>,
-    throttle: Option<Quota>,
+    throttle: Option<governor::Quota>,
     per_key_min_interval: Option<Duration>,
     metrics: Option<Arc<dyn MetricsProvider>>,
     unfinished_work_update_period: Duration,
@@ -83,19 +82,11 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueueBuilder<T> {
         self
     }
 
-    /// Limits how many items per second the queue hands to workers, with
-    /// bursts of up to `burst` (a zero burst counts as one; a zero rate means
-    /// no limit). The limit applies to every item, whatever path it entered
-    /// by: `add`, `add_after` or `add_rate_limited`.
-    pub fn throttle(mut self, per_second: u32, burst: u32) -> Self {
-        self.throttle = quota(per_second, burst);
-        self
-    }
-
-    /// Like [`throttle`](Self::throttle) with any governor quota (for
-    /// example fewer than one item per second).
-    pub fn throttle_quota(mut self, quota: Quota) -> Self {
-        self.throttle = Some(quota);
+    /// Limits how many items the queue hands to workers, e.g.
+    /// `Quota::per_second(10).burst(100)`. The limit applies to every item,
+    /// whatever path it entered by: `add`, `add_after` or `add_rate_limited`.
+    pub fn throttle(mut self, quota: Quota) -> Self {
+        self.throttle = Some(quota.governor());
         self
     }
 

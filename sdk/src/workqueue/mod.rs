@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use opkit::workqueue::{ExponentialFailureRateLimiter, Priority, WorkQueue};
+//! use opkit::workqueue::{ExponentialFailureRateLimiter, Priority, Quota, WorkQueue};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
@@ -17,7 +17,7 @@
 //!         Duration::from_millis(5),
 //!         Duration::from_secs(1000),
 //!     ))
-//!     .throttle(100, 100) // at most 100 reconciles/s, whatever path the key came by
+//!     .throttle(Quota::per_second(100).burst(100)) // at most 100 reconciles/s, whatever path the key came by
 //!     .build();
 //!
 //! // The initial list is enqueued with low priority, fresh events with normal.
@@ -95,6 +95,7 @@ mod error;
 pub mod metrics;
 mod priority;
 mod queue;
+mod quota;
 mod rate_limiter;
 mod state;
 mod throttle;
@@ -106,10 +107,10 @@ mod tests;
 
 pub use builder::WorkQueueBuilder;
 pub use error::Error;
-pub use governor::Quota;
 pub use metrics::{MetricsProvider, NoopMetricsProvider};
 pub use priority::Priority;
 pub use queue::{Processing, WorkQueue};
+pub use quota::Quota;
 pub use rate_limiter::{
     ExponentialFailureRateLimiter, FastSlowRateLimiter, MaxOfRateLimiter, MaxWaitRateLimiter,
     RateLimiter,

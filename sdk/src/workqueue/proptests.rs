@@ -131,7 +131,7 @@ fn run_case(
                 Duration::from_millis(50),
             ));
         if matches!(limits, Limits::Throttle | Limits::Both) {
-            builder = builder.throttle(500, 3);
+            builder = builder.throttle(crate::workqueue::Quota::per_second(500).burst(3));
         }
         if matches!(limits, Limits::PerKey | Limits::Both) {
             builder = builder.per_key_min_interval(Duration::from_millis(3));

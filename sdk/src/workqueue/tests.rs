@@ -373,7 +373,9 @@ async fn handout_times<T: Eq + std::hash::Hash + Clone + Send + Sync + 'static>(
 
 #[tokio::test(start_paused = true)]
 async fn throttle_paces_plain_adds() {
-    let q: WorkQueue<u32> = WorkQueue::builder().throttle(10, 2).build();
+    let q: WorkQueue<u32> = WorkQueue::builder()
+        .throttle(crate::workqueue::Quota::per_second(10).burst(2))
+        .build();
     for i in 0..5 {
         q.add(i);
     }
@@ -387,7 +389,9 @@ async fn throttle_paces_plain_adds() {
 
 #[tokio::test(start_paused = true)]
 async fn throttle_holds_for_add_after_items() {
-    let q: WorkQueue<u32> = WorkQueue::builder().throttle(10, 1).build();
+    let q: WorkQueue<u32> = WorkQueue::builder()
+        .throttle(crate::workqueue::Quota::per_second(10).burst(1))
+        .build();
     for i in 0..5 {
         q.add_after(i, MS); // a requeue_after loop: must not bypass the throttle
     }
@@ -397,7 +401,9 @@ async fn throttle_holds_for_add_after_items() {
 
 #[tokio::test(start_paused = true)]
 async fn throttle_holds_for_rate_limited_items() {
-    let q: WorkQueue<u32> = WorkQueue::builder().throttle(10, 1).build();
+    let q: WorkQueue<u32> = WorkQueue::builder()
+        .throttle(crate::workqueue::Quota::per_second(10).burst(1))
+        .build();
     for i in 0..4 {
         q.add_rate_limited(i); // 5 ms backoff each
     }
@@ -407,7 +413,9 @@ async fn throttle_holds_for_rate_limited_items() {
 
 #[tokio::test(start_paused = true)]
 async fn throttle_with_several_workers() {
-    let q: WorkQueue<u32> = WorkQueue::builder().throttle(100, 1).build();
+    let q: WorkQueue<u32> = WorkQueue::builder()
+        .throttle(crate::workqueue::Quota::per_second(100).burst(1))
+        .build();
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     let start = Instant::now();
     for _ in 0..4 {
@@ -441,7 +449,9 @@ async fn throttle_with_several_workers() {
 async fn throttle_applies_while_adds_keep_coming() {
     // adds that arrive while the getter on duty waits for a token do not
     // bypass the throttle and do not get lost
-    let q: WorkQueue<u32> = WorkQueue::builder().throttle(10, 1).build();
+    let q: WorkQueue<u32> = WorkQueue::builder()
+        .throttle(crate::workqueue::Quota::per_second(10).burst(1))
+        .build();
     let worker = tokio::spawn({
         let q = q.clone();
         async move { handout_times(&q, 4).await }

@@ -8,7 +8,6 @@
 //! `tokio::time`, so that paused-clock tests are deterministic.
 
 use std::hash::Hash;
-use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -53,14 +52,6 @@ const MIN_PRUNE_PERIOD: usize = 4096;
 
 type Direct = governor::RateLimiter<NotKeyed, InMemoryState, TokioClock, NoOpMiddleware<Nanos>>;
 type Keyed<T> = governor::RateLimiter<T, HashMapStateStore<T>, TokioClock, NoOpMiddleware<Nanos>>;
-
-/// A quota of `per_second` items per second with bursts of up to `burst`.
-/// `None` if `per_second` is zero (no throttle); a zero burst counts as one.
-pub(crate) fn quota(per_second: u32, burst: u32) -> Option<Quota> {
-    let rate = NonZeroU32::new(per_second)?;
-    let burst = NonZeroU32::new(burst).unwrap_or(NonZeroU32::MIN);
-    Some(Quota::per_second(rate).allow_burst(burst))
-}
 
 /// What the throttle says about handing out an item now.
 pub(crate) enum Verdict {
@@ -145,7 +136,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn governor_follows_the_paused_clock() {
-        let t = Throttle::<&str>::new(quota(10, 2), None).unwrap();
+        let t = Throttle::<&str>::new(
+            Some(crate::workqueue::Quota::per_second(10).burst(2).governor()),
+            None,
+        )
+        .unwrap();
         let start = Instant::now();
         assert!(matches!(t.check_global(), Verdict::Allow));
         assert!(matches!(t.check_global(), Verdict::Allow));
@@ -188,8 +183,6 @@ mod tests {
 
     #[test]
     fn quota_edge_cases() {
-        assert!(quota(0, 10).is_none());
-        assert_eq!(quota(5, 0).unwrap().burst_size().get(), 1);
         assert!(Throttle::<u8>::new(None, None).is_none());
         assert!(Throttle::<u8>::new(None, Some(Duration::ZERO)).is_none());
     }

@@ -9,9 +9,9 @@ use std::io::Write;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use opkit::controller::{Context, Controller};
+use opkit::controller::Controller;
 use opkit::manager::{LeaderElection, Manager};
-use opkit::reconcile::{Action, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
 
 struct Slow(Duration);
 

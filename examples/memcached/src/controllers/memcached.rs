@@ -30,8 +30,7 @@ use kube::{Resource, ResourceExt};
 use opkit::Controller;
 use opkit::client::{self, ClientError};
 use opkit::conditions::{self, ConditionStatus};
-use opkit::controller::Context;
-use opkit::reconcile::{Action, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
 
 use crate::api::memcached::{AVAILABLE, DEGRADED, Memcached, MemcachedStatus, PROGRESSING};
 
@@ -60,7 +59,7 @@ pub struct MemcachedReconciler;
 
 impl Reconcile for MemcachedReconciler {
     async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
-        let Some(memcached) = ctx.get::<Memcached>()? else {
+        let Some(memcached) = ctx.get::<Memcached>().await? else {
             return Ok(Action::done()); // gone: nothing to do
         };
         let namespace = memcached.namespace().unwrap_or_default();

@@ -78,11 +78,11 @@ async fn opkit(client: Client, ns: &str, streaming: bool, strip: bool) -> usize 
         options,
     );
     informer.start().expect("start");
-    assert!(
-        informer.wait_for_sync().await,
-        "informer stopped before sync"
-    );
-    let n = informer.indexer().len();
+    informer
+        .wait_for_sync()
+        .await
+        .expect("informer stopped before sync");
+    let n = informer.store().len();
     std::mem::forget(informer); // keep it (and its cache) alive until exit
     n
 }

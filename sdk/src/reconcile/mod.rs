@@ -8,14 +8,13 @@
 //! ```
 //! use std::time::Duration;
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use opkit::controller::Context;
-//! use opkit::reconcile::{Action, Error, Reconcile, Request};
+//! use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
 //!
 //! struct Expiry;
 //!
 //! impl Reconcile for Expiry {
 //!     async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
-//!         let Some(cm) = ctx.get::<ConfigMap>()? else {
+//!         let Some(cm) = ctx.get::<ConfigMap>().await? else {
 //!             return Ok(Action::done()); // deleted: nothing to do
 //!         };
 //!         if cm.data.as_ref().is_some_and(|d| d.contains_key("invalid")) {
@@ -39,6 +38,10 @@
 //! | `Err(Error::terminal(..))` | does not requeue; counts it |
 //! | a panic | recovers, counts it, treats it as a retryable error |
 //!
+//! Every failure (error, timeout, panic) is also handed to
+//! [`Reconcile::on_error`], where an operator records it on the object (a
+//! `Degraded` condition, an Event) without cluttering `reconcile`.
+//!
 //! A throttle configured on the controller applies to every reconcile, the
 //! `requeue_after` ones included.
 
@@ -48,7 +51,10 @@ use std::time::Duration;
 
 use kube::Resource;
 
-use crate::controller::Context;
+mod context;
+
+pub use context::Context;
+pub(crate) use context::ControllerShared;
 
 /// The key of the object to reconcile.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
@@ -98,6 +104,7 @@ impl fmt::Display for Request {
 
 /// What to do with a key after a successful reconcile.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[must_use = "an Action does nothing unless returned from reconcile"]
 pub struct Action {
     kind: ActionKind,
 }
@@ -204,6 +211,28 @@ impl fmt::Debug for Error {
 
 /// The one trait an operator implements: drive the object named by `req`
 /// towards its desired state.
+///
+/// ```
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+///
+/// struct Settings;
+///
+/// impl Reconcile for Settings {
+///     async fn reconcile(&self, _req: Request, ctx: &Context) -> Result<Action, Error> {
+///         let _cm = ctx.get::<ConfigMap>().await?;
+///         Ok(Action::done())
+///     }
+///
+///     // Every failed reconcile lands here before it is retried (or not).
+///     async fn on_error(&self, req: &Request, error: &Error, ctx: &Context) {
+///         if let Ok(Some(cm)) = ctx.get::<ConfigMap>().await {
+///             ctx.recorder().warning(&*cm, "ReconcileFailed", "Reconcile", &error.to_string());
+///         }
+///         tracing::debug!(%req, terminal = error.is_terminal(), "recorded the failure");
+///     }
+/// }
+/// ```
 pub trait Reconcile: Send + Sync + 'static {
     /// Reconcile one object. Called by at most one worker at a time per key.
     fn reconcile(
@@ -211,6 +240,22 @@ pub trait Reconcile: Send + Sync + 'static {
         req: Request,
         ctx: &Context,
     ) -> impl Future<Output = Result<Action, Error>> + Send;
+
+    /// Called after a failed reconcile (an error, a timeout or a panic), in
+    /// the same worker and before the key is requeued (with backoff) or,
+    /// for a terminal error, dropped: the place to record the failure on
+    /// the object, e.g. a `Degraded` condition. The default does nothing;
+    /// the failure is logged and counted either way. Bounded by the
+    /// controller's reconcile timeout, if one is set.
+    fn on_error(
+        &self,
+        req: &Request,
+        error: &Error,
+        ctx: &Context,
+    ) -> impl Future<Output = ()> + Send {
+        let _ = (req, error, ctx);
+        std::future::ready(())
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,172 @@
+//! [`Context`]: what a reconcile can read and write through.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::Resource;
+use serde::de::DeserializeOwned;
+
+use super::Request;
+use crate::cache::{CacheError, SharedCache, Store};
+use crate::client::EventRecorder;
+
+/// Shared by every reconcile of one controller.
+#[derive(Debug)]
+pub(crate) struct ControllerShared {
+    pub name: String,
+    pub cache: SharedCache,
+    pub recorder: EventRecorder,
+    /// How long a read of a kind nobody watched waits for its new informer.
+    pub read_sync_timeout: Duration,
+}
+
+/// Handed to each [`reconcile`](super::Reconcile::reconcile): cache-backed
+/// reads (no API calls), the client for writes, an Event recorder, and the
+/// controller's name.
+///
+/// Reads see the cache's scope: every namespace, or the one the manager
+/// (its cache) is limited to; asking for another namespace is an error that
+/// says so. Every kind the controller watches (`for`, `owns`, `watches`,
+/// `reads`) is synced before the first reconcile. A kind nobody declared
+/// gets an informer on its first read, which waits (at most the
+/// controller's cache-sync timeout) until that informer has synced, as
+/// controller-runtime's cache does; declare it with `reads` to pay that
+/// wait at start instead.
+///
+/// ```
+/// use k8s_openapi::api::apps::v1::Deployment;
+/// use k8s_openapi::api::core::v1::Secret;
+/// use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+///
+/// struct Web;
+///
+/// impl Reconcile for Web {
+///     async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
+///         let Some(web) = ctx.get::<Deployment>().await? else {
+///             return Ok(Action::done()); // deleted
+///         };
+///         let namespace = req.namespace.as_deref();
+///         let _tls = ctx.get_named::<Secret>(namespace, "web-tls").await?;
+///         let _siblings = ctx.list::<Deployment>(namespace).await?;
+///         # let _ = web;
+///         Ok(Action::done())
+///     }
+/// }
+/// ```
+#[derive(Debug, Clone)]
+pub struct Context {
+    shared: Arc<ControllerShared>,
+    request: Request,
+}
+
+impl Context {
+    pub(crate) fn new(shared: Arc<ControllerShared>, request: Request) -> Self {
+        Self { shared, request }
+    }
+
+    /// The object this reconcile is for, from the cache (`None` once deleted).
+    pub async fn get<K>(&self) -> Result<Option<Arc<K>>, CacheError>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        self.get_named(self.request.namespace.as_deref(), &self.request.name)
+            .await
+    }
+
+    /// The cached object `name` in `namespace` (`None` for cluster-scoped
+    /// kinds).
+    pub async fn get_named<K>(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<K>>, CacheError>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        self.check_namespace(namespace)?;
+        Ok(self.store::<K>().await?.get(namespace, name))
+    }
+
+    /// The cached objects of `K` in `namespace` (`None`: all the cache holds).
+    pub async fn list<K>(&self, namespace: Option<&str>) -> Result<Vec<Arc<K>>, CacheError>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        self.check_namespace(namespace)?;
+        let store = self.store::<K>().await?;
+        Ok(match namespace {
+            Some(ns) => store.list_namespace(ns),
+            None => store.list(),
+        })
+    }
+
+    /// The cached objects of `K` whose `index` values include `value` (an
+    /// index added with [`SharedCache::add_index`] when wiring).
+    pub async fn by_index<K>(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, CacheError>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        Ok(self.store::<K>().await?.by_index(index, value)?)
+    }
+
+    /// A read-only handle to the cached objects of `K` (an informer is
+    /// started and synced first if nobody watched the kind).
+    pub async fn store<K>(&self) -> Result<Store<K>, CacheError>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        self.shared
+            .cache
+            .synced_store::<K>(self.shared.read_sync_timeout)
+            .await
+    }
+
+    fn check_namespace(&self, namespace: Option<&str>) -> Result<(), CacheError> {
+        match (self.shared.cache.namespace(), namespace) {
+            (Some(cached), Some(asked)) if cached != asked => Err(CacheError::NamespaceNotCached {
+                namespace: asked.to_owned(),
+                cached: cached.to_owned(),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// A client for writes (and reads the cache does not hold).
+    pub fn client(&self) -> kube::Client {
+        self.shared.cache.client().clone()
+    }
+
+    /// Records Kubernetes Events (events.k8s.io/v1) about objects, reported
+    /// by this controller; repeats within a window fold into one Event's
+    /// series. Publishing never blocks the reconcile.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # fn example(ctx: &opkit::reconcile::Context, cm: &ConfigMap) {
+    /// ctx.recorder().normal(cm, "Synced", "Reconcile", "settings applied");
+    /// # }
+    /// ```
+    pub fn recorder(&self) -> &EventRecorder {
+        &self.shared.recorder
+    }
+
+    /// The request being reconciled.
+    pub fn request(&self) -> &Request {
+        &self.request
+    }
+
+    /// The controller's name.
+    pub fn controller_name(&self) -> &str {
+        &self.shared.name
+    }
+}
