@@ -411,4 +411,56 @@ mod tests {
         let second = queue.get().await.unwrap();
         assert_eq!(second, Request::namespaced("ns", "old"));
     }
+
+    #[tokio::test(start_paused = true)]
+    async fn event_filters_apply_to_every_watch_and_predicates_to_their_own() {
+        use crate::predicate::{HasMetadata, LabelsChanged, PredicateEvent};
+        let queue: WorkQueue<Request> = WorkQueue::builder().build();
+        let not_skipped = |e: &PredicateEvent<'_, dyn HasMetadata>| {
+            e.meta()
+                .labels
+                .as_ref()
+                .and_then(|l| l.get("skip"))
+                .is_none()
+        };
+        let filters: Arc<[Arc<dyn Predicate<dyn HasMetadata>>]> =
+            Arc::from(vec![
+                Arc::new(not_skipped) as Arc<dyn Predicate<dyn HasMetadata>>
+            ]);
+        // The primary watch only takes label changes; the owned watch takes all.
+        let mut primary = EnqueueHandler::new(
+            the_object::<ConfigMap>(),
+            WatchPredicates::new()
+                .with(LabelsChanged)
+                .with_event_filters(Arc::clone(&filters)),
+            queue.clone(),
+        );
+        let mut owned = EnqueueHandler::new(
+            owner_of_kind::<ConfigMap, Deployment>(),
+            WatchPredicates::new().with_event_filters(filters),
+            queue.clone(),
+        );
+        let plain = cm("web-cfg", vec![owner("apps/v1", "Deployment", "web", true)]);
+        let mut touched = plain.clone();
+        touched.data = Some([("k".to_owned(), "v".to_owned())].into());
+        // Same labels: the primary watch drops it, the owned watch enqueues the owner.
+        primary
+            .on_update(Arc::new(plain.clone()), Arc::new(touched.clone()), false)
+            .await;
+        owned
+            .on_update(Arc::new(plain.clone()), Arc::new(touched.clone()), false)
+            .await;
+        let web = queue.try_get();
+        assert_eq!(web, Some(Request::namespaced("ns", "web")));
+        assert_eq!(queue.try_get(), None);
+        queue.done(&Request::namespaced("ns", "web"));
+        // The event filter drops `skip` objects on both watches.
+        let mut skipped = touched.clone();
+        skipped.metadata.labels = Some([("skip".to_owned(), "y".to_owned())].into());
+        primary
+            .on_update(Arc::new(touched.clone()), Arc::new(skipped.clone()), false)
+            .await;
+        owned.on_add(Arc::new(skipped), false).await;
+        assert_eq!(queue.len(), 0, "the event filter dropped both");
+    }
 }

@@ -12,6 +12,7 @@ pub mod derive;
 #[cfg(feature = "envtest")]
 pub mod envtest;
 pub mod handler;
+mod host;
 pub mod leader;
 pub mod manager;
 pub mod manifest;

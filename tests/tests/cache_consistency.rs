@@ -15,7 +15,7 @@ use cache_support::{Traffic, create_namespace, eventually, init_tracing};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use opkit::cache::{Event, Scope, SharedCache, handler_fn};
+use opkit::cache::{Event, SharedCache, handler_fn};
 use opkit::envtest::ControlPlane;
 
 const NS: &str = "cache-consistency";
@@ -44,10 +44,10 @@ async fn cache_equals_a_fresh_list_after_concurrent_churn() {
     create_namespace(&admin, NS).await;
 
     let traffic = Traffic::default();
-    let cache = SharedCache::new(traffic.client(cp.config()));
-    let informer = cache
-        .informer_for(Scope::<ConfigMap>::all().namespace(NS))
-        .unwrap();
+    let cache = SharedCache::builder(traffic.client(cp.config()))
+        .namespace(NS)
+        .build();
+    let informer = cache.informer::<ConfigMap>().unwrap();
     let seen: Arc<Mutex<HashMap<String, Vec<Seen>>>> = Arc::default();
     let s2 = Arc::clone(&seen);
     informer

@@ -29,6 +29,8 @@ enum Step {
 struct Scripted {
     steps: Mutex<VecDeque<Step>>,
     calls: Mutex<Vec<Instant>>,
+    /// What `on_error` was handed: (error text, terminal?).
+    failures: Mutex<Vec<(String, bool)>>,
 }
 
 impl Scripted {
@@ -36,6 +38,7 @@ impl Scripted {
         Self {
             steps: Mutex::new(steps.iter().copied().collect()),
             calls: Mutex::new(Vec::new()),
+            failures: Mutex::new(Vec::new()),
         }
     }
 }
@@ -60,6 +63,13 @@ impl Reconcile for Scripted {
                 Ok(Action::done())
             }
         }
+    }
+
+    async fn on_error(&self, _req: &Request, error: &Error, _ctx: &crate::reconcile::Context) {
+        self.failures
+            .lock()
+            .unwrap()
+            .push((error.to_string(), error.is_terminal()));
     }
 }
 
@@ -244,4 +254,44 @@ async fn throttle_holds_for_requeue_after_loops() {
         );
     }
     assert!(calls[20] - calls[0] >= Duration::from_secs(5));
+}
+
+#[tokio::test(start_paused = true)]
+async fn every_failure_reaches_on_error_and_successes_do_not() {
+    use Step::*;
+    let reconciler = Scripted::new(&[
+        Fail,
+        Panic,
+        Hang,
+        Terminal,
+        Ok,
+        RequeueAfter(Duration::from_secs(1)),
+    ]);
+    let queue = WorkQueue::builder().build();
+    let stats = ReconcileStats::default();
+    queue.add(key());
+    let outcomes = drive(&reconciler, &queue, &stats, Some(Duration::from_secs(5)), 4).await;
+    assert_eq!(
+        outcomes,
+        [
+            Outcome::Retry,
+            Outcome::Retry,
+            Outcome::Retry,
+            Outcome::Terminal
+        ]
+    );
+    queue.add(key());
+    drive(&reconciler, &queue, &stats, Some(Duration::from_secs(5)), 2).await;
+    let failures = reconciler.failures.lock().unwrap().clone();
+    assert_eq!(failures.len(), 4, "{failures:?}");
+    assert_eq!(failures[0], ("transient".to_owned(), false));
+    assert!(
+        failures[1].0.starts_with("reconcile panicked"),
+        "{failures:?}"
+    );
+    assert_eq!(
+        failures[2],
+        ("reconcile timed out after 5s".to_owned(), false)
+    );
+    assert!(failures[3].1, "terminal errors reach on_error as terminal");
 }

@@ -1,6 +1,8 @@
 //! The default identity of an elector: `<hostname>_<random UUID>`, as
 //! controller-runtime builds it, so two processes on one host never share it.
 
+use crate::host::hostname;
+
 /// The longest identity a Lease's `holderIdentity` is given by opkit. The
 /// apiserver does not bound the field, but identities are also used in
 /// Events and logs; 128 matches an Event's `reportingInstance` limit.
@@ -14,21 +16,6 @@ pub(crate) const MAX_IDENTITY_LEN: usize = 128;
 /// which replica leads.
 pub fn default_identity() -> String {
     format!("{}_{}", hostname(), random_uuid())
-}
-
-/// The host name of this machine or Pod, or `localhost` when it cannot be found.
-pub(crate) fn hostname() -> String {
-    let from_env = std::env::var("HOSTNAME").ok();
-    let from_proc = || {
-        std::fs::read_to_string("/proc/sys/kernel/hostname")
-            .ok()
-            .map(|s| s.trim().to_owned())
-    };
-    from_env
-        .filter(|h| !h.trim().is_empty())
-        .or_else(from_proc)
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "localhost".to_owned())
 }
 
 /// A random (version 4, RFC 4122 variant) UUID in its 8-4-4-4-12 hex form.

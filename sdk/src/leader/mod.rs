@@ -87,4 +87,3 @@ pub use elector::LeaderElector;
 pub use error::LeaderError;
 pub use handle::{LeaderHandle, LeaderState};
 pub use identity::default_identity;
-pub(crate) use identity::hostname;

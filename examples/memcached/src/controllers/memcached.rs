@@ -77,47 +77,12 @@ impl Reconcile for MemcachedReconciler {
 
         let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
         let services: Api<Service> = Api::namespaced(client, &namespace);
-        let applied = async {
-            let mut deployment = desired_deployment(&memcached);
-            client::set_controller_reference(&*memcached, &mut deployment)
-                .map_err(Error::terminal)?;
-            let deployment = client::apply(&deployments, &deployment, crate::NAME).await?;
-            let mut service = desired_service(&memcached);
-            client::set_controller_reference(&*memcached, &mut service).map_err(Error::terminal)?;
-            client::apply(&services, &service, crate::NAME).await?;
-            Ok::<_, Error>(deployment)
-        }
-        .await;
-        let deployment = match applied {
-            Ok(deployment) => deployment,
-            Err(error) => {
-                tracing::warn!(%req, %error, "reconcile failed");
-                ctx.recorder().warning(
-                    &*memcached,
-                    "ReconcileFailed",
-                    "Reconciling",
-                    &error.to_string(),
-                );
-                let mut status = memcached.status.clone().unwrap_or_default();
-                let changed = conditions::set(
-                    &mut status.conditions,
-                    conditions::new(
-                        DEGRADED,
-                        ConditionStatus::True,
-                        "ReconcileFailed",
-                        error.to_string(),
-                    )
-                    .observed_generation(memcached.meta().generation),
-                );
-                if changed {
-                    // Best effort: the error below is what gets retried.
-                    if let Err(e) = client::patch_status(&memcacheds, &req.name, &status).await {
-                        tracing::warn!(%req, error = %e, "cannot report the Degraded condition");
-                    }
-                }
-                return Err(error);
-            }
-        };
+        let mut deployment = desired_deployment(&memcached);
+        client::set_controller_reference(&*memcached, &mut deployment).map_err(Error::terminal)?;
+        let deployment = client::apply(&deployments, &deployment, crate::NAME).await?;
+        let mut service = desired_service(&memcached);
+        client::set_controller_reference(&*memcached, &mut service).map_err(Error::terminal)?;
+        client::apply(&services, &service, crate::NAME).await?;
 
         let status = observed_status(&memcached, &deployment);
         if memcached.status.as_ref() != Some(&status) {
@@ -130,6 +95,38 @@ impl Reconcile for MemcachedReconciler {
             client::patch_status(&memcacheds, &req.name, &status).await?;
         }
         Ok(Action::done())
+    }
+
+    /// A failed reconcile sets `Degraded` with the error and records a
+    /// warning Event; the failure is then retried with backoff.
+    async fn on_error(&self, req: &Request, error: &Error, ctx: &Context) {
+        let Ok(Some(memcached)) = ctx.get::<Memcached>().await else {
+            return;
+        };
+        ctx.recorder().warning(
+            &*memcached,
+            "ReconcileFailed",
+            "Reconciling",
+            &error.to_string(),
+        );
+        let mut status = memcached.status.clone().unwrap_or_default();
+        let changed = conditions::set(
+            &mut status.conditions,
+            conditions::new(
+                DEGRADED,
+                ConditionStatus::True,
+                "ReconcileFailed",
+                error.to_string(),
+            )
+            .observed_generation(memcached.meta().generation),
+        );
+        if changed {
+            let namespace = memcached.namespace().unwrap_or_default();
+            let memcacheds: Api<Memcached> = Api::namespaced(ctx.client(), &namespace);
+            if let Err(e) = client::patch_status(&memcacheds, &req.name, &status).await {
+                tracing::warn!(%req, error = %e, "cannot report the Degraded condition");
+            }
+        }
     }
 }
 

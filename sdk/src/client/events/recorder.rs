@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::series::{Occurrence, SeriesKey, SeriesTable};
 use super::{Event, EventType};
 use crate::client::error::{ClientError, EventError, Target};
-use crate::leader::hostname;
+use crate::host::hostname;
 
 /// How long after an event a repeat still joins its series: client-go's 6 minutes.
 pub const DEFAULT_SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
