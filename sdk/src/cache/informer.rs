@@ -110,7 +110,8 @@ struct Inner<K> {
     cancel: CancellationToken,
 }
 
-/// See the [module documentation](self). Cloning gives another handle to the
+/// One informer: a reflector, a DeltaFIFO and a store, with event handlers
+/// and indexes (see the [cache docs](super)). Cloning gives another handle to the
 /// same informer. Once started, it runs until [`stop`](Self::stop) (dropping
 /// the handles does not stop it; informers of a [`SharedCache`](super::SharedCache)
 /// stop with the cache).

@@ -186,7 +186,7 @@ impl fmt::Debug for ReflectorMetrics {
     }
 }
 
-/// A snapshot of [`ReflectorMetrics`].
+/// A snapshot of an informer's reflector counters.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReflectorStats {
     /// LIST requests sent (one per page).
