@@ -20,7 +20,7 @@ pub enum KeyError {
     },
 }
 
-/// An index operation on the [`Indexer`](super::Indexer) failed.
+/// An index operation on a [`Store`](super::Store) (or an informer's indexes) failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IndexError {
     /// No index function is registered under this name.
@@ -73,7 +73,7 @@ impl ApiStatus {
     }
 }
 
-/// A list or watch request of the [`Reflector`](super::Reflector) failed.
+/// A list or watch request of an informer failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ReflectorError {
     /// The API server answered with an error status.
