@@ -24,8 +24,9 @@
 //! Lists are decoded page by page straight into `K`; should one item not
 //! deserialize (schema drift, a bad custom resource) the page is decoded again
 //! item by item and only that item is skipped. Watch events are decoded line
-//! by line the same way: a bad object is reported as skipped, the stream goes
-//! on.
+//! by line the same way: a bad object is reported as skipped, with its key
+//! taken from the raw `metadata`, so the reflector can remove the stale copy;
+//! the stream goes on.
 
 use std::{collections::BTreeMap, fmt, marker::PhantomData};
 
@@ -259,6 +260,15 @@ pub(crate) struct SkippedObject {
     pub name: Option<String>,
     pub resource_version: Option<String>,
     pub error: String,
+}
+
+impl SkippedObject {
+    /// The cache key, from the raw `metadata` (which decodes even when the
+    /// whole object does not); `None` without a name.
+    pub(crate) fn key(&self) -> Option<super::key::ObjectKey> {
+        let name = self.name.as_deref().filter(|n| !n.is_empty())?;
+        Some(super::key::ObjectKey::new(self.namespace.as_deref(), name))
+    }
 }
 
 /// One decoded LIST page.

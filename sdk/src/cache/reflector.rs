@@ -67,6 +67,7 @@ use super::{
     backoff::{Backoff, BackoffConfig},
     delta_fifo::DeltaFifo,
     error::ReflectorError,
+    key::ObjectKey,
     list_watch::{ListOptions, ListWatch, SkippedObject, WatchLine, WatchOptions, WatchStream},
 };
 
@@ -90,6 +91,16 @@ pub trait ReflectorStore<K>: Send + Sync {
     fn delete(&self, obj: Arc<K>);
     /// The result of a (re)list at `resource_version`.
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str);
+    /// A watch event carried the object under `key` in a shape that does not
+    /// deserialize into `K`: whatever copy the store holds is stale and must
+    /// go, with a tombstone delete for the handlers (as a relist would
+    /// deliver). Returns true when something was known under `key`.
+    ///
+    /// The default does nothing and returns false; [`DeltaFifo`] implements it.
+    fn delete_undecodable(&self, key: ObjectKey) -> bool {
+        let _ = key;
+        false
+    }
 }
 
 impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
@@ -111,6 +122,9 @@ impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) {
         DeltaFifo::replace(self, list, resource_version)
     }
+    fn delete_undecodable(&self, key: ObjectKey) -> bool {
+        DeltaFifo::delete_undecodable(self, key)
+    }
 }
 
 impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<S> {
@@ -125,6 +139,9 @@ impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<S> {
     }
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) {
         (**self).replace(list, resource_version)
+    }
+    fn delete_undecodable(&self, key: ObjectKey) -> bool {
+        (**self).delete_undecodable(key)
     }
 }
 
@@ -348,17 +365,52 @@ where
         (min + fastrand::f64() * min) as u32
     }
 
-    fn report_skipped(&mut self, event_type: &str, obj: &SkippedObject) {
+    /// A listed object that does not deserialize into `K`: counted and
+    /// logged. It is left out of the list, so `replace` drops any copy the
+    /// store held (handlers get a tombstone delete).
+    fn report_undecodable_listed(&self, obj: &SkippedObject) {
         ReflectorMetrics::inc(&self.metrics.skipped_objects);
         tracing::error!(
             reflector = %self.name,
-            event = event_type,
-            namespace = obj.namespace.as_deref().unwrap_or(""),
-            name = obj.name.as_deref().unwrap_or(""),
+            key = %obj.key().as_ref().map(ObjectKey::as_str).unwrap_or("<no name>"),
             resource_version = obj.resource_version.as_deref().unwrap_or(""),
             error = %obj.error,
-            "skipping object that does not deserialize into the Rust type"
+            "listed object does not deserialize into the Rust type; it is left out of the cache \
+             (a cached copy is removed and handlers get a Delete)"
         );
+    }
+
+    /// A watch event whose object does not deserialize into `K`: counted,
+    /// logged, and the key removed from the store (a tombstone delete) when
+    /// the store knew it, since the copy it holds is stale.
+    fn handle_undecodable_event(&self, event_type: &str, obj: &SkippedObject) {
+        ReflectorMetrics::inc(&self.metrics.skipped_objects);
+        let key = obj.key();
+        let removed = key
+            .clone()
+            .is_some_and(|key| self.store.delete_undecodable(key));
+        let key = key.as_ref().map(ObjectKey::as_str).unwrap_or("<no name>");
+        let rv = obj.resource_version.as_deref().unwrap_or("");
+        if removed {
+            tracing::error!(
+                reflector = %self.name,
+                event = event_type,
+                key,
+                resource_version = rv,
+                error = %obj.error,
+                "object no longer deserializes into the Rust type; removed it from the cache \
+                 and delivered a Delete (tombstone) to handlers"
+            );
+        } else {
+            tracing::error!(
+                reflector = %self.name,
+                event = event_type,
+                key,
+                resource_version = rv,
+                error = %obj.error,
+                "skipping object that does not deserialize into the Rust type (not in the cache)"
+            );
+        }
     }
 
     async fn streaming_supported(&mut self) -> bool {
@@ -432,7 +484,7 @@ where
                     Err(e) => return Err(e),
                 };
                 for s in &page.skipped {
-                    self.report_skipped("LIST", s);
+                    self.report_undecodable_listed(s);
                 }
                 items.reserve(page.items.len());
                 for obj in page.items {
@@ -517,8 +569,14 @@ where
                         }
                         return Err(ReflectorError::Api(status));
                     }
-                    WatchLine::Skipped { event_type, object } => {
-                        self.report_skipped(&event_type, &object);
+                    WatchLine::Skipped { object, .. } => {
+                        // an initial event (or a later change of one) that
+                        // does not decode: leave it out of the list, so the
+                        // replace drops any stale copy of it
+                        self.report_undecodable_listed(&object);
+                        if let Some(key) = object.key() {
+                            items.retain(|o| !ObjectKey::of(&**o).is_ok_and(|k| k == key));
+                        }
                     }
                 }
             };
@@ -628,7 +686,7 @@ where
                 }
                 WatchLine::Error(status) => return Err(ReflectorError::Api(status)),
                 WatchLine::Skipped { event_type, object } => {
-                    self.report_skipped(&event_type, &object);
+                    self.handle_undecodable_event(&event_type, &object);
                     self.set_rv(object.resource_version.as_deref());
                 }
             }
@@ -665,6 +723,10 @@ mod tests {
         fn replace(&self, list: Vec<Arc<ConfigMap>>, rv: &str) {
             let names: Vec<_> = list.iter().map(|o| name(o)).collect();
             self.push(format!("replace {} @{rv}", names.join(",")));
+        }
+        fn delete_undecodable(&self, key: ObjectKey) -> bool {
+            self.push(format!("undecodable {key}"));
+            true
         }
     }
 
@@ -851,8 +913,11 @@ mod tests {
         });
         let (client, _seen) = scripted(script);
         let store = Arc::new(Recorder::default());
-        let metrics = run_until(client, Arc::clone(&store), list_config(), |c| c.len() >= 3).await;
-        assert_eq!(store.calls(), ["replace a @10", "add b", "replace b @30"]);
+        let metrics = run_until(client, Arc::clone(&store), list_config(), |c| c.len() >= 4).await;
+        assert_eq!(
+            store.calls(),
+            ["replace a @10", "undecodable bad", "add b", "replace b @30"]
+        );
         let stats = metrics.stats();
         assert_eq!(stats.skipped_objects, 1);
         assert_eq!(stats.relists, 2);
@@ -964,5 +1029,170 @@ mod tests {
             let got = keep.0.lock().unwrap()[0].metadata.managed_fields.is_some();
             assert_eq!(got, !strip);
         }
+    }
+
+    /// A ConfigMap whose `data` is not a map: valid JSON, not a `ConfigMap`.
+    fn undecodable(name: &str, rv: &str) -> serde_json::Value {
+        serde_json::json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}, "data": 7})
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn undecodable_watch_events_remove_the_key() {
+        let script: Script = Arc::new(|n, _| match n {
+            0 => list(&[obj("a", "5"), obj("b", "5")], "10", None),
+            1 => events(&[
+                serde_json::json!({"type": "MODIFIED", "object": undecodable("a", "11")}),
+                serde_json::json!({"type": "DELETED", "object": undecodable("b", "12")}),
+                serde_json::json!({"type": "ADDED", "object": undecodable("c", "13")}),
+                serde_json::json!({"type": "MODIFIED", "object": obj("a", "14")}),
+            ]),
+            _ => events(&[]),
+        });
+        let (client, seen) = scripted(script);
+        let store = Arc::new(Recorder::default());
+        let metrics = run_until(client, Arc::clone(&store), list_config(), |c| {
+            c.iter().any(|s| s == "update a")
+        })
+        .await;
+        assert_eq!(
+            store.calls()[..5],
+            [
+                "replace a,b @10",
+                "undecodable ns/a",
+                "undecodable ns/b",
+                "undecodable ns/c",
+                "update a"
+            ]
+        );
+        let stats = metrics.stats();
+        assert_eq!(stats.skipped_objects, 3);
+        assert_eq!(stats.last_sync_resource_version.as_deref(), Some("14"));
+        // the watch re-opens from the last event, undecodable ones included
+        assert!(
+            seen.lock().unwrap()[2].contains("resourceVersion=14"),
+            "{:?}",
+            seen.lock().unwrap()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn undecodable_initial_event_is_left_out_of_the_streamed_list() {
+        let script: Script = Arc::new(|n, _| match n {
+            0 => version(),
+            1 => events(&[
+                serde_json::json!({"type": "ADDED", "object": obj("a", "3")}),
+                serde_json::json!({"type": "ADDED", "object": obj("b", "4")}),
+                serde_json::json!({"type": "MODIFIED", "object": undecodable("a", "5")}),
+                serde_json::json!({"type": "ADDED", "object": undecodable("c", "6")}),
+                serde_json::json!({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9",
+                    "annotations": {"k8s.io/initial-events-end": "true"}}}}),
+            ]),
+            _ => events(&[]),
+        });
+        let (client, _) = scripted(script);
+        let store = Arc::new(Recorder::default());
+        let metrics = run_until(
+            client,
+            Arc::clone(&store),
+            ReflectorConfig::default(),
+            |c| !c.is_empty(),
+        )
+        .await;
+        assert_eq!(store.calls()[0], "replace b @9");
+        assert_eq!(metrics.stats().skipped_objects, 2);
+    }
+
+    /// The whole path, reflector → DeltaFIFO → informer store → handlers,
+    /// for each way an undecodable object can arrive.
+    #[tokio::test(start_paused = true)]
+    async fn informer_drops_undecodable_objects_and_tells_handlers() {
+        use crate::cache::{Event, InformerOptions, SharedIndexInformer, handler_fn};
+        let script: Script = Arc::new(|n, pq| match n {
+            0 => list(
+                &[obj("a", "5"), obj("b", "5"), obj("c", "5"), obj("d", "5")],
+                "10",
+                None,
+            ),
+            1 => events(&[
+                serde_json::json!({"type": "MODIFIED", "object": undecodable("a", "11")}),
+                serde_json::json!({"type": "DELETED", "object": undecodable("b", "12")}),
+                serde_json::json!({"type": "ADDED", "object": undecodable("new", "13")}),
+                serde_json::json!({"type": "MODIFIED", "object": obj("d", "14")}),
+                serde_json::json!({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}),
+            ]),
+            2 => {
+                assert!(!pq.contains("watch="), "relist expected: {pq}");
+                // `a` decodes again, `c` no longer does
+                list(
+                    &[obj("a", "20"), undecodable("c", "18"), obj("d", "14")],
+                    "21",
+                    None,
+                )
+            }
+            _ => events(&[]),
+        });
+        let (client, _) = scripted(script);
+        let informer = SharedIndexInformer::new(
+            ListWatch::<ConfigMap>::new(client, &()).namespace("ns"),
+            InformerOptions {
+                reflector: list_config(),
+                ..Default::default()
+            },
+        );
+        let log = Arc::new(StdMutex::new(Vec::<String>::new()));
+        let l2 = Arc::clone(&log);
+        informer
+            .add_event_handler(handler_fn(move |e: Event<ConfigMap>| {
+                let line = match e {
+                    Event::Add { obj, .. } => format!("add {}", name(&obj)),
+                    Event::Update { new, .. } => format!("update {}", name(&new)),
+                    Event::Delete { obj } => format!(
+                        "delete {}{}",
+                        name(obj.object()),
+                        if obj.is_tombstone() {
+                            " (tombstone)"
+                        } else {
+                            ""
+                        }
+                    ),
+                };
+                l2.lock().unwrap().push(line);
+            }))
+            .unwrap();
+        informer.start().unwrap();
+        tokio::time::timeout(Duration::from_secs(600), async {
+            while !log
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.starts_with("delete c"))
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no delete of c; events: {:?}", log.lock().unwrap()));
+        let events: Vec<String> = log.lock().unwrap().clone();
+        assert_eq!(
+            events,
+            [
+                "add a",
+                "add b",
+                "add c",
+                "add d",
+                "delete a (tombstone)",
+                "delete b (tombstone)",
+                "update d",
+                // the relist: `a` decodes again; `d` unchanged (a resync
+                // update, not delivered without a resync period); `c` gone
+                "add a",
+                "delete c (tombstone)",
+            ]
+        );
+        let mut keys: Vec<String> = informer.indexer().list().iter().map(|o| name(o)).collect();
+        keys.sort();
+        assert_eq!(keys, ["a", "d"]);
+        assert_eq!(informer.stats().skipped_objects, 4);
+        informer.stop();
     }
 }
