@@ -229,7 +229,8 @@ impl<K> ListWatch<K> {
             .unwrap_or_else(|_| ApiStatus {
                 code: status.as_u16(),
                 reason: status.canonical_reason().unwrap_or_default().to_string(),
-                message: String::from_utf8_lossy(&body).into_owned(),
+                // a plain-text body ("404 page not found\n"): no blank lines in logs
+                message: String::from_utf8_lossy(&body).trim().to_owned(),
             });
         st.code = status.as_u16();
         Err(ReflectorError::Api(st))

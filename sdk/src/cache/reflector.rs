@@ -60,13 +60,13 @@ use std::{
 use kube::Resource;
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
-use tokio::time::Instant;
+use tokio::{sync::watch, time::Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::{
     backoff::{Backoff, BackoffConfig},
     delta_fifo::DeltaFifo,
-    error::ReflectorError,
+    error::{ListFailures, ReflectorError},
     key::ObjectKey,
     list_watch::{ListOptions, ListWatch, SkippedObject, WatchLine, WatchOptions, WatchStream},
 };
@@ -194,6 +194,7 @@ pub struct ReflectorMetrics {
     skipped_objects: AtomicU64,
     last_sync_resource_version: Mutex<Option<String>>,
     last_error: Mutex<Option<String>>,
+    list_failures: watch::Sender<ListFailures>,
 }
 
 impl fmt::Debug for ReflectorMetrics {
@@ -252,6 +253,24 @@ impl ReflectorMetrics {
     /// The last list/watch error, if the last round failed.
     pub fn last_error(&self) -> Option<String> {
         self.last_error.lock().clone()
+    }
+
+    /// The failed rounds since the last successful list, as they happen.
+    pub(crate) fn subscribe_list_failures(&self) -> watch::Receiver<ListFailures> {
+        self.list_failures.subscribe()
+    }
+
+    fn record_failure(&self, error: &ReflectorError) {
+        let class = error.list_failure();
+        self.list_failures.send_modify(|f| {
+            f.consecutive = f.consecutive.saturating_add(1);
+            f.last = Some(class);
+        });
+    }
+
+    fn record_listed(&self) {
+        self.list_failures
+            .send_if_modified(|f| std::mem::take(f) != ListFailures::default());
     }
 }
 
@@ -331,6 +350,7 @@ where
                         };
                         tracing::warn!(reflector = %self.name, error = %e, "list/watch failed{hint}");
                         *self.metrics.last_error.lock() = Some(format!("{e}{hint}"));
+                        self.metrics.record_failure(&e);
                     }
                 }
                 let delay = self.backoff.next_delay();
@@ -495,6 +515,7 @@ where
                     None => {
                         tracing::debug!(reflector = %self.name, objects = items.len(), resource_version = %page.resource_version, "listed");
                         self.store.replace(items, &page.resource_version);
+                        self.metrics.record_listed();
                         self.rv_unavailable = false;
                         self.set_rv(Some(&page.resource_version));
                         return Ok(());
@@ -596,6 +617,7 @@ where
             let rv = rv.unwrap_or_default();
             tracing::debug!(reflector = %self.name, objects = items.len(), resource_version = %rv, "streamed initial list");
             self.store.replace(items, &rv);
+            self.metrics.record_listed();
             self.rv_unavailable = false;
             self.set_rv(Some(&rv));
             return Ok(w);
