@@ -340,7 +340,9 @@ where
         tracing::debug!(reflector = %self.name, "starting reflector");
         let run = async {
             loop {
-                match self.list_and_watch().await {
+                let result = self.list_and_watch().await;
+                let delay = self.backoff.next_delay();
+                match result {
                     Ok(()) => *self.metrics.last_error.lock() = None,
                     Err(e) => {
                         let hint = if matches!(&e, ReflectorError::Api(s) if s.is_forbidden()) {
@@ -348,12 +350,17 @@ where
                         } else {
                             ""
                         };
-                        tracing::warn!(reflector = %self.name, error = %e, "list/watch failed{hint}");
+                        tracing::warn!(
+                            reflector = %self.name,
+                            error = %e,
+                            attempt = self.backoff.attempt(),
+                            retry_in = ?delay,
+                            "list/watch failed{hint}; retrying"
+                        );
                         *self.metrics.last_error.lock() = Some(format!("{e}{hint}"));
                         self.metrics.record_failure(&e);
                     }
                 }
-                let delay = self.backoff.next_delay();
                 tokio::time::sleep(delay).await;
             }
         };
@@ -362,6 +369,20 @@ where
             _ = run => {}
         }
         tracing::debug!(reflector = %self.name, "reflector stopped");
+    }
+
+    /// Sleeps the next backoff delay after a retriable failure, logging it
+    /// with the attempt and the delay: at debug for the first two attempts
+    /// (a blip: an API server restart), at warn from the third.
+    async fn back_off(&mut self, what: &str, error: &(dyn fmt::Display + Sync)) {
+        let delay = self.backoff.next_delay();
+        let attempt = self.backoff.attempt();
+        if attempt >= 3 {
+            tracing::warn!(reflector = %self.name, %error, attempt, retry_in = ?delay, "{what}; retrying");
+        } else {
+            tracing::debug!(reflector = %self.name, %error, attempt, retry_in = ?delay, "{what}; retrying");
+        }
+        tokio::time::sleep(delay).await;
     }
 
     fn prepare(&self, mut obj: K) -> Arc<K> {
@@ -543,8 +564,7 @@ where
             let mut w = match self.lw.watch(&opts).await {
                 Ok(w) => w,
                 Err(e) if e.is_retriable() => {
-                    tracing::debug!(reflector = %self.name, error = %e, "streaming list failed; backing off");
-                    tokio::time::sleep(self.backoff.next_delay()).await;
+                    self.back_off("streaming list failed", &e).await;
                     continue;
                 }
                 Err(e) if e.is_expired() => {
@@ -607,11 +627,15 @@ where
             }
             if !done {
                 let elapsed = start.elapsed();
-                tracing::debug!(reflector = %self.name, events, ?elapsed, "streaming list ended before its initial-events-end bookmark; retrying");
                 if events == 0 && elapsed < Duration::from_secs(1) {
                     return Err(ReflectorError::StreamingListIncomplete);
                 }
-                tokio::time::sleep(self.backoff.next_delay()).await;
+                let why = format!("ended after {events} events and {elapsed:?}");
+                self.back_off(
+                    "streaming list ended before its initial-events-end bookmark",
+                    &why,
+                )
+                .await;
                 continue;
             }
             let rv = rv.unwrap_or_default();
@@ -646,8 +670,7 @@ where
                     match self.lw.watch(&opts).await {
                         Ok(w) => w,
                         Err(e) if e.is_retriable() => {
-                            tracing::debug!(reflector = %self.name, error = %e, "watch failed; backing off");
-                            tokio::time::sleep(self.backoff.next_delay()).await;
+                            self.back_off("opening the watch failed", &e).await;
                             continue;
                         }
                         Err(e) if e.is_expired() => {
@@ -671,8 +694,7 @@ where
                     return Ok(());
                 }
                 Err(e) if e.is_retriable() => {
-                    tracing::debug!(reflector = %self.name, error = %e, "watch error; backing off and re-opening");
-                    tokio::time::sleep(self.backoff.next_delay()).await;
+                    self.back_off("the watch failed", &e).await;
                 }
                 Err(e) => return Err(e),
             }
@@ -1216,5 +1238,74 @@ mod tests {
         assert_eq!(keys, ["a", "d"]);
         assert_eq!(informer.stats().skipped_objects, 4);
         informer.stop();
+    }
+}
+
+#[cfg(test)]
+mod retry_log_tests {
+    //! Issue 11: the reflector's retry logs carry the attempt and the delay.
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::client::Body;
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_rounds_log_attempt_and_delay() {
+        let (logs, _guard) = crate::test_log::capture();
+        let answered = Arc::new(AtomicU64::new(0));
+        let count = Arc::clone(&answered);
+        let svc = tower::service_fn(move |_req: http::Request<Body>| {
+            count.fetch_add(1, Ordering::SeqCst);
+            async {
+                Ok::<_, std::convert::Infallible>(
+                    http::Response::builder()
+                        .status(503)
+                        .body(Body::from(b"overloaded".to_vec()))
+                        .unwrap(),
+                )
+            }
+        });
+        let client = kube::Client::new(svc, "default");
+        let fifo = Arc::new(DeltaFifo::<ConfigMap>::new(None));
+        let config = ReflectorConfig {
+            streaming_list: StreamingList::Off,
+            backoff: BackoffConfig {
+                jitter: 0.0,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let r = Reflector::new(ListWatch::new(client, &()), fifo, config);
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(r.run(cancel.clone()));
+        tokio::time::timeout(Duration::from_secs(600), async {
+            while answered.load(Ordering::SeqCst) < 4 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("four list attempts");
+        cancel.cancel();
+        task.await.unwrap();
+        let failed = logs.with_message("list/watch failed; retrying");
+        let seen: Vec<_> = failed
+            .iter()
+            .take(3)
+            .map(|e| (e.field("attempt"), e.field("retry_in")))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (Some("1"), Some("800ms")),
+                (Some("2"), Some("1.6s")),
+                (Some("3"), Some("3.2s"))
+            ]
+        );
+        assert_eq!(failed[0].level, tracing::Level::WARN);
+        assert!(
+            failed[0]
+                .field("error")
+                .is_some_and(|e| e.contains("503") && e.contains("overloaded")),
+            "{failed:?}"
+        );
     }
 }
