@@ -22,6 +22,9 @@ pub mod rbac;
 pub mod reconcile;
 pub mod workqueue;
 
+#[cfg(test)]
+mod test_log;
+
 pub use derive::ControllerWiring;
 /// `#[derive(Controller)]`: see [`derive`](mod@derive) for the `#[controller(...)]` options.
 pub use opkit_macros::Controller;

@@ -1,6 +1,7 @@
 //! Issue 4, tests 4 and 5: a late handler gets the existing objects; a slow
 //! handler does not delay another; an undeserializable custom resource is
-//! skipped while the others keep flowing; controllers asking for the same
+//! skipped while the others keep flowing; an object that stops deserializing
+//! leaves the cache (issue 11: no stale copy); controllers asking for the same
 //! scope share one watch; scoped, dynamic and metadata-only informers.
 
 mod cache_support;
@@ -266,6 +267,163 @@ async fn undeserializable_custom_resource_is_skipped_and_others_flow() {
         .unwrap()
         .unwrap();
     assert_eq!(dynamic.store().len(), 4);
+    cache.stop();
+}
+
+/// A custom resource whose Rust type (`u8`) is stricter than its CRD schema
+/// (any integer).
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
+#[kube(
+    group = "cachetest.opkit.dev",
+    version = "v1",
+    kind = "Dial",
+    namespaced
+)]
+struct DialSpec {
+    level: u8,
+}
+
+/// Issue 11: an object updated to a shape the Rust type cannot deserialize
+/// must not stay in the cache with its old state; a handler hears a Delete,
+/// and an Add when it decodes again; deleting it while undecodable leaves no
+/// ghost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn object_that_stops_deserializing_leaves_the_cache() {
+    init_tracing();
+    let cp = ControlPlane::shared().await.unwrap();
+    let admin = cp.client().unwrap();
+    let ns = "cache-undecodable";
+    create_namespace(&admin, ns).await;
+    let mut crd = Dial::crd();
+    let props = |ty: &str| JSONSchemaProps {
+        type_: Some(ty.into()),
+        ..Default::default()
+    };
+    crd.spec.versions[0].schema = Some(CustomResourceValidation {
+        open_api_v3_schema: Some(JSONSchemaProps {
+            properties: Some(
+                [(
+                    "spec".to_string(),
+                    JSONSchemaProps {
+                        properties: Some([("level".to_string(), props("integer"))].into()),
+                        required: Some(vec!["level".into()]),
+                        ..props("object")
+                    },
+                )]
+                .into(),
+            ),
+            ..props("object")
+        }),
+    });
+    cp.install_crds(&[crd]).await.unwrap();
+    let api: Api<Dial> = Api::namespaced(admin.clone(), ns);
+    // writes of undecodable shapes go through an untyped API (the typed one
+    // could not read the answer)
+    let raw =
+        Api::<DynamicObject>::namespaced_with(admin.clone(), ns, &ApiResource::erase::<Dial>(&()));
+    let set_level = |name: &'static str, level: i64| {
+        let api = raw.clone();
+        async move {
+            let patch = serde_json::json!({"spec": {"level": level}});
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .unwrap();
+        }
+    };
+    for name in ["one", "two"] {
+        api.create(
+            &PostParams::default(),
+            &Dial::new(name, DialSpec { level: 1 }),
+        )
+        .await
+        .unwrap();
+    }
+
+    let cache = SharedCache::new(cp.client().unwrap());
+    let informer = cache
+        .informer_for(Scope::<Dial>::all().namespace(ns))
+        .unwrap();
+    let log: Arc<Mutex<Vec<String>>> = Arc::default();
+    let l2 = Arc::clone(&log);
+    informer
+        .add_event_handler(handler_fn(move |e: Event<Dial>| {
+            let name = |d: &Dial| d.metadata.name.clone().unwrap_or_default();
+            let line = match e {
+                Event::Add { obj, .. } => format!("add {} {}", name(&obj), obj.spec.level),
+                Event::Update { new, .. } => format!("update {} {}", name(&new), new.spec.level),
+                Event::Delete { obj } => format!(
+                    "delete {} {}{}",
+                    name(obj.object()),
+                    obj.object().spec.level,
+                    if obj.is_tombstone() { " tombstone" } else { "" }
+                ),
+            };
+            l2.lock().unwrap().push(line);
+        }))
+        .unwrap();
+    cache.start().unwrap();
+    cache.wait_for_sync(Duration::from_secs(30)).await.unwrap();
+    let cached = |name: &str| informer.store().get(Some(ns), name);
+    let logged = |line: &str| log.lock().unwrap().iter().any(|l| l == line);
+    assert_eq!(cached("one").unwrap().spec.level, 1);
+
+    // Valid in the schema, not in a u8: the stale copy goes, a Delete is heard.
+    set_level("one", 300).await;
+    eventually(
+        "one to leave the cache with a Delete",
+        Duration::from_secs(20),
+        || cached("one").is_none() && logged("delete one 1 tombstone"),
+    )
+    .await;
+    assert_eq!(informer.store().len(), 1, "only two is listed");
+    assert_eq!(informer.stats().skipped_objects, 1);
+
+    // Decodable again: an Add.
+    set_level("one", 7).await;
+    eventually("one back with an Add", Duration::from_secs(20), || {
+        cached("one").is_some_and(|d| d.spec.level == 7) && logged("add one 7")
+    })
+    .await;
+
+    // Deleted while undecodable: no ghost, and no second Delete.
+    set_level("two", 1000).await;
+    eventually("two to leave the cache", Duration::from_secs(20), || {
+        cached("two").is_none() && logged("delete two 1 tombstone")
+    })
+    .await;
+    raw.delete("two", &Default::default()).await.unwrap();
+    // a fence: once this object is cached, the delete before it was handled
+    api.create(
+        &PostParams::default(),
+        &Dial::new("fence", DialSpec { level: 2 }),
+    )
+    .await
+    .unwrap();
+    eventually("the fence in the cache", Duration::from_secs(20), || {
+        cached("fence").is_some()
+    })
+    .await;
+    assert!(cached("two").is_none());
+    let names: BTreeSet<String> = informer
+        .store()
+        .list()
+        .iter()
+        .map(|d| d.metadata.name.clone().unwrap())
+        .collect();
+    assert_eq!(names, BTreeSet::from(["one".into(), "fence".into()]));
+    assert_eq!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .filter(|l| l.starts_with("delete two"))
+            .count(),
+        1,
+        "{:?}",
+        log.lock().unwrap()
+    );
+    // three undecodable events: one's update, two's update and its delete
+    assert_eq!(informer.stats().skipped_objects, 3);
+    assert_eq!(informer.stats().relists, 1, "no relist needed");
     cache.stop();
 }
 

@@ -1,7 +1,8 @@
 //! `opkit::manager` against a real control plane: leader election between
 //! managers (one reconciles, hand-over, a leader cut off stops first),
-//! `/metrics` scraped and parsed, `/readyz` flipping once caches sync, and
-//! SIGTERM / a second signal on a separate operator process.
+//! `/metrics` scraped and parsed, `/readyz` flipping once caches sync, a
+//! missing CRD or an unreachable API server failing the start with an error
+//! naming it, and SIGTERM / a second signal on a separate operator process.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -16,12 +17,16 @@ use hyper_util::rt::TokioExecutor;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::api::rbac::v1::RoleBinding;
+use kube::CustomResource;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams};
+use opkit::cache::CacheError;
 use opkit::controller::Controller;
 use opkit::envtest::ControlPlane;
 use opkit::manager::{LeaderElection, Manager, ManagerError};
 use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
 use opkit_tests::{create_namespace, eventually, grant, init_tracing, rule};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -699,10 +704,20 @@ async fn readyz_flips_once_the_caches_sync() {
         || async move {
             let (status, body) = http_get(probes, "/readyz?verbose").await;
             assert_eq!(status, 500, "{body}");
-            body.contains("[-]informers failed") && body.contains("forbidden")
+            body.contains("forbidden")
         },
     )
     .await;
+    let (_, body) = http_get(probes, "/readyz?verbose").await;
+    assert_eq!(
+        body,
+        format!(
+            "[-]informers failed: 1 of 1 informers have not synced: v1/ConfigMap (namespace {ns}): \
+             the API server answered 403 Forbidden: configmaps is forbidden: User \"{user}\" \
+             cannot list resource \"configmaps\" in API group \"\" in the namespace \"{ns}\" \
+             (missing RBAC permission to list/watch?)\nreadyz check failed\n"
+        )
+    );
     let (status, _) = http_get(probes, "/readyz/informers").await;
     assert_eq!(status, 500);
     assert!(journal.all().is_empty());
@@ -730,6 +745,142 @@ async fn readyz_flips_once_the_caches_sync() {
     })
     .await;
     running.stop().await.unwrap();
+}
+
+/// A kind whose CustomResourceDefinition is never installed.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
+#[kube(
+    group = "missing.opkit.dev",
+    version = "v1",
+    kind = "Phantom",
+    namespaced
+)]
+struct PhantomSpec {
+    size: i32,
+}
+
+/// Reconciles nothing (these managers never get that far).
+struct Idle;
+
+impl Reconcile for Idle {
+    async fn reconcile(&self, _req: Request, _ctx: &Context) -> Result<Action, Error> {
+        Ok(Action::done())
+    }
+}
+
+/// Issue 11: a CRD that is not installed fails `run` after a bounded retry
+/// with an error naming the CRD and what to run, not an endless 404 with
+/// `/healthz` 200; meanwhile `/readyz` says exactly what fails.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_crd_fails_the_start_naming_it() {
+    init_tracing();
+    let plane = ControlPlane::shared().await.unwrap();
+    let ns = "mgr-missing-crd";
+    let mut manager = Manager::builder()
+        .client(plane.client().unwrap())
+        .namespace(ns)
+        .health_probe_bind_address("127.0.0.1:0")
+        .build()
+        .await
+        .unwrap();
+    manager.add(Controller::for_::<Phantom>(Idle)).unwrap();
+    let probes = manager.health_probe_address().unwrap();
+    let started = Instant::now();
+    let run = tokio::spawn(manager.run_until(std::future::pending()));
+
+    eventually(
+        "readyz to name the failed list",
+        Duration::from_secs(10),
+        || async move { http_get(probes, "/readyz").await.1.contains("404") },
+    )
+    .await;
+    let (status, body) = http_get(probes, "/readyz?verbose").await;
+    assert_eq!(status, 500);
+    assert_eq!(
+        body,
+        format!(
+            "[-]informers failed: 1 of 1 informers have not synced: missing.opkit.dev/v1/Phantom \
+             (namespace {ns}): the API server answered 404 Not Found: 404 page not found\n\
+             readyz check failed\n"
+        )
+    );
+
+    let result = tokio::time::timeout(Duration::from_secs(30), run)
+        .await
+        .expect("run fails within the bound")
+        .unwrap();
+    let elapsed = started.elapsed();
+    let error = result.expect_err("a missing CRD fails the start");
+    assert!(
+        matches!(
+            &error,
+            ManagerError::Start(CacheError::CrdNotInstalled { crd, attempts: 4, .. })
+                if crd == "phantoms.missing.opkit.dev"
+        ),
+        "{error:?}"
+    );
+    assert_eq!(
+        error.to_string(),
+        format!(
+            "cannot start: the CustomResourceDefinition for phantoms.missing.opkit.dev is not \
+             installed (listing missing.opkit.dev/v1/Phantom (namespace {ns}) answered 404 Not \
+             Found 4 times): install it (`make install` in a project made by `cargo opkit new`, \
+             or `kubectl apply -f` the CRD manifest), then start again"
+        )
+    );
+    // four attempts with the reflector's jittered backoff: 0.8+1.6+3.2 s at
+    // least, twice that at most
+    assert!(
+        (Duration::from_millis(5_600)..Duration::from_secs(20)).contains(&elapsed),
+        "{elapsed:?}"
+    );
+}
+
+/// Issue 11: an API server that cannot be reached fails `run` after a
+/// bounded retry, naming its URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_api_server_fails_the_start_naming_its_url() {
+    init_tracing();
+    // nothing listens on port 1 of the loopback address
+    let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+    let mut manager = Manager::builder()
+        .config(config)
+        .namespace("anywhere")
+        .build()
+        .await
+        .unwrap();
+    manager.add(Controller::for_::<ConfigMap>(Idle)).unwrap();
+    let result = tokio::time::timeout(
+        Duration::from_secs(30),
+        manager.run_until(std::future::pending()),
+    )
+    .await
+    .expect("run fails within the bound");
+    let error = result.expect_err("an unreachable server fails the start");
+    assert!(
+        matches!(
+            &error,
+            ManagerError::Start(CacheError::Unreachable { url, attempts: 4, .. })
+                if url == "https://127.0.0.1:1/"
+        ),
+        "{error:?}"
+    );
+    let message = error.to_string();
+    assert!(
+        message.starts_with(
+            "cannot start: cannot reach the API server at https://127.0.0.1:1/ (4 attempts to \
+             list): "
+        ),
+        "{message}"
+    );
+    assert!(message.contains("Connection refused"), "{message}");
+    assert!(
+        message.ends_with(
+            "check that it is running and that the kubeconfig (or the in-cluster \
+             configuration) points at it"
+        ),
+        "{message}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

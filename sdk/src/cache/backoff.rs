@@ -50,6 +50,7 @@ pub(crate) struct Backoff {
     cfg: BackoffConfig,
     current: Duration,
     last: Option<Instant>,
+    attempt: u32,
 }
 
 impl Backoff {
@@ -58,7 +59,14 @@ impl Backoff {
             cfg,
             current: cfg.initial,
             last: None,
+            attempt: 0,
         }
+    }
+
+    /// How many delays were asked for since the last reset: the retry
+    /// number of the delay [`next_delay`](Self::next_delay) last returned.
+    pub(crate) fn attempt(&self) -> u32 {
+        self.attempt
     }
 
     /// The next delay (client-go's `DelayWithReset` + `Step`).
@@ -68,8 +76,10 @@ impl Backoff {
             && now.duration_since(last) >= self.cfg.reset_after
         {
             self.current = self.cfg.initial;
+            self.attempt = 0;
         }
         self.last = Some(now);
+        self.attempt = self.attempt.saturating_add(1);
         let base = self.current;
         let grown = base.mul_f64(self.cfg.factor.max(1.0));
         self.current = grown.min(self.cfg.max);
@@ -99,10 +109,12 @@ mod tests {
             let e = Duration::from_secs_f64(e);
             assert!(*d >= e && *d < e * 2, "{d:?} not in [{e:?}, {:?})", e * 2);
         }
+        assert_eq!(b.attempt(), 8);
         // two minutes of health resets to 800ms
         tokio::time::advance(Duration::from_secs(121)).await;
         let d = b.next_delay();
         assert!(d >= Duration::from_millis(800) && d < Duration::from_millis(1600));
+        assert_eq!(b.attempt(), 1);
     }
 
     #[tokio::test(start_paused = true)]

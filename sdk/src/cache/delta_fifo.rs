@@ -320,6 +320,33 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
         Ok(())
     }
 
+    /// Queues a tombstone delete for `key`, whose object the watch reported
+    /// in a shape that does not deserialize into `K`: the copy the cache
+    /// holds is stale, so it is dropped as a relist would drop it
+    /// ([`DeletedFinalStateUnknown`] carrying the last known state).
+    ///
+    /// Returns false (and queues nothing) when the key is neither known nor
+    /// pending: there is nothing to remove.
+    pub(crate) fn delete_undecodable(&self, key: ObjectKey) -> bool {
+        let mut st = self.state.lock();
+        self.mark_populated_locked(&mut st);
+        let last_known = st
+            .items
+            .get(&key)
+            .and_then(|d| d.last())
+            .map(|d| Arc::clone(d.object()))
+            .or_else(|| self.known.as_ref().and_then(|k| k.get(key.as_str())));
+        let Some(last_known) = last_known else {
+            return false;
+        };
+        let tomb = DeletedFinalStateUnknown {
+            key: key.clone(),
+            last_known,
+        };
+        self.queue_locked(&mut st, key, Delta::Deleted(DeletedObject::Tombstone(tomb)));
+        true
+    }
+
     /// Replaces the whole state with `list` (a relist at `resource_version`):
     /// `Replaced` for every listed object, then a tombstone delete for every
     /// pending or known key absent from the list. Objects without a name are
@@ -586,6 +613,31 @@ mod tests {
         f.add(cm("a", "1")).unwrap();
         f.delete(cm("a", "2")).unwrap();
         assert_eq!(f.get("ns/a").unwrap().len(), 2);
+    }
+
+    #[tokio::test]
+    async fn undecodable_key_becomes_a_tombstone_only_when_known_or_pending() {
+        let known = Indexer::new();
+        known.add(cm("stored", "1")).unwrap();
+        let f = DeltaFifo::new(Some(known));
+        // known: a tombstone with the stored state
+        assert!(f.delete_undecodable(ObjectKey::new(Some("ns"), "stored")));
+        let d = f.get("ns/stored").unwrap();
+        assert!(
+            matches!(&d[..], [Delta::Deleted(DeletedObject::Tombstone(t))]
+                if rv(&t.last_known) == "1" && t.key.as_str() == "ns/stored")
+        );
+        // pending only: the tombstone carries the pending state
+        f.add(cm("pending", "4")).unwrap();
+        assert!(f.delete_undecodable(ObjectKey::new(Some("ns"), "pending")));
+        let d = f.get("ns/pending").unwrap();
+        assert!(
+            matches!(&d[1], Delta::Deleted(DeletedObject::Tombstone(t)) if rv(&t.last_known) == "4")
+        );
+        // unknown: nothing to remove
+        assert!(!f.delete_undecodable(ObjectKey::new(Some("ns"), "never-seen")));
+        assert!(f.get("ns/never-seen").is_none());
+        assert_eq!(f.len(), 2);
     }
 
     #[tokio::test]

@@ -71,6 +71,51 @@ impl ApiStatus {
     pub fn is_forbidden(&self) -> bool {
         self.code == 403
     }
+
+    /// `404 Not Found` on a collection: the API server does not serve the
+    /// resource (a CRD that is not installed, a wrong apiVersion).
+    pub fn is_not_found(&self) -> bool {
+        self.code == 404
+    }
+}
+
+/// Why the lists of an informer keep failing, for the failures that waiting
+/// alone will not fix (the manager gives up on them after a bounded number
+/// of attempts at start).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum ListFailure {
+    /// The API server answered 404: the resource is not served.
+    NotServed,
+    /// The API server could not be reached; the error with its causes.
+    Unreachable(String),
+    /// Anything else (403, 5xx, ...): left to the sync timeout.
+    Other,
+}
+
+/// The consecutive failed list/watch rounds of a reflector since its last
+/// successful list, and the last one's class.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct ListFailures {
+    /// How many rounds failed in a row (0 after a successful list).
+    pub(crate) consecutive: u32,
+    /// The class of the last failure.
+    pub(crate) last: Option<ListFailure>,
+}
+
+/// `error` and its sources, joined by `: ` (kube's transport errors say
+/// little at the top: "client error (Connect)").
+pub(crate) fn error_chain(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(e) = source {
+        let s = e.to_string();
+        if !out.contains(&s) {
+            out.push_str(": ");
+            out.push_str(&s);
+        }
+        source = e.source();
+    }
+    out
 }
 
 /// A list or watch request of an informer failed.
@@ -119,6 +164,15 @@ impl ReflectorError {
             _ => false,
         }
     }
+
+    /// The class of this error for the bounded retry at start.
+    pub(crate) fn list_failure(&self) -> ListFailure {
+        match self {
+            Self::Api(s) if s.is_not_found() => ListFailure::NotServed,
+            Self::Transport(e) => ListFailure::Unreachable(error_chain(e)),
+            _ => ListFailure::Other,
+        }
+    }
 }
 
 /// An error of the shared cache, the informer or a handler registration.
@@ -137,6 +191,49 @@ pub enum CacheError {
         timeout: Duration,
         /// One description per informer that did not sync.
         kinds: Vec<String>,
+    },
+    /// The API server answers 404 to the list of a custom resource: its
+    /// CustomResourceDefinition is not installed.
+    #[error(
+        "the CustomResourceDefinition for {crd} is not installed (listing {informer} answered \
+         404 Not Found {attempts} times): install it (`make install` in a project made by \
+         `cargo opkit new`, or `kubectl apply -f` the CRD manifest), then start again"
+    )]
+    CrdNotInstalled {
+        /// The CRD's name, `<plural>.<group>` (e.g. `memcacheds.cache.example.com`).
+        crd: String,
+        /// The informer that could not list.
+        informer: String,
+        /// How many list attempts failed.
+        attempts: u32,
+    },
+    /// The API server answers 404 to the list of a built-in kind: it does
+    /// not serve this apiVersion/kind.
+    #[error(
+        "the API server does not serve {informer}: GET {path} answered 404 Not Found {attempts} \
+         times; check the apiVersion and kind against `kubectl api-resources`"
+    )]
+    KindNotServed {
+        /// The informer that could not list.
+        informer: String,
+        /// The request path that answered 404.
+        path: String,
+        /// How many list attempts failed.
+        attempts: u32,
+    },
+    /// The API server could not be reached.
+    #[error(
+        "cannot reach the API server at {url} ({attempts} attempts to list): {error}; check \
+         that it is running and that the kubeconfig (or the in-cluster configuration) points \
+         at it"
+    )]
+    Unreachable {
+        /// The API server's URL, as configured.
+        url: String,
+        /// The last connection error with its causes.
+        error: String,
+        /// How many list attempts failed.
+        attempts: u32,
     },
     /// The cache or informer was stopped before it synced.
     #[error("the cache was stopped before {0} synced")]

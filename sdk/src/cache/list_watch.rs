@@ -24,8 +24,9 @@
 //! Lists are decoded page by page straight into `K`; should one item not
 //! deserialize (schema drift, a bad custom resource) the page is decoded again
 //! item by item and only that item is skipped. Watch events are decoded line
-//! by line the same way: a bad object is reported as skipped, the stream goes
-//! on.
+//! by line the same way: a bad object is reported as skipped, with its key
+//! taken from the raw `metadata`, so the reflector can remove the stale copy;
+//! the stream goes on.
 
 use std::{collections::BTreeMap, fmt, marker::PhantomData};
 
@@ -228,7 +229,8 @@ impl<K> ListWatch<K> {
             .unwrap_or_else(|_| ApiStatus {
                 code: status.as_u16(),
                 reason: status.canonical_reason().unwrap_or_default().to_string(),
-                message: String::from_utf8_lossy(&body).into_owned(),
+                // a plain-text body ("404 page not found\n"): no blank lines in logs
+                message: String::from_utf8_lossy(&body).trim().to_owned(),
             });
         st.code = status.as_u16();
         Err(ReflectorError::Api(st))
@@ -259,6 +261,15 @@ pub(crate) struct SkippedObject {
     pub name: Option<String>,
     pub resource_version: Option<String>,
     pub error: String,
+}
+
+impl SkippedObject {
+    /// The cache key, from the raw `metadata` (which decodes even when the
+    /// whole object does not); `None` without a name.
+    pub(crate) fn key(&self) -> Option<super::key::ObjectKey> {
+        let name = self.name.as_deref().filter(|n| !n.is_empty())?;
+        Some(super::key::ObjectKey::new(self.namespace.as_deref(), name))
+    }
 }
 
 /// One decoded LIST page.

@@ -60,6 +60,7 @@ mod key;
 mod list_watch;
 mod processor;
 mod reflector;
+mod start;
 mod store;
 
 use std::{
@@ -191,6 +192,8 @@ trait AnyInformer: Send + Sync {
     fn describe(&self) -> String;
     fn last_error(&self) -> Option<String>;
     fn is_started(&self) -> bool;
+    fn list_watch_target(&self) -> start::ListTarget;
+    fn subscribe_list_failures(&self) -> watch::Receiver<error::ListFailures>;
 }
 
 impl<K> AnyInformer for SharedIndexInformer<K>
@@ -217,6 +220,12 @@ where
     }
     fn is_started(&self) -> bool {
         SharedIndexInformer::is_started(self)
+    }
+    fn list_watch_target(&self) -> start::ListTarget {
+        start::ListTarget::of(self.list_watch())
+    }
+    fn subscribe_list_failures(&self) -> watch::Receiver<error::ListFailures> {
+        self.metrics().subscribe_list_failures()
     }
 }
 
@@ -634,16 +643,7 @@ fn sync_timeout(informers: &[Arc<dyn AnyInformer>], timeout: Duration) -> CacheE
     let kinds = informers
         .iter()
         .filter(|i| !*i.subscribe_synced().borrow())
-        .map(|i| {
-            let mut s = i.describe();
-            if !i.is_started() {
-                s.push_str(": not started (call SharedCache::start)");
-            } else if let Some(e) = i.last_error() {
-                s.push_str(": ");
-                s.push_str(&e);
-            }
-            s
-        })
+        .map(|i| start::pending_description(&**i))
         .collect();
     CacheError::SyncTimeout { timeout, kinds }
 }

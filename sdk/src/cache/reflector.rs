@@ -61,13 +61,14 @@ use std::{
 use kube::Resource;
 use parking_lot::Mutex;
 use serde::de::DeserializeOwned;
-use tokio::time::Instant;
+use tokio::{sync::watch, time::Instant};
 use tokio_util::sync::CancellationToken;
 
 use super::{
     backoff::{Backoff, BackoffConfig},
     delta_fifo::DeltaFifo,
-    error::ReflectorError,
+    error::{ListFailures, ReflectorError},
+    key::ObjectKey,
     list_watch::{ListOptions, ListWatch, SkippedObject, WatchLine, WatchOptions, WatchStream},
 };
 
@@ -91,6 +92,16 @@ pub trait ReflectorStore<K>: Send + Sync {
     fn delete(&self, obj: Arc<K>);
     /// The result of a (re)list at `resource_version`.
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str);
+    /// A watch event carried the object under `key` in a shape that does not
+    /// deserialize into `K`: whatever copy the store holds is stale and must
+    /// go, with a tombstone delete for the handlers (as a relist would
+    /// deliver). Returns true when something was known under `key`.
+    ///
+    /// The default does nothing and returns false; [`DeltaFifo`] implements it.
+    fn delete_undecodable(&self, key: ObjectKey) -> bool {
+        let _ = key;
+        false
+    }
 }
 
 impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
@@ -112,6 +123,9 @@ impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) {
         DeltaFifo::replace(self, list, resource_version)
     }
+    fn delete_undecodable(&self, key: ObjectKey) -> bool {
+        DeltaFifo::delete_undecodable(self, key)
+    }
 }
 
 impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<S> {
@@ -126,6 +140,9 @@ impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<S> {
     }
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) {
         (**self).replace(list, resource_version)
+    }
+    fn delete_undecodable(&self, key: ObjectKey) -> bool {
+        (**self).delete_undecodable(key)
     }
 }
 
@@ -178,6 +195,7 @@ pub struct ReflectorMetrics {
     skipped_objects: AtomicU64,
     last_sync_resource_version: Mutex<Option<String>>,
     last_error: Mutex<Option<String>>,
+    list_failures: watch::Sender<ListFailures>,
 }
 
 impl fmt::Debug for ReflectorMetrics {
@@ -236,6 +254,24 @@ impl ReflectorMetrics {
     /// The last list/watch error, if the last round failed.
     pub fn last_error(&self) -> Option<String> {
         self.last_error.lock().clone()
+    }
+
+    /// The failed rounds since the last successful list, as they happen.
+    pub(crate) fn subscribe_list_failures(&self) -> watch::Receiver<ListFailures> {
+        self.list_failures.subscribe()
+    }
+
+    fn record_failure(&self, error: &ReflectorError) {
+        let class = error.list_failure();
+        self.list_failures.send_modify(|f| {
+            f.consecutive = f.consecutive.saturating_add(1);
+            f.last = Some(class);
+        });
+    }
+
+    fn record_listed(&self) {
+        self.list_failures
+            .send_if_modified(|f| std::mem::take(f) != ListFailures::default());
     }
 }
 
@@ -306,7 +342,9 @@ where
         tracing::debug!(reflector = %self.name, "starting reflector");
         let run = async {
             loop {
-                match self.list_and_watch().await {
+                let result = self.list_and_watch().await;
+                let delay = self.backoff.next_delay();
+                match result {
                     Ok(()) => *self.metrics.last_error.lock() = None,
                     Err(e) => {
                         let hint = if matches!(&e, ReflectorError::Api(s) if s.is_forbidden()) {
@@ -314,11 +352,17 @@ where
                         } else {
                             ""
                         };
-                        tracing::warn!(reflector = %self.name, error = %e, "list/watch failed{hint}");
+                        tracing::warn!(
+                            reflector = %self.name,
+                            error = %e,
+                            attempt = self.backoff.attempt(),
+                            retry_in = ?delay,
+                            "list/watch failed{hint}; retrying"
+                        );
                         *self.metrics.last_error.lock() = Some(format!("{e}{hint}"));
+                        self.metrics.record_failure(&e);
                     }
                 }
-                let delay = self.backoff.next_delay();
                 tokio::time::sleep(delay).await;
             }
         };
@@ -327,6 +371,20 @@ where
             _ = run => {}
         }
         tracing::debug!(reflector = %self.name, "reflector stopped");
+    }
+
+    /// Sleeps the next backoff delay after a retriable failure, logging it
+    /// with the attempt and the delay: at debug for the first two attempts
+    /// (a blip: an API server restart), at warn from the third.
+    async fn back_off(&mut self, what: &str, error: &(dyn fmt::Display + Sync)) {
+        let delay = self.backoff.next_delay();
+        let attempt = self.backoff.attempt();
+        if attempt >= 3 {
+            tracing::warn!(reflector = %self.name, %error, attempt, retry_in = ?delay, "{what}; retrying");
+        } else {
+            tracing::debug!(reflector = %self.name, %error, attempt, retry_in = ?delay, "{what}; retrying");
+        }
+        tokio::time::sleep(delay).await;
     }
 
     fn prepare(&self, mut obj: K) -> Arc<K> {
@@ -350,17 +408,52 @@ where
         (min + fastrand::f64() * min) as u32
     }
 
-    fn report_skipped(&mut self, event_type: &str, obj: &SkippedObject) {
+    /// A listed object that does not deserialize into `K`: counted and
+    /// logged. It is left out of the list, so `replace` drops any copy the
+    /// store held (handlers get a tombstone delete).
+    fn report_undecodable_listed(&self, obj: &SkippedObject) {
         ReflectorMetrics::inc(&self.metrics.skipped_objects);
         tracing::error!(
             reflector = %self.name,
-            event = event_type,
-            namespace = obj.namespace.as_deref().unwrap_or(""),
-            name = obj.name.as_deref().unwrap_or(""),
+            key = %obj.key().as_ref().map(ObjectKey::as_str).unwrap_or("<no name>"),
             resource_version = obj.resource_version.as_deref().unwrap_or(""),
             error = %obj.error,
-            "skipping object that does not deserialize into the Rust type"
+            "listed object does not deserialize into the Rust type; it is left out of the cache \
+             (a cached copy is removed and handlers get a Delete)"
         );
+    }
+
+    /// A watch event whose object does not deserialize into `K`: counted,
+    /// logged, and the key removed from the store (a tombstone delete) when
+    /// the store knew it, since the copy it holds is stale.
+    fn handle_undecodable_event(&self, event_type: &str, obj: &SkippedObject) {
+        ReflectorMetrics::inc(&self.metrics.skipped_objects);
+        let key = obj.key();
+        let removed = key
+            .clone()
+            .is_some_and(|key| self.store.delete_undecodable(key));
+        let key = key.as_ref().map(ObjectKey::as_str).unwrap_or("<no name>");
+        let rv = obj.resource_version.as_deref().unwrap_or("");
+        if removed {
+            tracing::error!(
+                reflector = %self.name,
+                event = event_type,
+                key,
+                resource_version = rv,
+                error = %obj.error,
+                "object no longer deserializes into the Rust type; removed it from the cache \
+                 and delivered a Delete (tombstone) to handlers"
+            );
+        } else {
+            tracing::error!(
+                reflector = %self.name,
+                event = event_type,
+                key,
+                resource_version = rv,
+                error = %obj.error,
+                "skipping object that does not deserialize into the Rust type (not in the cache)"
+            );
+        }
     }
 
     async fn streaming_supported(&mut self) -> bool {
@@ -434,7 +527,7 @@ where
                     Err(e) => return Err(e),
                 };
                 for s in &page.skipped {
-                    self.report_skipped("LIST", s);
+                    self.report_undecodable_listed(s);
                 }
                 items.reserve(page.items.len());
                 for obj in page.items {
@@ -445,6 +538,7 @@ where
                     None => {
                         tracing::debug!(reflector = %self.name, objects = items.len(), resource_version = %page.resource_version, "listed");
                         self.store.replace(items, &page.resource_version);
+                        self.metrics.record_listed();
                         self.rv_unavailable = false;
                         self.set_rv(Some(&page.resource_version));
                         return Ok(());
@@ -472,8 +566,7 @@ where
             let mut w = match self.lw.watch(&opts).await {
                 Ok(w) => w,
                 Err(e) if e.is_retriable() => {
-                    tracing::debug!(reflector = %self.name, error = %e, "streaming list failed; backing off");
-                    tokio::time::sleep(self.backoff.next_delay()).await;
+                    self.back_off("streaming list failed", &e).await;
                     continue;
                 }
                 Err(e) if e.is_expired() => {
@@ -519,8 +612,14 @@ where
                         }
                         return Err(ReflectorError::Api(status));
                     }
-                    WatchLine::Skipped { event_type, object } => {
-                        self.report_skipped(&event_type, &object);
+                    WatchLine::Skipped { object, .. } => {
+                        // an initial event (or a later change of one) that
+                        // does not decode: leave it out of the list, so the
+                        // replace drops any stale copy of it
+                        self.report_undecodable_listed(&object);
+                        if let Some(key) = object.key() {
+                            items.retain(|o| !ObjectKey::of(&**o).is_ok_and(|k| k == key));
+                        }
                     }
                 }
             };
@@ -530,16 +629,21 @@ where
             }
             if !done {
                 let elapsed = start.elapsed();
-                tracing::debug!(reflector = %self.name, events, ?elapsed, "streaming list ended before its initial-events-end bookmark; retrying");
                 if events == 0 && elapsed < Duration::from_secs(1) {
                     return Err(ReflectorError::StreamingListIncomplete);
                 }
-                tokio::time::sleep(self.backoff.next_delay()).await;
+                let why = format!("ended after {events} events and {elapsed:?}");
+                self.back_off(
+                    "streaming list ended before its initial-events-end bookmark",
+                    &why,
+                )
+                .await;
                 continue;
             }
             let rv = rv.unwrap_or_default();
             tracing::debug!(reflector = %self.name, objects = items.len(), resource_version = %rv, "streamed initial list");
             self.store.replace(items, &rv);
+            self.metrics.record_listed();
             self.rv_unavailable = false;
             self.set_rv(Some(&rv));
             return Ok(w);
@@ -568,8 +672,7 @@ where
                     match self.lw.watch(&opts).await {
                         Ok(w) => w,
                         Err(e) if e.is_retriable() => {
-                            tracing::debug!(reflector = %self.name, error = %e, "watch failed; backing off");
-                            tokio::time::sleep(self.backoff.next_delay()).await;
+                            self.back_off("opening the watch failed", &e).await;
                             continue;
                         }
                         Err(e) if e.is_expired() => {
@@ -593,8 +696,7 @@ where
                     return Ok(());
                 }
                 Err(e) if e.is_retriable() => {
-                    tracing::debug!(reflector = %self.name, error = %e, "watch error; backing off and re-opening");
-                    tokio::time::sleep(self.backoff.next_delay()).await;
+                    self.back_off("the watch failed", &e).await;
                 }
                 Err(e) => return Err(e),
             }
@@ -630,7 +732,7 @@ where
                 }
                 WatchLine::Error(status) => return Err(ReflectorError::Api(status)),
                 WatchLine::Skipped { event_type, object } => {
-                    self.report_skipped(&event_type, &object);
+                    self.handle_undecodable_event(&event_type, &object);
                     self.set_rv(object.resource_version.as_deref());
                 }
             }
@@ -667,6 +769,10 @@ mod tests {
         fn replace(&self, list: Vec<Arc<ConfigMap>>, rv: &str) {
             let names: Vec<_> = list.iter().map(|o| name(o)).collect();
             self.push(format!("replace {} @{rv}", names.join(",")));
+        }
+        fn delete_undecodable(&self, key: ObjectKey) -> bool {
+            self.push(format!("undecodable {key}"));
+            true
         }
     }
 
@@ -853,8 +959,11 @@ mod tests {
         });
         let (client, _seen) = scripted(script);
         let store = Arc::new(Recorder::default());
-        let metrics = run_until(client, Arc::clone(&store), list_config(), |c| c.len() >= 3).await;
-        assert_eq!(store.calls(), ["replace a @10", "add b", "replace b @30"]);
+        let metrics = run_until(client, Arc::clone(&store), list_config(), |c| c.len() >= 4).await;
+        assert_eq!(
+            store.calls(),
+            ["replace a @10", "undecodable bad", "add b", "replace b @30"]
+        );
         let stats = metrics.stats();
         assert_eq!(stats.skipped_objects, 1);
         assert_eq!(stats.relists, 2);
@@ -966,5 +1075,239 @@ mod tests {
             let got = keep.0.lock().unwrap()[0].metadata.managed_fields.is_some();
             assert_eq!(got, !strip);
         }
+    }
+
+    /// A ConfigMap whose `data` is not a map: valid JSON, not a `ConfigMap`.
+    fn undecodable(name: &str, rv: &str) -> serde_json::Value {
+        serde_json::json!({"metadata": {"name": name, "namespace": "ns", "resourceVersion": rv}, "data": 7})
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn undecodable_watch_events_remove_the_key() {
+        let script: Script = Arc::new(|n, _| match n {
+            0 => list(&[obj("a", "5"), obj("b", "5")], "10", None),
+            1 => events(&[
+                serde_json::json!({"type": "MODIFIED", "object": undecodable("a", "11")}),
+                serde_json::json!({"type": "DELETED", "object": undecodable("b", "12")}),
+                serde_json::json!({"type": "ADDED", "object": undecodable("c", "13")}),
+                serde_json::json!({"type": "MODIFIED", "object": obj("a", "14")}),
+            ]),
+            _ => events(&[]),
+        });
+        let (client, seen) = scripted(script);
+        let store = Arc::new(Recorder::default());
+        let metrics = run_until(client, Arc::clone(&store), list_config(), |c| {
+            c.iter().any(|s| s == "update a")
+        })
+        .await;
+        assert_eq!(
+            store.calls()[..5],
+            [
+                "replace a,b @10",
+                "undecodable ns/a",
+                "undecodable ns/b",
+                "undecodable ns/c",
+                "update a"
+            ]
+        );
+        let stats = metrics.stats();
+        assert_eq!(stats.skipped_objects, 3);
+        assert_eq!(stats.last_sync_resource_version.as_deref(), Some("14"));
+        // the watch re-opens from the last event, undecodable ones included
+        assert!(
+            seen.lock().unwrap()[2].contains("resourceVersion=14"),
+            "{:?}",
+            seen.lock().unwrap()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn undecodable_initial_event_is_left_out_of_the_streamed_list() {
+        let script: Script = Arc::new(|n, _| match n {
+            0 => version(),
+            1 => events(&[
+                serde_json::json!({"type": "ADDED", "object": obj("a", "3")}),
+                serde_json::json!({"type": "ADDED", "object": obj("b", "4")}),
+                serde_json::json!({"type": "MODIFIED", "object": undecodable("a", "5")}),
+                serde_json::json!({"type": "ADDED", "object": undecodable("c", "6")}),
+                serde_json::json!({"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "9",
+                    "annotations": {"k8s.io/initial-events-end": "true"}}}}),
+            ]),
+            _ => events(&[]),
+        });
+        let (client, _) = scripted(script);
+        let store = Arc::new(Recorder::default());
+        let metrics = run_until(
+            client,
+            Arc::clone(&store),
+            ReflectorConfig::default(),
+            |c| !c.is_empty(),
+        )
+        .await;
+        assert_eq!(store.calls()[0], "replace b @9");
+        assert_eq!(metrics.stats().skipped_objects, 2);
+    }
+
+    /// The whole path, reflector → DeltaFIFO → informer store → handlers,
+    /// for each way an undecodable object can arrive.
+    #[tokio::test(start_paused = true)]
+    async fn informer_drops_undecodable_objects_and_tells_handlers() {
+        use crate::cache::{Event, InformerOptions, SharedIndexInformer, handler_fn};
+        let script: Script = Arc::new(|n, pq| match n {
+            0 => list(
+                &[obj("a", "5"), obj("b", "5"), obj("c", "5"), obj("d", "5")],
+                "10",
+                None,
+            ),
+            1 => events(&[
+                serde_json::json!({"type": "MODIFIED", "object": undecodable("a", "11")}),
+                serde_json::json!({"type": "DELETED", "object": undecodable("b", "12")}),
+                serde_json::json!({"type": "ADDED", "object": undecodable("new", "13")}),
+                serde_json::json!({"type": "MODIFIED", "object": obj("d", "14")}),
+                serde_json::json!({"type": "ERROR", "object": {"kind": "Status", "code": 410, "reason": "Expired"}}),
+            ]),
+            2 => {
+                assert!(!pq.contains("watch="), "relist expected: {pq}");
+                // `a` decodes again, `c` no longer does
+                list(
+                    &[obj("a", "20"), undecodable("c", "18"), obj("d", "14")],
+                    "21",
+                    None,
+                )
+            }
+            _ => events(&[]),
+        });
+        let (client, _) = scripted(script);
+        let informer = SharedIndexInformer::new(
+            ListWatch::<ConfigMap>::new(client, &()).namespace("ns"),
+            InformerOptions {
+                reflector: list_config(),
+                ..Default::default()
+            },
+        );
+        let log = Arc::new(StdMutex::new(Vec::<String>::new()));
+        let l2 = Arc::clone(&log);
+        informer
+            .add_event_handler(handler_fn(move |e: Event<ConfigMap>| {
+                let line = match e {
+                    Event::Add { obj, .. } => format!("add {}", name(&obj)),
+                    Event::Update { new, .. } => format!("update {}", name(&new)),
+                    Event::Delete { obj } => format!(
+                        "delete {}{}",
+                        name(obj.object()),
+                        if obj.is_tombstone() {
+                            " (tombstone)"
+                        } else {
+                            ""
+                        }
+                    ),
+                };
+                l2.lock().unwrap().push(line);
+            }))
+            .unwrap();
+        informer.start().unwrap();
+        tokio::time::timeout(Duration::from_secs(600), async {
+            while !log
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|l| l.starts_with("delete c"))
+            {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap_or_else(|_| panic!("no delete of c; events: {:?}", log.lock().unwrap()));
+        let events: Vec<String> = log.lock().unwrap().clone();
+        assert_eq!(
+            events,
+            [
+                "add a",
+                "add b",
+                "add c",
+                "add d",
+                "delete a (tombstone)",
+                "delete b (tombstone)",
+                "update d",
+                // the relist: `a` decodes again; `d` unchanged (a resync
+                // update, not delivered without a resync period); `c` gone
+                "add a",
+                "delete c (tombstone)",
+            ]
+        );
+        let mut keys: Vec<String> = informer.store().list().iter().map(|o| name(o)).collect();
+        keys.sort();
+        assert_eq!(keys, ["a", "d"]);
+        assert_eq!(informer.stats().skipped_objects, 4);
+        informer.stop();
+    }
+}
+
+#[cfg(test)]
+mod retry_log_tests {
+    //! Issue 11: the reflector's retry logs carry the attempt and the delay.
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::client::Body;
+
+    #[tokio::test(start_paused = true)]
+    async fn failed_rounds_log_attempt_and_delay() {
+        let (logs, _guard) = crate::test_log::capture();
+        let answered = Arc::new(AtomicU64::new(0));
+        let count = Arc::clone(&answered);
+        let svc = tower::service_fn(move |_req: http::Request<Body>| {
+            count.fetch_add(1, Ordering::SeqCst);
+            async {
+                Ok::<_, std::convert::Infallible>(
+                    http::Response::builder()
+                        .status(503)
+                        .body(Body::from(b"overloaded".to_vec()))
+                        .unwrap(),
+                )
+            }
+        });
+        let client = kube::Client::new(svc, "default");
+        let fifo = Arc::new(DeltaFifo::<ConfigMap>::new(None));
+        let config = ReflectorConfig {
+            streaming_list: StreamingList::Off,
+            backoff: BackoffConfig {
+                jitter: 0.0,
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let r = Reflector::new(ListWatch::new(client, &()), fifo, config);
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(r.run(cancel.clone()));
+        tokio::time::timeout(Duration::from_secs(600), async {
+            while answered.load(Ordering::SeqCst) < 4 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("four list attempts");
+        cancel.cancel();
+        task.await.unwrap();
+        let failed = logs.with_message("list/watch failed; retrying");
+        let seen: Vec<_> = failed
+            .iter()
+            .take(3)
+            .map(|e| (e.field("attempt"), e.field("retry_in")))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (Some("1"), Some("800ms")),
+                (Some("2"), Some("1.6s")),
+                (Some("3"), Some("3.2s"))
+            ]
+        );
+        assert_eq!(failed[0].level, tracing::Level::WARN);
+        assert!(
+            failed[0]
+                .field("error")
+                .is_some_and(|e| e.contains("503") && e.contains("overloaded")),
+            "{failed:?}"
+        );
     }
 }

@@ -295,3 +295,44 @@ async fn every_failure_reaches_on_error_and_successes_do_not() {
     );
     assert!(failures[3].1, "terminal errors reach on_error as terminal");
 }
+
+/// Issue 11: every failed reconcile logs at error level, retried ones too,
+/// with the controller, the object, the reconcile id, the attempt and the
+/// delay before the retry.
+#[tokio::test(start_paused = true)]
+async fn failures_log_at_error_with_attempt_and_delay() {
+    use Step::*;
+    let (logs, _guard) = crate::test_log::capture();
+    let reconciler = Scripted::new(&[Fail, Fail, Panic, Terminal]);
+    let queue = WorkQueue::builder().build();
+    let stats = ReconcileStats::default();
+    queue.add(key());
+    drive(&reconciler, &queue, &stats, None, 4).await;
+
+    let retried = logs.with_message("retrying with backoff");
+    assert_eq!(retried.len(), 3, "{:?}", logs.events());
+    for (i, event) in retried.iter().enumerate() {
+        assert_eq!(event.level, tracing::Level::ERROR);
+        assert_eq!(event.field("controller"), Some("test"));
+        assert_eq!(event.field("namespace"), Some("ns"));
+        assert_eq!(event.field("name"), Some("a"));
+        assert_eq!(event.field("reconcile_id").map(str::len), Some(16));
+        assert_eq!(event.field("attempt"), Some((i + 1).to_string().as_str()));
+    }
+    // the default per-item backoff: 5 ms doubling
+    let delays: Vec<_> = retried.iter().map(|e| e.field("retry_in")).collect();
+    assert_eq!(delays, [Some("5ms"), Some("10ms"), Some("20ms")]);
+    assert_eq!(retried[0].field("error"), Some("transient"));
+    assert_eq!(
+        retried[2].field("error"),
+        Some("reconcile panicked: reconciler bug")
+    );
+    let terminal = logs.with_message("terminal error");
+    assert_eq!(terminal.len(), 1);
+    assert_eq!(terminal[0].level, tracing::Level::ERROR);
+    assert_eq!(
+        terminal[0].field("error"),
+        Some("terminal error: invalid spec")
+    );
+    assert_eq!(terminal[0].field("name"), Some("a"));
+}

@@ -65,65 +65,68 @@ pub(crate) async fn process_observed<R: Reconcile>(
     };
     drop(active);
 
-    let mut failure: Option<Error> = None;
-    let (outcome, observed) = async {
+    let (outcome, observed, failure) = async {
         match result {
             None => {
-                failure = Some(Error::retryable(format!(
-                    "reconcile timed out after {:?}",
-                    timeout.unwrap_or_default()
-                )));
                 ReconcileStats::bump(&stats.timeout);
                 ReconcileStats::bump(&stats.error);
-                tracing::warn!(timeout = ?timeout, "reconcile timed out; retrying with backoff");
-                (Outcome::Retry, ReconcileResult::Timeout)
+                let why = match timeout {
+                    Some(limit) => format!("reconcile timed out after {limit:?}"),
+                    None => "reconcile timed out".to_owned(),
+                };
+                (
+                    Outcome::Retry,
+                    ReconcileResult::Timeout,
+                    Some(Error::retryable(why)),
+                )
             }
             Some(Err(panic)) => {
-                failure = Some(Error::retryable(format!(
-                    "reconcile panicked: {}",
-                    panic_message(&*panic)
-                )));
                 ReconcileStats::bump(&stats.panic);
                 ReconcileStats::bump(&stats.error);
-                tracing::error!(
-                    panic = panic_message(&*panic),
-                    "reconcile panicked; retrying with backoff"
-                );
-                (Outcome::Retry, ReconcileResult::Panic)
+                let why = format!("reconcile panicked: {}", panic_message(&*panic));
+                (
+                    Outcome::Retry,
+                    ReconcileResult::Panic,
+                    Some(Error::retryable(why)),
+                )
             }
             Some(Ok(Err(error))) if error.is_terminal() => {
                 ReconcileStats::bump(&stats.terminal_error);
                 ReconcileStats::bump(&stats.error);
-                tracing::error!(%error, "reconcile failed with a terminal error; not requeued");
-                failure = Some(error);
-                (Outcome::Terminal, ReconcileResult::TerminalError)
+                (
+                    Outcome::Terminal,
+                    ReconcileResult::TerminalError,
+                    Some(error),
+                )
             }
             Some(Ok(Err(error))) => {
                 ReconcileStats::bump(&stats.error);
-                tracing::error!(%error, "reconcile failed; retrying with backoff");
-                failure = Some(error);
-                (Outcome::Retry, ReconcileResult::Error)
+                (Outcome::Retry, ReconcileResult::Error, Some(error))
             }
             Some(Ok(Ok(action))) => match action.kind() {
                 ActionKind::Done => {
                     ReconcileStats::bump(&stats.success);
-                    (Outcome::Done, ReconcileResult::Success)
+                    (Outcome::Done, ReconcileResult::Success, None)
                 }
                 ActionKind::Requeue => {
                     ReconcileStats::bump(&stats.requeue);
-                    (Outcome::Requeue, ReconcileResult::Requeue)
+                    (Outcome::Requeue, ReconcileResult::Requeue, None)
                 }
                 ActionKind::RequeueAfter(delay) => {
                     ReconcileStats::bump(&stats.requeue_after);
-                    (Outcome::RequeueAfter(delay), ReconcileResult::RequeueAfter)
+                    (
+                        Outcome::RequeueAfter(delay),
+                        ReconcileResult::RequeueAfter,
+                        None,
+                    )
                 }
             },
         }
     }
     .instrument(span.clone())
     .await;
-    if let Some(error) = failure {
-        on_error(reconciler, &request, &error, &ctx, timeout)
+    if let Some(error) = &failure {
+        on_error(reconciler, &request, error, &ctx, timeout)
             .instrument(span)
             .await;
     }
@@ -131,14 +134,26 @@ pub(crate) async fn process_observed<R: Reconcile>(
         observer.finished(observed, started.elapsed());
     }
 
-    match outcome {
-        Outcome::Done | Outcome::Terminal => queue.forget(&request),
+    let retry = match outcome {
+        Outcome::Done | Outcome::Terminal => {
+            queue.forget(&request);
+            None
+        }
         Outcome::RequeueAfter(delay) => {
             queue.forget(&request);
             queue.add_after(request.clone(), delay);
+            None
         }
-        Outcome::Requeue | Outcome::Retry => queue.add_rate_limited(request.clone()),
-    }
+        Outcome::Requeue | Outcome::Retry => queue.add_rate_limited_reporting(request.clone()),
+    };
+    log_outcome(
+        &shared.name,
+        &request,
+        &reconcile_id,
+        outcome,
+        failure.as_ref().map(ToString::to_string).as_deref(),
+        retry,
+    );
     queue.done(&request);
     outcome
 }
@@ -163,6 +178,63 @@ async fn on_error<R: Reconcile>(
             tracing::error!(panic = panic_message(&*panic), "on_error panicked");
         }
         Some(Ok(())) => {}
+    }
+}
+
+/// Logs how a reconcile ended, when it is worth a line: every failure at
+/// error level (retried ones too), with the controller, the object, the
+/// reconcile id, and for a retry its attempt number and delay, as
+/// controller-runtime's "Reconciler error". The fields are on the event
+/// itself (not only on the `reconcile` span) so that they are there at
+/// any span filter.
+fn log_outcome(
+    controller: &str,
+    request: &Request,
+    reconcile_id: &str,
+    outcome: Outcome,
+    failure: Option<&str>,
+    retry: Option<(Duration, u32)>,
+) {
+    let namespace = request.namespace.as_deref().unwrap_or("");
+    let name = request.name.as_str();
+    let error = failure.unwrap_or("");
+    match (outcome, retry) {
+        (Outcome::Retry, Some((delay, attempt))) => tracing::error!(
+            controller,
+            namespace,
+            name,
+            reconcile_id,
+            error,
+            attempt,
+            retry_in = ?delay,
+            "reconcile failed; retrying with backoff"
+        ),
+        (Outcome::Retry, None) => tracing::error!(
+            controller,
+            namespace,
+            name,
+            reconcile_id,
+            error,
+            "reconcile failed; not retried: the queue is shutting down"
+        ),
+        (Outcome::Terminal, _) => tracing::error!(
+            controller,
+            namespace,
+            name,
+            reconcile_id,
+            error,
+            "reconcile failed with a terminal error; not requeued"
+        ),
+        (Outcome::Requeue, Some((delay, attempt))) => tracing::debug!(
+            controller,
+            namespace,
+            name,
+            reconcile_id,
+            attempt,
+            retry_in = ?delay,
+            "reconcile asked to requeue; requeued with backoff"
+        ),
+        _ => {}
     }
 }
 

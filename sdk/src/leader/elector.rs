@@ -163,6 +163,7 @@ impl<L: LeaseLock> Runner<L> {
     /// Tries every jittered retry period until the lease is ours; returns
     /// when the successful write was sent, or `None` on shutdown.
     async fn acquire(&mut self) -> Option<Instant> {
+        let mut failures = 0u32;
         loop {
             let sent = Instant::now();
             let outcome = tokio::select! {
@@ -171,19 +172,22 @@ impl<L: LeaseLock> Runner<L> {
                 r = tokio::time::timeout(self.timing.renew_deadline, self.election.try_acquire_or_renew()) => r,
             };
             self.publish_holder();
+            let wait = jittered(self.timing.retry_period);
             match outcome {
                 Ok(Ok(Round::Ours)) => return Some(sent),
                 Ok(Ok(Round::HeldBy(holder))) => {
-                    tracing::debug!(lease = %self.election.describe(), %holder, "lease is held and has not expired");
+                    failures = 0;
+                    tracing::debug!(lease = %self.election.describe(), %holder, retry_in = ?wait, "lease is held and has not expired");
                 }
                 Ok(Err(error)) => {
-                    tracing::warn!(lease = %self.election.describe(), %error, "failed to acquire the lease; will retry");
+                    failures += 1;
+                    tracing::warn!(lease = %self.election.describe(), %error, attempt = failures, retry_in = ?wait, "failed to acquire the lease; retrying");
                 }
                 Err(_) => {
-                    tracing::warn!(lease = %self.election.describe(), timeout = ?self.timing.renew_deadline, "acquiring the lease timed out; will retry");
+                    failures += 1;
+                    tracing::warn!(lease = %self.election.describe(), timeout = ?self.timing.renew_deadline, attempt = failures, retry_in = ?wait, "acquiring the lease timed out; retrying");
                 }
             }
-            let wait = jittered(self.timing.retry_period);
             tokio::select! {
                 biased;
                 () = self.shutdown.cancelled() => return None,
@@ -197,6 +201,7 @@ impl<L: LeaseLock> Runner<L> {
     /// sent, or as soon as another holder is seen; `Stopped` on shutdown.
     async fn renew(&mut self, mut renewed_at: Instant) -> LeaderState {
         let mut attempt_at = renewed_at;
+        let mut failures = 0u32;
         loop {
             let deadline = renewed_at + self.timing.renew_deadline;
             let next = attempt_at + self.timing.retry_period;
@@ -217,7 +222,16 @@ impl<L: LeaseLock> Runner<L> {
                         Ok(Round::Ours) => Step::Renewed(attempt_at),
                         Ok(Round::HeldBy(holder)) => Step::Taken(holder),
                         Err(error) => {
-                            tracing::warn!(lease = %election.describe(), %error, "failed to renew the lease; will retry until the renew deadline");
+                            failures += 1;
+                            let next = attempt_at + self.timing.retry_period;
+                            tracing::warn!(
+                                lease = %election.describe(),
+                                %error,
+                                attempt = failures,
+                                retry_in = ?next.saturating_duration_since(Instant::now()),
+                                deadline_in = ?deadline.saturating_duration_since(Instant::now()),
+                                "failed to renew the lease; retrying until the renew deadline"
+                            );
                             Step::Failed
                         }
                     },
@@ -227,6 +241,7 @@ impl<L: LeaseLock> Runner<L> {
             match step {
                 Step::Renewed(at) => {
                     renewed_at = at;
+                    failures = 0;
                     tracing::trace!(lease = %self.election.describe(), "renewed the lease");
                 }
                 Step::Failed => {}

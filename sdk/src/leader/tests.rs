@@ -352,3 +352,39 @@ async fn shutdown_in_standby_and_dropping_every_handle_end_the_election() {
         .unwrap()
         .unwrap();
 }
+
+/// Issue 11: the election's retry logs carry the attempt and the delay.
+#[tokio::test(start_paused = true)]
+async fn failed_tries_log_attempt_and_delay() {
+    let (logs, _guard) = crate::test_log::capture();
+    let store = Arc::new(Mutex::new(Store::default()));
+    let a = replica(&store, "a", false);
+    let scope = a.handle.became_leader().await.unwrap();
+    // a leader whose renews fail: numbered, with the delay and the time
+    // left before the renew deadline
+    a.failing.store(true, Ordering::SeqCst);
+    a.handle.stopped().await;
+    assert!(scope.is_cancelled());
+    let renews = logs.with_message("failed to renew the lease; retrying");
+    assert!(renews.len() >= 2, "{:?}", logs.events());
+    for (i, event) in renews.iter().enumerate() {
+        assert_eq!(event.level, tracing::Level::WARN);
+        assert_eq!(event.field("attempt"), Some((i + 1).to_string().as_str()));
+        assert!(event.field("retry_in").is_some() && event.field("deadline_in").is_some());
+    }
+
+    // a standby whose tries fail: numbered, with the jittered retry period
+    let b = replica(&store, "b", false);
+    b.failing.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let tries = logs.with_message("failed to acquire the lease; retrying");
+    assert!(tries.len() >= 3, "{:?}", logs.events());
+    for (i, event) in tries.iter().enumerate() {
+        assert_eq!(event.field("attempt"), Some((i + 1).to_string().as_str()));
+        let delay = event.field("retry_in").unwrap_or_default();
+        assert!(delay.ends_with("ms"), "{delay}");
+        let ms: f64 = delay.trim_end_matches("ms").parse().unwrap();
+        // retry period 250 ms, jittered up to 120 % more
+        assert!((250.0..=550.0).contains(&ms), "{delay}");
+    }
+}

@@ -262,14 +262,21 @@ impl ManagerBuilder {
     /// options and binds the HTTP addresses. Nothing runs until
     /// [`Manager::run`].
     pub async fn build(self) -> Result<Manager, ManagerError> {
-        let client = match self.connection {
-            Connection::Client(client) => client,
+        let (client, api_url) = match self.connection {
+            Connection::Client(client) => (
+                client,
+                "the URL of the client given to ManagerBuilder::client".to_owned(),
+            ),
             Connection::Config(config) => {
-                kube::Client::try_from(*config).map_err(ManagerError::Client)?
+                let url = config.cluster_url.to_string();
+                let client = kube::Client::try_from(*config).map_err(ManagerError::Client)?;
+                (client, url)
             }
             Connection::Source(source) => {
                 let config = config::load(&source).await?;
-                kube::Client::try_from(config).map_err(ManagerError::Client)?
+                let url = config.cluster_url.to_string();
+                let client = kube::Client::try_from(config).map_err(ManagerError::Client)?;
+                (client, url)
             }
         };
         let elector = match self.leader_election {
@@ -298,6 +305,7 @@ impl ManagerBuilder {
         let leading = std::sync::Arc::new(leading);
         Ok(Manager {
             client,
+            api_url,
             cache,
             metrics: self.metrics.unwrap_or_default(),
             elector,

@@ -66,6 +66,11 @@ pub enum ManagerError {
     /// did not sync in time).
     #[error(transparent)]
     Controller(#[from] ControllerError),
+    /// The cache cannot start: a watched kind is not served (its CRD is not
+    /// installed) or the API server cannot be reached; the error says what
+    /// to do.
+    #[error("cannot start: {0}")]
+    Start(#[source] CacheError),
     /// The shared cache failed to start or to sync for the runnables.
     #[error("the shared cache failed: {0}")]
     Cache(#[source] CacheError),

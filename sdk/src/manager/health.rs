@@ -28,16 +28,12 @@ pub(crate) fn ping() -> Check {
 
 /// The built-in readiness check: every informer of the cache has synced.
 /// The error names each informer that has not, with its last list/watch
-/// error (a `403` there means missing RBAC).
+/// error (a `403` there means missing RBAC), e.g. `1 of 2 informers have
+/// not synced: v1/ConfigMap (all namespaces): waiting for the initial list`.
 pub(crate) fn informers_synced(cache: SharedCache) -> Check {
     check(move || {
-        let cache = cache.clone();
-        async move {
-            cache
-                .wait_for_sync(std::time::Duration::ZERO)
-                .await
-                .map_err(BoxError::from)
-        }
+        let ready = cache.readiness();
+        async move { ready.map_err(BoxError::from) }
     })
 }
 

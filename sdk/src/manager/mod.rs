@@ -45,6 +45,13 @@
 //!    it, **on every replica**: a standby's caches are warm and its queues
 //!    full when it takes over;
 //! 3. serves `/metrics`, `/healthz` and `/readyz` on the bound addresses;
+//!    If a kind's list answers 404 (its CRD is not installed) or the API
+//!    server cannot be reached, `run` fails after
+//!    [`START_LIST_ATTEMPTS`] attempts (5 to 11 s) with an error naming
+//!    what is missing ([`CacheError::CrdNotInstalled`](crate::cache::CacheError::CrdNotInstalled),
+//!    [`CacheError::Unreachable`](crate::cache::CacheError::Unreachable));
+//!    other failures (a 403 for missing RBAC) fail after the
+//!    [cache sync timeout](ManagerBuilder::cache_sync_timeout);
 //! 4. starts each controller's workers once its caches have synced **and**
 //!    this replica leads (at once without leader election); runnables start
 //!    once the cache has synced (and, unless
@@ -115,6 +122,11 @@ use crate::reconcile::Reconcile;
 use health::Checks;
 use server::{Bound, Serves};
 
+/// How many failed lists of a kind (404: not served, or the API server
+/// unreachable) make [`Manager::run`] fail at start. With the reflector's
+/// backoff (0.8 s doubling, jittered) the 4th failure comes 5 to 11 s in.
+pub const START_LIST_ATTEMPTS: u32 = 4;
+
 /// A timeout that never fires in practice (a year).
 const UNBOUNDED: Duration = Duration::from_secs(365 * 24 * 60 * 60);
 
@@ -143,6 +155,7 @@ struct ControllerEntry {
 /// [module docs](self).
 pub struct Manager {
     client: kube::Client,
+    api_url: String,
     cache: SharedCache,
     metrics: Metrics,
     elector: Option<(LeaderElector, String)>,

@@ -38,6 +38,7 @@ pub(super) async fn run(
 ) -> Result<(), ManagerError> {
     let Manager {
         client: _,
+        api_url,
         cache,
         metrics,
         elector,
@@ -114,6 +115,18 @@ pub(super) async fn run(
             work.clone(),
         );
         tasks.spawn(name, future);
+    }
+    // A kind that is not served, or a server out of reach, fails the start
+    // after a bounded number of attempts, with an error naming it.
+    {
+        let cache = cache.clone();
+        let work = work.clone();
+        tasks.spawn("cache start check".to_owned(), async move {
+            cache
+                .wait_for_start(super::START_LIST_ATTEMPTS, &api_url, &work)
+                .await
+                .map_err(ManagerError::Start)
+        });
     }
     tracing::info!(
         tasks = tasks.names.len(),

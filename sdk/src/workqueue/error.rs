@@ -23,6 +23,22 @@ pub enum Error {
         /// Items still waiting to be handed out.
         waiting: usize,
     },
+    /// [`WorkQueue::shutdown`](super::WorkQueue::shutdown) was called while
+    /// [`WorkQueue::shutdown_with_drain`](super::WorkQueue::shutdown_with_drain)
+    /// waited: the drain stopped waiting (client-go's `ShutDown` after
+    /// `ShutDownWithDrain`).
+    #[error(
+        "workqueue {queue:?} drain abandoned: shutdown() was called while it waited, with \
+         {processing} item(s) still processing, {waiting} waiting"
+    )]
+    DrainAbandoned {
+        /// The queue's name.
+        queue: String,
+        /// Items handed out and not yet `done`.
+        processing: usize,
+        /// Items still waiting to be handed out.
+        waiting: usize,
+    },
 }
 
 #[cfg(test)]

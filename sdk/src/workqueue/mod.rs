@@ -82,7 +82,9 @@
 //! **Shutdown**: after [`shutdown`](WorkQueue::shutdown) adds are ignored,
 //! pending delayed adds are dropped, and `get` returns the items still waiting,
 //! then `None`. [`shutdown_with_drain`](WorkQueue::shutdown_with_drain) also
-//! waits, up to a timeout, until every item is done.
+//! waits, up to a timeout, until every item is done; a plain `shutdown`
+//! meanwhile ends that wait ([`Error::DrainAbandoned`]), as client-go's
+//! `ShutDown` ends a pending `ShutDownWithDrain`.
 //!
 //! **Metrics** ([`metrics`]): controller-runtime's metric names through a small
 //! [`MetricsProvider`] trait; without one the hot path does no metrics work.

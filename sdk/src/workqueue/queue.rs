@@ -95,6 +95,10 @@ pub(crate) struct Inner<T: Eq + Hash + Clone> {
     timer: Notify,
     /// `shutdown_with_drain` waits here.
     drained: Notify,
+    /// How many plain [`WorkQueue::shutdown`] calls were made: one made
+    /// while a drain waits ends that wait (client-go's `ShutDown` after
+    /// `ShutDownWithDrain`).
+    plain_shutdowns: AtomicUsize,
     rate_limiter: Box<dyn RateLimiter<T>>,
     throttle: Option<Throttle<T>>,
     pub(crate) metrics: Option<QueueMetrics>,
@@ -167,6 +171,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Inner<T> {
             getters: Notify::new(),
             timer: Notify::new(),
             drained: Notify::new(),
+            plain_shutdowns: AtomicUsize::new(0),
             rate_limiter,
             throttle,
             metrics,
@@ -564,6 +569,19 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
         self.add_after_with_priority(item, delay, priority);
     }
 
+    /// Like [`add_rate_limited`](Self::add_rate_limited), returning the delay
+    /// chosen and the item's failure count including this one (for logs);
+    /// `None` when the queue is shutting down (nothing is added).
+    pub(crate) fn add_rate_limited_reporting(&self, item: T) -> Option<(Duration, u32)> {
+        if self.is_shutting_down() {
+            return None;
+        }
+        let delay = self.inner.rate_limiter.when(&item);
+        let attempt = self.inner.rate_limiter.num_requeues(&item);
+        self.add_after_with_priority(item, delay, Priority::Normal);
+        Some((delay, attempt))
+    }
+
     /// Clears `item`'s failure history in the rate limiter (call it when the
     /// item was processed successfully). Does not remove the item from the queue.
     pub fn forget(&self, item: &T) {
@@ -697,7 +715,18 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
 
     /// Shuts the queue down: later adds are ignored, pending delayed adds are
     /// discarded, and getters receive the items still waiting, then `None`.
+    ///
+    /// A [`shutdown_with_drain`](Self::shutdown_with_drain) waiting at the
+    /// time stops waiting and returns [`Error::DrainAbandoned`] (as
+    /// client-go's `ShutDown` ends a pending `ShutDownWithDrain`): this is
+    /// how to force a stop without the drain.
     pub fn shutdown(&self) {
+        self.shut_down();
+        self.inner.plain_shutdowns.fetch_add(1, Ordering::SeqCst);
+        self.inner.drained.notify_waiters();
+    }
+
+    fn shut_down(&self) {
         let inner = &*self.inner;
         let mut st = inner.lock();
         let first = !st.shutting_down;
@@ -713,12 +742,15 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
 
     /// Shuts the queue down like [`shutdown`](Self::shutdown) and waits until
     /// it is drained: every item still waiting has been handed out and every
-    /// item handed out is [`done`](Self::done). Gives up after `timeout`.
+    /// item handed out is [`done`](Self::done). Gives up after `timeout`
+    /// ([`Error::DrainTimeout`]), or when [`shutdown`](Self::shutdown) is
+    /// called meanwhile ([`Error::DrainAbandoned`]).
     ///
     /// Workers must keep calling [`get`](Self::get) and `done` meanwhile.
     pub async fn shutdown_with_drain(&self, timeout: Duration) -> Result<(), Error> {
-        self.shutdown();
         let inner = &*self.inner;
+        let plain_shutdowns = inner.plain_shutdowns.load(Ordering::SeqCst);
+        self.shut_down();
         let deadline = Instant::now()
             .checked_add(timeout)
             .unwrap_or_else(|| Instant::now() + super::state::MAX_DELAY);
@@ -726,8 +758,25 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
             let drained = inner.drained.notified();
             let mut drained = pin!(drained);
             drained.as_mut().enable();
-            if inner.drain_error(timeout).is_none() {
+            let Some(not_drained) = inner.drain_error(timeout) else {
                 return Ok(());
+            };
+            if inner.plain_shutdowns.load(Ordering::SeqCst) != plain_shutdowns {
+                let err = match not_drained {
+                    Error::DrainTimeout {
+                        queue,
+                        processing,
+                        waiting,
+                        ..
+                    } => Error::DrainAbandoned {
+                        queue,
+                        processing,
+                        waiting,
+                    },
+                    other => other,
+                };
+                tracing::debug!(queue = %inner.name, error = %err, "workqueue drain abandoned");
+                return Err(err);
             }
             if tokio::time::timeout_at(deadline, drained).await.is_err() {
                 return match inner.drain_error(timeout) {

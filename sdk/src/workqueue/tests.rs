@@ -585,6 +585,60 @@ async fn shutdown_with_drain_times_out() {
     );
 }
 
+/// Issue 11: a plain `shutdown` wakes a pending drain at once (client-go's
+/// `ShutDown` after `ShutDownWithDrain`); one made before the drain began
+/// does not cut it short.
+#[tokio::test(start_paused = true)]
+async fn shutdown_wakes_a_pending_drain() {
+    let q: WorkQueue<&str> = WorkQueue::builder().name("forced").build();
+    q.add("a");
+    q.add("b");
+    let held = q.get().await.unwrap(); // in flight, not done yet
+    let drain = tokio::spawn({
+        let q = q.clone();
+        async move {
+            let start = Instant::now();
+            let result = q.shutdown_with_drain(Duration::from_secs(60)).await;
+            (result, start.elapsed())
+        }
+    });
+    sleep(Duration::from_secs(5)).await;
+    assert!(
+        !drain.is_finished(),
+        "the drain waits for the item in flight"
+    );
+    q.shutdown();
+    let (result, waited) = drain.await.unwrap();
+    assert_eq!(
+        waited,
+        Duration::from_secs(5),
+        "woken at once, not at the timeout"
+    );
+    assert_eq!(
+        result,
+        Err(Error::DrainAbandoned {
+            queue: "forced".into(),
+            processing: 1,
+            waiting: 1
+        })
+    );
+    q.done(&held);
+
+    // a shutdown before the drain does not abandon it
+    let q = queue();
+    q.add("a");
+    let item = q.get().await.unwrap();
+    q.shutdown();
+    let drain = tokio::spawn({
+        let q = q.clone();
+        async move { q.shutdown_with_drain(Duration::from_secs(60)).await }
+    });
+    sleep(Duration::from_secs(1)).await;
+    assert!(!drain.is_finished());
+    q.done(&item);
+    assert_eq!(drain.await.unwrap(), Ok(()));
+}
+
 #[tokio::test(start_paused = true)]
 async fn shutdown_with_drain_of_an_idle_queue_returns_at_once() {
     let q = queue();
