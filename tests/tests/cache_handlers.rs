@@ -217,10 +217,10 @@ async fn undeserializable_custom_resource_is_skipped_and_others_flow() {
         .await
         .unwrap();
 
-    let cache = SharedCache::new(cp.client().unwrap());
-    let informer = cache
-        .informer_for(Scope::<Gadget>::all().namespace(ns))
-        .unwrap();
+    let cache = SharedCache::builder(cp.client().unwrap())
+        .namespace(ns)
+        .build();
+    let informer = cache.informer::<Gadget>().unwrap();
     cache.start().unwrap();
     cache.wait_for_sync(Duration::from_secs(30)).await.unwrap();
     let stored = |inf: &opkit::cache::SharedIndexInformer<Gadget>| -> BTreeSet<String> {
