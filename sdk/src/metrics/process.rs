@@ -129,7 +129,7 @@ impl Collector for ProcessCollector {
         let cpu = ConstCounter::new(stats.cpu_seconds);
         let metric = encoder.encode_descriptor(
             counter_family(names::PROCESS_CPU_SECONDS_TOTAL),
-            "Total user and system CPU time spent in seconds.",
+            "Total user and system CPU time spent in seconds",
             None,
             cpu.metric_type(),
         )?;
@@ -137,20 +137,20 @@ impl Collector for ProcessCollector {
         gauge(
             &mut encoder,
             names::PROCESS_RESIDENT_MEMORY_BYTES,
-            "Resident memory size in bytes.",
+            "Resident memory size in bytes",
             stats.resident_memory_bytes,
         )?;
         gauge(
             &mut encoder,
             names::PROCESS_VIRTUAL_MEMORY_BYTES,
-            "Virtual memory size in bytes.",
+            "Virtual memory size in bytes",
             stats.virtual_memory_bytes,
         )?;
         if let Some(open) = stats.open_fds {
             gauge(
                 &mut encoder,
                 names::PROCESS_OPEN_FDS,
-                "Number of open file descriptors.",
+                "Number of open file descriptors",
                 open,
             )?;
         }
@@ -158,7 +158,7 @@ impl Collector for ProcessCollector {
             gauge(
                 &mut encoder,
                 names::PROCESS_MAX_FDS,
-                "Maximum number of open file descriptors.",
+                "Maximum number of open file descriptors",
                 max,
             )?;
         }
@@ -166,7 +166,7 @@ impl Collector for ProcessCollector {
             gauge(
                 &mut encoder,
                 names::PROCESS_START_TIME_SECONDS,
-                "Start time of the process since unix epoch in seconds.",
+                "Start time of the process since unix epoch in seconds",
                 start,
             )?;
         }

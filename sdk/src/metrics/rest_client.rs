@@ -53,12 +53,12 @@ impl RestClientFamilies {
         };
         registry.register(
             counter_family(names::REST_CLIENT_REQUESTS_TOTAL),
-            "Number of HTTP requests, partitioned by status code, method, and host.",
+            "Number of HTTP requests, partitioned by status code, method, and host",
             families.requests.clone(),
         );
         registry.register(
             names::REST_CLIENT_REQUEST_DURATION_SECONDS,
-            "Request latency in seconds. Broken down by verb, and host.",
+            "Request latency in seconds. Broken down by verb, and host",
             families.duration.clone(),
         );
         families
@@ -192,5 +192,6 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line} not in\n{text}");
         }
+        assert!(!text.contains(".."), "{text}");
     }
 }

@@ -49,6 +49,8 @@ fn a_new_registry_exports_only_the_process_series() {
     };
     assert_eq!(series, expected, "{text}");
     assert!(text.ends_with("# EOF\n"));
+    // the encoder ends each HELP with a period of its own
+    assert!(!text.contains(".."), "{text}");
 }
 
 #[test]
