@@ -271,3 +271,39 @@ async fn predicates_belong_to_their_watch() {
     run.await.unwrap().unwrap();
     cache.stop();
 }
+
+/// A kind whose CRD is never installed.
+#[derive(
+    kube::CustomResource, serde::Serialize, serde::Deserialize, Clone, Debug, schemars::JsonSchema,
+)]
+#[kube(group = "absent.opkit.dev", version = "v1", kind = "Ghost", namespaced)]
+struct GhostSpec {
+    size: i32,
+}
+
+struct Nothing;
+
+impl Reconcile for Nothing {
+    async fn reconcile(&self, _req: Request, _ctx: &Context) -> Result<Action, Error> {
+        Ok(Action::done())
+    }
+}
+
+#[tokio::test]
+async fn a_controller_on_its_own_names_a_missing_crd_instead_of_waiting() {
+    init_tracing();
+    let plane = ControlPlane::shared().await.unwrap();
+    let cache = SharedCache::new(plane.client().unwrap());
+    let result = tokio::time::timeout(
+        Duration::from_secs(60),
+        Controller::for_::<Ghost>(Nothing).run_until_cancelled(&cache, CancellationToken::new()),
+    )
+    .await
+    .expect("the run ends by itself, well before the 120 s sync timeout");
+    let message = result.unwrap_err().to_string();
+    assert!(
+        message.contains("ghosts.absent.opkit.dev") && message.contains("not installed"),
+        "{message}"
+    );
+    cache.stop();
+}

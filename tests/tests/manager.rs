@@ -2,7 +2,7 @@
 //! managers (one reconciles, hand-over, a leader cut off stops first),
 //! `/metrics` scraped and parsed, `/readyz` flipping once caches sync, a
 //! missing CRD or an unreachable API server failing the start with an error
-//! naming it, and SIGTERM / a second signal on a separate operator process.
+//! naming it, `process_*` and `rest_client_*` metrics, and SIGTERM / a second signal on a separate operator process.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
@@ -744,6 +744,76 @@ async fn readyz_flips_once_the_caches_sync() {
         async move { seen.contains("present") }
     })
     .await;
+    running.stop().await.unwrap();
+}
+
+/// Issue 11: the `process_*` and `rest_client_*` series users expect from
+/// controller-runtime, scraped from a manager built from a `kube::Config`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn process_and_rest_client_metrics_are_served() {
+    init_tracing();
+    let plane = ControlPlane::shared().await.unwrap();
+    let admin = plane.client().unwrap();
+    let ns = "mgr-process-metrics";
+    create_namespace(&admin, ns).await;
+    config_map(&admin, ns, "listed").await;
+    let mut manager = Manager::builder()
+        .config(plane.config().clone())
+        .namespace(ns)
+        .metrics_bind_address("127.0.0.1:0")
+        .build()
+        .await
+        .unwrap();
+    manager.add(Controller::for_::<ConfigMap>(Idle)).unwrap();
+    let running = Running::start(manager);
+    let metrics = running.metrics_address.unwrap();
+    let host = plane.config().cluster_url.authority().unwrap().to_string();
+
+    // the cache's first requests (the server version, the list of the
+    // ConfigMaps), counted once answered
+    let ok_gets = [("code", "200"), ("method", "GET"), ("host", host.as_str())];
+    eventually(
+        "a GET answered 200 counted",
+        Duration::from_secs(30),
+        || async move {
+            let samples = scrape(metrics).await;
+            value(&samples, "rest_client_requests_total", &ok_gets).is_some_and(|n| n >= 1.0)
+        },
+    )
+    .await;
+    let samples = scrape(metrics).await;
+    let timed = value(
+        &samples,
+        "rest_client_request_duration_seconds_count",
+        &[("verb", "GET"), ("host", &host)],
+    );
+    assert!(timed.is_some_and(|n| n >= 1.0), "{timed:?}");
+    let seconds = value(
+        &samples,
+        "rest_client_request_duration_seconds_sum",
+        &[("verb", "GET"), ("host", &host)],
+    )
+    .unwrap();
+    assert!((0.0..60.0).contains(&seconds), "{seconds}");
+
+    let process = |name: &str| value(&samples, name, &[]).unwrap_or_else(|| panic!("{name}"));
+    let resident = process("process_resident_memory_bytes");
+    assert!(resident > 1024.0 * 1024.0, "{resident}");
+    assert!(process("process_virtual_memory_bytes") >= resident);
+    let open = process("process_open_fds");
+    assert!(open >= 3.0, "{open}");
+    assert!(process("process_max_fds") >= open);
+    assert!(process("process_cpu_seconds_total") > 0.0);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    let start = process("process_start_time_seconds");
+    assert!(
+        start <= now + 1.0 && start > now - 86_400.0,
+        "{start} vs {now}"
+    );
+
     running.stop().await.unwrap();
 }
 

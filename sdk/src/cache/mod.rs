@@ -91,6 +91,7 @@ pub use processor::{
 pub use reflector::{
     ReflectorConfig, ReflectorStats, StreamingList, Transform, strip_managed_fields,
 };
+pub use start::START_LIST_ATTEMPTS;
 pub use store::{NAMESPACE_INDEX, Store};
 
 /// Which objects of a kind an informer watches: a namespace (or all), a label

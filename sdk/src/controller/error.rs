@@ -26,6 +26,16 @@ pub enum ControllerError {
         #[source]
         source: crate::client::EventError,
     },
+    /// A watched kind cannot be listed and waiting will not fix it (a CRD
+    /// that is not installed, an unreachable API server).
+    #[error("controller {controller}: {source}")]
+    Start {
+        /// The controller.
+        controller: String,
+        /// What is missing.
+        #[source]
+        source: crate::cache::CacheError,
+    },
     /// A cache the controller reads did not sync in time.
     #[error(
         "controller {controller}: the cache of {kind} did not sync within {timeout:?}; \

@@ -68,7 +68,7 @@ pub use error::ControllerError;
 pub use stats::{ReconcileCounts, ReconcileStats};
 pub(crate) use stats::{ReconcileObserver, ReconcileResult};
 
-use crate::cache::{CacheError, SharedCache};
+use crate::cache::{CacheError, START_LIST_ATTEMPTS, SharedCache};
 use crate::client::EventRecorder;
 use crate::handler::{EnqueueHandler, Mapper, OwnerKind, WatchPredicates, owner_of, the_object};
 use crate::predicate::{HasMetadata, Predicate};
@@ -454,12 +454,32 @@ impl<R: Reconcile> Controller<R> {
         token: CancellationToken,
     ) -> Result<(), ControllerError> {
         let prepared = self.prepare(cache)?;
+        let name = prepared.name.clone();
         cache.start().map_err(|source| ControllerError::Watch {
-            controller: prepared.name.clone(),
+            controller: name.clone(),
             kind: "(starting the cache)".to_owned(),
             source,
         })?;
-        prepared.run(token, None).await
+        // A missing CRD or an unreachable server fails the run after a few
+        // attempts instead of waiting out the sync timeout (as a manager does).
+        let workers = token.child_token();
+        let run = prepared.run(workers.clone(), None);
+        tokio::pin!(run);
+        let checked = tokio::select! {
+            result = &mut run => return result,
+            checked = cache.wait_for_start(START_LIST_ATTEMPTS, "its configured URL", &workers) => checked,
+        };
+        match checked {
+            Ok(()) => run.await,
+            Err(source) => {
+                workers.cancel();
+                let _ = run.await;
+                Err(ControllerError::Start {
+                    controller: name,
+                    source,
+                })
+            }
+        }
     }
 
     /// Builds the queue and registers every watch on `cache`, so events

@@ -262,21 +262,15 @@ impl ManagerBuilder {
     /// options and binds the HTTP addresses. Nothing runs until
     /// [`Manager::run`].
     pub async fn build(self) -> Result<Manager, ManagerError> {
+        let metrics = self.metrics.unwrap_or_default();
         let (client, api_url) = match self.connection {
             Connection::Client(client) => (
                 client,
                 "the URL of the client given to ManagerBuilder::client".to_owned(),
             ),
-            Connection::Config(config) => {
-                let url = config.cluster_url.to_string();
-                let client = kube::Client::try_from(*config).map_err(ManagerError::Client)?;
-                (client, url)
-            }
+            Connection::Config(config) => instrumented_client(*config, &metrics)?,
             Connection::Source(source) => {
-                let config = config::load(&source).await?;
-                let url = config.cluster_url.to_string();
-                let client = kube::Client::try_from(config).map_err(ManagerError::Client)?;
-                (client, url)
+                instrumented_client(config::load(&source).await?, &metrics)?
             }
         };
         let elector = match self.leader_election {
@@ -307,7 +301,7 @@ impl ManagerBuilder {
             client,
             api_url,
             cache,
-            metrics: self.metrics.unwrap_or_default(),
+            metrics,
             elector,
             servers,
             healthz,
@@ -322,6 +316,25 @@ impl ManagerBuilder {
 }
 
 /// The elector, and its Lease as `namespace/name`.
+/// A client from `config` whose requests are counted and timed in
+/// `rest_client_*`, and the API server's URL.
+fn instrumented_client(
+    config: kube::Config,
+    metrics: &Metrics,
+) -> Result<(kube::Client, String), ManagerError> {
+    let url = config.cluster_url.to_string();
+    let host = config
+        .cluster_url
+        .authority()
+        .map(|a| a.to_string())
+        .unwrap_or_default();
+    let client = kube::client::ClientBuilder::try_from(config)
+        .map_err(ManagerError::Client)?
+        .with_layer(&metrics.rest_client_layer(host))
+        .build();
+    Ok((client, url))
+}
+
 fn elector(
     client: &kube::Client,
     election: LeaderElection,

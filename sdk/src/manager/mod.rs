@@ -122,10 +122,7 @@ use crate::reconcile::Reconcile;
 use health::Checks;
 use server::{Bound, Serves};
 
-/// How many failed lists of a kind (404: not served, or the API server
-/// unreachable) make [`Manager::run`] fail at start. With the reflector's
-/// backoff (0.8 s doubling, jittered) the 4th failure comes 5 to 11 s in.
-pub const START_LIST_ATTEMPTS: u32 = 4;
+pub use crate::cache::START_LIST_ATTEMPTS;
 
 /// A timeout that never fires in practice (a year).
 const UNBOUNDED: Duration = Duration::from_secs(365 * 24 * 60 * 60);

@@ -45,6 +45,19 @@
 //! | `workqueue_longest_running_processor_seconds` | gauge | `name`, `controller` |
 //! | `workqueue_retries_total` | counter | `name`, `controller` |
 //! | `leader_election_master_status` | gauge (1 leading, 0 not) | `name` (the Lease) |
+//! | `process_cpu_seconds_total` | counter | |
+//! | `process_resident_memory_bytes`, `process_virtual_memory_bytes` | gauge | |
+//! | `process_open_fds`, `process_max_fds` | gauge | |
+//! | `process_start_time_seconds` | gauge | |
+//! | `rest_client_requests_total` | counter | `code`, `method`, `host` |
+//! | `rest_client_request_duration_seconds` | histogram ([`names::REST_CLIENT_REQUEST_DURATION_BUCKETS`]) | `verb`, `host` |
+//!
+//! The `process_*` series are read from `/proc/self` at each scrape (Linux;
+//! elsewhere they are absent). The `rest_client_*` series count the requests
+//! of the client a [`Manager`](crate::manager::Manager) builds from a
+//! kubeconfig or a `kube::Config` (a client handed to
+//! `ManagerBuilder::client` is used as is, without them); the duration runs
+//! until the response headers arrive (for a watch: until it is open).
 //!
 //! The workqueue's `name` (and `controller`) label is the controller's name.
 //! A controller's series exist at zero from the moment it is added to a
@@ -57,6 +70,8 @@ mod controller;
 mod error;
 mod leader;
 pub mod names;
+mod process;
+mod rest_client;
 mod workqueue;
 
 use std::sync::Arc;
@@ -71,6 +86,8 @@ pub use workqueue::WorkqueueMetrics;
 use crate::controller::ReconcileObserver;
 use controller::ControllerFamilies;
 use leader::LeaderFamily;
+use process::ProcessCollector;
+use rest_client::{RestClientFamilies, RestClientLayer};
 
 /// The `Content-Type` of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -87,6 +104,7 @@ struct Inner {
     controllers: ControllerFamilies,
     workqueue: WorkqueueMetrics,
     leader: LeaderFamily,
+    rest_client: RestClientFamilies,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -102,22 +120,31 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    /// A registry with controller-runtime's controller, workqueue and
-    /// leader-election families (empty until a controller or a lease
-    /// reports).
+    /// A registry with controller-runtime's controller, workqueue,
+    /// leader-election and REST client families (empty until something
+    /// reports), and the `process_*` collector.
     pub fn new() -> Self {
         let mut registry = Registry::default();
         let controllers = ControllerFamilies::register(&mut registry);
         let workqueue = WorkqueueMetrics::register(&mut registry);
         let leader = LeaderFamily::register(&mut registry);
+        let rest_client = RestClientFamilies::register(&mut registry);
+        registry.register_collector(Box::new(ProcessCollector));
         Self {
             inner: Arc::new(Inner {
                 registry: RwLock::new(registry),
                 controllers,
                 workqueue,
                 leader,
+                rest_client,
             }),
         }
+    }
+
+    /// The tower layer recording `rest_client_*` for a client of the API
+    /// server at `host` (`host:port`).
+    pub(crate) fn rest_client_layer(&self, host: String) -> RestClientLayer {
+        RestClientLayer::new(self.inner.rest_client.clone(), host)
     }
 
     /// Adds an operator's own metric. `name` follows Prometheus's rules; a

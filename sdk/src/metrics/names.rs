@@ -32,6 +32,32 @@ pub const MAX_CONCURRENT_RECONCILES: &str = "controller_runtime_max_concurrent_r
 /// Lease `name`, 0 otherwise.
 pub const LEADER_ELECTION_MASTER_STATUS: &str = "leader_election_master_status";
 
+/// `process_cpu_seconds_total`: user and system CPU time of the process.
+pub const PROCESS_CPU_SECONDS_TOTAL: &str = "process_cpu_seconds_total";
+/// `process_resident_memory_bytes`: resident set size.
+pub const PROCESS_RESIDENT_MEMORY_BYTES: &str = "process_resident_memory_bytes";
+/// `process_virtual_memory_bytes`: virtual memory size.
+pub const PROCESS_VIRTUAL_MEMORY_BYTES: &str = "process_virtual_memory_bytes";
+/// `process_open_fds`: open file descriptors.
+pub const PROCESS_OPEN_FDS: &str = "process_open_fds";
+/// `process_max_fds`: the soft limit on open file descriptors.
+pub const PROCESS_MAX_FDS: &str = "process_max_fds";
+/// `process_start_time_seconds`: when the process started (Unix time).
+pub const PROCESS_START_TIME_SECONDS: &str = "process_start_time_seconds";
+/// `rest_client_requests_total{code,method,host}`: requests of the
+/// manager's client to the API server, by status code (`<error>` when no
+/// response came), HTTP method and host.
+pub const REST_CLIENT_REQUESTS_TOTAL: &str = "rest_client_requests_total";
+/// `rest_client_request_duration_seconds{verb,host}`: how long until the
+/// response headers arrived (histogram with
+/// [`REST_CLIENT_REQUEST_DURATION_BUCKETS`]).
+pub const REST_CLIENT_REQUEST_DURATION_SECONDS: &str = "rest_client_request_duration_seconds";
+
+/// The buckets of [`REST_CLIENT_REQUEST_DURATION_SECONDS`], in seconds (client-go's).
+pub const REST_CLIENT_REQUEST_DURATION_BUCKETS: [f64; 12] = [
+    0.005, 0.025, 0.1, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 30.0, 60.0,
+];
+
 pub use crate::workqueue::metrics::{
     ADDS_TOTAL as WORKQUEUE_ADDS_TOTAL, DEPTH as WORKQUEUE_DEPTH,
     LONGEST_RUNNING_PROCESSOR_SECONDS as WORKQUEUE_LONGEST_RUNNING_PROCESSOR_SECONDS,

@@ -28,9 +28,29 @@ fn value(metrics: &Metrics, series: &str) -> f64 {
 }
 
 #[test]
-fn a_new_registry_exports_nothing_but_eof() {
+fn a_new_registry_exports_only_the_process_series() {
     let text = Metrics::new().encode().unwrap();
-    assert_eq!(text, "# EOF\n");
+    let series: Vec<&str> = text
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split(' ').next())
+        .collect();
+    let expected: &[&str] = if cfg!(target_os = "linux") {
+        &[
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_virtual_memory_bytes",
+            "process_open_fds",
+            "process_max_fds",
+            "process_start_time_seconds",
+        ]
+    } else {
+        &[]
+    };
+    assert_eq!(series, expected, "{text}");
+    assert!(text.ends_with("# EOF\n"));
+    // the encoder ends each HELP with a period of its own
+    assert!(!text.contains(".."), "{text}");
 }
 
 #[test]
