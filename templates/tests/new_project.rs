@@ -450,7 +450,8 @@ fn a_generated_project_builds_and_passes_its_own_tests() {
     );
     assert!(!project.join("tests/deploy").exists());
 
-    let output = cargo(&["test"], &project);
+    // --show-output prints what passing tests captured: the operator's logs.
+    let output = cargo(&["test", "--", "--show-output"], &project);
     assert!(
         output.status.success(),
         "the generated project's tests failed:\n{}",
@@ -467,4 +468,133 @@ fn a_generated_project_builds_and_passes_its_own_tests() {
             "{test} did not pass:\n{stdout}"
         );
     }
+    // The controller's own log line, through the test's subscriber.
+    assert!(
+        stdout.contains("reconciling") && stdout.contains("INFO"),
+        "the operator's logs are not in the test output:\n{stdout}"
+    );
+}
+
+/// One HTTP request an OTLP receiver got: (request line, body).
+type Received = (String, Vec<u8>);
+
+/// A minimal OTLP/HTTP receiver on loopback: answers every request with an
+/// empty 200 and hands (request line, body) to the returned channel.
+fn otlp_receiver() -> (u16, std::sync::mpsc::Receiver<Received>) {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let Ok(clone) = stream.try_clone() else {
+                return;
+            };
+            let mut reader = BufReader::new(clone);
+            let mut request_line = String::new();
+            if reader.read_line(&mut request_line).is_err() {
+                continue;
+            }
+            let mut length = 0usize;
+            loop {
+                let mut header = String::new();
+                if reader.read_line(&mut header).unwrap_or(0) == 0 || header == "\r\n" {
+                    break;
+                }
+                if let Some((name, value)) = header.split_once(':')
+                    && name.eq_ignore_ascii_case("content-length")
+                {
+                    length = value.trim().parse().unwrap_or(0);
+                }
+            }
+            let mut body = vec![0; length];
+            if reader.read_exact(&mut body).is_err() {
+                continue;
+            }
+            let _ = stream.write_all(
+                b"HTTP/1.1 200 OK\r\ncontent-type: application/x-protobuf\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+            );
+            if tx.send((request_line.trim().to_owned(), body)).is_err() {
+                return;
+            }
+        }
+    });
+    (port, rx)
+}
+
+/// Built with `--features otel` and given OTEL_EXPORTER_OTLP_ENDPOINT, the
+/// operator's spans reach an OTLP/HTTP receiver; the default build has no
+/// OpenTelemetry in it.
+#[test]
+fn spans_reach_an_otlp_receiver_when_an_endpoint_is_set() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let output = cargo_opkit(
+        &[
+            "opkit",
+            "new",
+            "traced-operator",
+            "--group",
+            "traced.example.com",
+            "--kind",
+            "Trace",
+            "--dir",
+            tmp.path().to_str().expect("utf-8"),
+            "--opkit-path",
+            workspace().to_str().expect("utf-8"),
+            "--lock-from",
+            &lock(),
+            "--skip-manifests",
+        ],
+        tmp.path(),
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    let project = tmp.path().join("traced-operator");
+    let output = cargo(&["tree", "--edges", "normal", "--prefix", "none"], &project);
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        !String::from_utf8_lossy(&output.stdout).contains("opentelemetry"),
+        "the default build pulls OpenTelemetry in:\n{}",
+        text(&output)
+    );
+    let output = cargo(
+        &[
+            "build",
+            "--quiet",
+            "--features",
+            "otel",
+            "--bin",
+            "traced-operator",
+        ],
+        &project,
+    );
+    assert!(output.status.success(), "{}", text(&output));
+
+    let (port, received) = otlp_receiver();
+    // A kubeconfig that does not exist: the operator starts, fails to
+    // connect, and exits; its `operator` span ends and is exported on the
+    // way out.
+    let output = Command::new(target_dir().join("debug/traced-operator"))
+        .args(["--kubeconfig", "/nonexistent/kubeconfig"])
+        .env(
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            format!("http://127.0.0.1:{port}"),
+        )
+        .env("RUST_LOG", "info")
+        .output()
+        .expect("run the operator");
+    assert!(!output.status.success(), "{}", text(&output));
+    let (request_line, body) = received
+        .recv_timeout(std::time::Duration::from_secs(30))
+        .unwrap_or_else(|e| panic!("no OTLP request arrived ({e}):\n{}", text(&output)));
+    assert!(
+        request_line.starts_with("POST /v1/traces "),
+        "{request_line}"
+    );
+    let contains = |needle: &[u8]| body.windows(needle.len()).any(|w| w == needle);
+    assert!(
+        // Span.name (field 5, 8 bytes long) and the service name.
+        contains(b"\x2a\x08operator") && contains(b"traced-operator"),
+        "the export lacks the `operator` span or the service name: {body:?}"
+    );
 }
