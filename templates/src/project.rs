@@ -205,7 +205,9 @@ impl NewProject {
             files.push(("Cargo.lock".to_owned(), text));
         }
 
-        let staging = parent.join(format!(".{}.opkit-new-{}", self.name, std::process::id()));
+        let staging_prefix = format!(".{}.opkit-new-", self.name);
+        remove_abandoned_staging(&parent, &staging_prefix);
+        let staging = parent.join(format!("{staging_prefix}{}", std::process::id()));
         // A leftover of an interrupted run must not leak into this one.
         let _ = std::fs::remove_dir_all(&staging);
         let written = write_tree(&staging, &files)
@@ -227,6 +229,29 @@ impl NewProject {
             return Err(e);
         }
         Ok(target)
+    }
+}
+
+/// Removes staging directories (`{prefix}{pid}` in `parent`) left by a
+/// `cargo opkit new` that was killed (Ctrl-C during the build): those whose
+/// process is gone. Where processes cannot be checked (no `/proc`), keeps
+/// them.
+fn remove_abandoned_staging(parent: &Path, prefix: &str) {
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !proc.join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
@@ -689,6 +714,17 @@ mod tests {
             runs.iter().any(|r| r.contains("KUBEBUILDER_ASSETS")),
             "{runs:?}"
         );
+    }
+
+    #[test]
+    fn a_staging_directory_of_a_killed_run_is_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        // No process has pid 4294967295 (above Linux's pid_max).
+        let abandoned = tmp.path().join(".demo-operator.opkit-new-4294967295");
+        std::fs::create_dir_all(abandoned.join("src")).unwrap();
+        project(tmp.path()).create().unwrap();
+        assert!(!abandoned.exists());
+        assert!(tmp.path().join("demo-operator/Cargo.toml").is_file());
     }
 
     #[test]
