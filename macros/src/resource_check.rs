@@ -12,16 +12,15 @@ pub(crate) fn check(text: &str) -> Result<(), String> {
         None => (text, None),
     };
     let escape = format!(
-        "name your own kinds by their type (`on MyKind`); for a resource unknown at build time \
-         write `unchecked({text:?})`"
+        "Name your own kinds by their type (`on MyKind`); write `unchecked({text:?})` for a \
+         resource unknown at build time."
     );
     if !BUILTIN.contains(&main) {
         let hint = suggest_resource(main)
             .map(|s| format!("; did you mean {:?}?", with_sub(s, sub)))
             .unwrap_or_default();
         return Err(format!(
-            "unknown resource {main:?}: not a built-in Kubernetes resource{hint} \
-             ({escape})"
+            "unknown resource {main:?}: not a built-in Kubernetes resource{hint} {escape}"
         ));
     }
     let Some(sub) = sub else {
@@ -42,7 +41,7 @@ pub(crate) fn check(text: &str) -> Result<(), String> {
         .map(|s| format!("; did you mean {:?}?", format!("{main}/{s}")))
         .unwrap_or_default();
     Err(format!(
-        "unknown subresource {sub:?} of {main:?}{hint} (known: {}; {escape})",
+        "unknown subresource {sub:?} of {main:?}{hint} (known: {}). {escape}",
         known.join(", ")
     ))
 }
