@@ -164,7 +164,11 @@ fn run(command: Top) -> Result<(), Error> {
                 println!("wrote {}", path.display());
             }
             if !skip_manifests {
-                cargo_opkit::manifests(&dir)?;
+                cargo_opkit::manifests(&dir).inspect_err(|_| {
+                    eprintln!(
+                        "note: the kind was added; fix the error below, then run `cargo opkit manifests`"
+                    );
+                })?;
             }
             Ok(())
         }
