@@ -127,7 +127,7 @@ fn run(command: Top) -> Result<(), Error> {
                     Some(target) => eprintln!(
                         "building {} to render deploy/01-crds.yaml and deploy/03-rbac.yaml \
                          (in {}, shared by your opkit projects: the first build takes a few \
-                         minutes, later ones seconds)",
+                         minutes, later projects reuse it)",
                         project.name,
                         target.display()
                     ),
