@@ -20,6 +20,7 @@ controlplane:
 
 # The Memcached operator (examples/memcached) on a local control plane.
 demo: controlplane
+	@$(CARGO) build -p memcached-operator --example demo
 	@$(CARGO) run --quiet -p memcached-operator --example demo
 
 test: controlplane
@@ -34,6 +35,7 @@ check-orphans:
 	echo "check-orphans: no etcd or kube-apiserver left running"
 
 dev-cluster: controlplane
+	@$(CARGO) build -p opkit --features envtest --example dev_cluster
 	@$(CARGO) run --quiet -p opkit --features envtest --example dev_cluster
 
 lint:

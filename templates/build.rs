@@ -1,12 +1,19 @@
 //! Embeds every file under `project/` and `api/` into the binary: writes
 //! `$OUT_DIR/templates.rs` with one `include_str!` per template file, so
-//! adding a template needs no code change.
+//! adding a template needs no code change. Also records where the opkit
+//! crate of this checkout is (`OPKIT_BUILT_FROM_SDK`), so projects made by
+//! a `cargo-opkit` built from a checkout depend on that checkout.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 fn main() {
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
+    // `templates/` sits next to `sdk/` in the opkit repository; a copy of
+    // this crate elsewhere (a registry download) has no sibling, and
+    // `cargo-opkit` then falls back to the published opkit.
+    let sdk = root.parent().map(|p| p.join("sdk")).unwrap_or_default();
+    println!("cargo:rustc-env=OPKIT_BUILT_FROM_SDK={}", sdk.display());
     let mut out = String::new();
     for set in ["project", "api"] {
         let dir = root.join(set);

@@ -46,7 +46,8 @@ pub(crate) struct Owns {
 pub(crate) enum Target {
     /// A Rust type implementing `kube::Resource`.
     Kind(Type),
-    /// `"resource[.group][/subresource]"`, kubectl's notation.
+    /// `"resource[.group][/subresource]"`, kubectl's notation (checked
+    /// against the built-in resources unless written `unchecked("..")`).
     Resource {
         group: String,
         resource: String,
@@ -428,22 +429,49 @@ impl Parse for RbacClause {
 }
 
 impl Parse for Target {
+    /// `Kind`, `"resource[.group][/subresource]"` (checked against the
+    /// built-in resources) or `unchecked("...")` (taken as written).
     fn parse(input: ParseStream<'_>) -> syn::Result<Self> {
-        if input.peek(LitStr) {
-            let lit: LitStr = input.parse()?;
-            let (group, resource) = split_resource(&lit.value()).ok_or_else(|| {
-                syn::Error::new_spanned(
-                    &lit,
-                    "expected `\"resource[.group][/subresource]\"`, e.g. \"pods/log\" or \"deployments.apps\"",
+        let unchecked = input.peek(Ident)
+            && input.peek2(syn::token::Paren)
+            && input
+                .fork()
+                .parse::<Ident>()
+                .is_ok_and(|i| i == "unchecked");
+        let lit: LitStr = if unchecked {
+            input.parse::<Ident>()?;
+            let content;
+            parenthesized!(content in input);
+            let lit: LitStr = content.parse().map_err(|e| {
+                syn::Error::new(
+                    e.span(),
+                    "expected a string: `unchecked(\"widgets.example.com\")`",
                 )
             })?;
-            return Ok(Self::Resource {
-                group,
-                resource,
-                span: lit.span(),
-            });
+            if !content.is_empty() {
+                return Err(content.error("expected one string in `unchecked(..)`"));
+            }
+            lit
+        } else if input.peek(LitStr) {
+            input.parse()?
+        } else {
+            return Ok(Self::Kind(input.parse()?));
+        };
+        let (group, resource) = split_resource(&lit.value()).ok_or_else(|| {
+            syn::Error::new_spanned(
+                &lit,
+                "expected `\"resource[.group][/subresource]\"`, e.g. \"pods/log\" or \"deployments.apps\"",
+            )
+        })?;
+        if !unchecked {
+            crate::resource_check::check(&lit.value())
+                .map_err(|message| syn::Error::new_spanned(&lit, message))?;
         }
-        Ok(Self::Kind(input.parse()?))
+        Ok(Self::Resource {
+            group,
+            resource,
+            span: lit.span(),
+        })
     }
 }
 

@@ -6,7 +6,9 @@
 #![warn(clippy::unwrap_used)]
 
 mod attr;
+mod builtin_resources;
 mod expand;
+mod resource_check;
 
 use proc_macro::TokenStream;
 use syn::{DeriveInput, parse_macro_input};

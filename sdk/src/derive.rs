@@ -110,6 +110,16 @@
 //! `rbac(get on "pods/log")`, `rbac(update on "deployments.apps/scale")`.
 //! Repeat `rbac(...)` for different verb sets.
 //!
+//! A string is checked at compile time against the resources Kubernetes
+//! serves out of the box (v1.36: every k8s-openapi kind, with `/status`,
+//! `/finalizers` and the known subresources such as `pods/log`,
+//! `deployments.apps/scale`, `serviceaccounts/token`); a typo is an error
+//! with a did-you-mean (`"deploymnets.apps"` → `"deployments.apps"`).
+//! Name your own kinds by their type (`on Memcached`), which is checked by
+//! the compiler. For a resource unknown at build time — another
+//! operator's CRD, an aggregated API — write `unchecked("...")`, taken as
+//! written: `rbac(get, list on unchecked("widgets.example.com"))`.
+//!
 //! What the *manager* needs is not part of a controller:
 //! [`Rules::leader_election`](crate::rbac::Rules::leader_election) adds the
 //! Lease rules when leader election is on. An operator merges the rules of
@@ -135,6 +145,14 @@
 //! #[derive(Controller)]
 //! #[controller(for = ConfigMap, rbac(destroy on ConfigMap))] // error: unknown RBAC verb `destroy`
 //! struct BadVerb;
+//! ```
+//!
+//! ```compile_fail
+//! # use opkit::Controller;
+//! # use k8s_openapi::api::core::v1::ConfigMap;
+//! #[derive(Controller)]
+//! #[controller(for = ConfigMap, rbac(get on "deploymnets.apps"))] // error: unknown resource "deploymnets.apps": ... did you mean "deployments.apps"?
+//! struct Misspelt;
 //! ```
 //!
 //! Others: no `for`, `for` twice, `watches(Kind)` without `map = f`, a

@@ -11,8 +11,11 @@
 //!     dir: None,
 //!     opkit: OpkitDependency::Version("0.1".into()),
 //! };
-//! let created = project.create()?; // writes ./memcached-operator, all or nothing
-//! cargo_opkit::manifests(&created)?; // builds it and writes deploy/01-crds.yaml, deploy/03-rbac.yaml
+//! // Writes ./memcached-operator, builds it to render deploy/01-crds.yaml and
+//! // deploy/03-rbac.yaml, all or nothing: a failed build leaves no directory.
+//! let created = project.create_with_manifests(None)?;
+//! // Later, from the project or any directory inside it:
+//! cargo_opkit::manifests(&created.join("src"))?;
 //! # Ok::<(), cargo_opkit::Error>(())
 //! ```
 //!
@@ -27,7 +30,9 @@ mod project;
 mod render;
 
 pub use names::{snake_case, validate_group, validate_kind, validate_name, validate_version};
-pub use project::{CreateApi, NewProject, OpkitDependency, ProjectFile, manifests};
+pub use project::{
+    CreateApi, NewProject, OpkitDependency, ProjectFile, find_project, manifests, shared_target_dir,
+};
 
 mod templates {
     include!(concat!(env!("OUT_DIR"), "/templates.rs"));
@@ -76,7 +81,7 @@ pub enum Error {
         path: std::path::PathBuf,
     },
     /// The directory is not a project made by `cargo opkit new`.
-    #[error("{} is not an opkit project (no PROJECT file); run this in a directory made by `cargo opkit new`", path.display())]
+    #[error("{} is not inside an opkit project (no PROJECT file there or in a parent directory); run this in a directory made by `cargo opkit new`", path.display())]
     NotAProject {
         /// The directory.
         path: std::path::PathBuf,

@@ -26,7 +26,7 @@ enum Top {
     Create(Create),
     /// Regenerate deploy/01-crds.yaml and deploy/03-rbac.yaml from the code.
     Manifests {
-        /// The project's directory.
+        /// The project's directory, or any directory inside it.
         #[arg(long, default_value = ".")]
         dir: PathBuf,
     },
@@ -49,11 +49,13 @@ struct New {
     #[arg(long)]
     dir: Option<PathBuf>,
     /// Depend on a local opkit checkout (its sdk/ directory, or the repository root).
+    /// Default: the checkout this cargo-opkit was built from, if it still exists,
+    /// else the published opkit.
     #[arg(long, conflicts_with = "opkit_version")]
     opkit_path: Option<PathBuf>,
-    /// The opkit version requirement to depend on.
-    #[arg(long, default_value = env!("CARGO_PKG_VERSION"))]
-    opkit_version: String,
+    /// Depend on the published opkit, with this version requirement (e.g. 0.1).
+    #[arg(long)]
+    opkit_version: Option<String>,
     /// Do not build the project to write deploy/01-crds.yaml and deploy/03-rbac.yaml.
     #[arg(long)]
     skip_manifests: bool,
@@ -73,7 +75,10 @@ enum Create {
         /// Its API version (default: the project's).
         #[arg(long = "version")]
         api_version: Option<String>,
-        /// The project's directory.
+        /// Its API group (default: the project's).
+        #[arg(long)]
+        group: Option<String>,
+        /// The project's directory, or any directory inside it.
         #[arg(long, default_value = ".")]
         dir: PathBuf,
         /// Do not rebuild the project to regenerate the manifests.
@@ -101,23 +106,39 @@ fn main() -> ExitCode {
 fn run(command: Top) -> Result<(), Error> {
     match command {
         Top::New(new) => {
+            let opkit = match (new.opkit_path, new.opkit_version) {
+                (Some(path), _) => OpkitDependency::Path(path),
+                (None, Some(version)) => OpkitDependency::Version(version),
+                (None, None) => OpkitDependency::default_for_new(),
+            };
             let project = NewProject {
                 name: new.name,
                 group: new.group,
                 version: new.api_version,
                 kind: new.kind,
                 dir: new.dir,
-                opkit: match new.opkit_path {
-                    Some(path) => OpkitDependency::Path(path),
-                    None => OpkitDependency::Version(new.opkit_version),
-                },
+                opkit,
             };
-            let dir = project.create_with_lockfile(new.lock_from.as_deref())?;
+            println!("{}", project.opkit.describe());
+            let dir = if new.skip_manifests {
+                project.create_with_lockfile(new.lock_from.as_deref())?
+            } else {
+                match cargo_opkit::shared_target_dir() {
+                    Some(target) => eprintln!(
+                        "building {} to render deploy/01-crds.yaml and deploy/03-rbac.yaml \
+                         (in {}, shared by your opkit projects: the first build takes a few \
+                         minutes, later projects reuse it)",
+                        project.name,
+                        target.display()
+                    ),
+                    None => eprintln!(
+                        "building {} to render deploy/01-crds.yaml and deploy/03-rbac.yaml",
+                        project.name
+                    ),
+                }
+                project.create_with_manifests(new.lock_from.as_deref())?
+            };
             println!("created {}", dir.display());
-            if !new.skip_manifests {
-                println!("building it to render deploy/01-crds.yaml and deploy/03-rbac.yaml ...");
-                print!("{}", cargo_opkit::manifests(&dir)?);
-            }
             println!(
                 "next: cd {} && make test   (then implement src/controllers/{}.rs)",
                 dir.display(),
@@ -128,6 +149,7 @@ fn run(command: Top) -> Result<(), Error> {
         Top::Create(Create::Api {
             kind,
             api_version,
+            group,
             dir,
             skip_manifests,
         }) => {
@@ -135,19 +157,21 @@ fn run(command: Top) -> Result<(), Error> {
                 dir: dir.clone(),
                 kind,
                 version: api_version,
+                group,
             }
             .create()?;
             for path in changed {
                 println!("wrote {}", path.display());
             }
             if !skip_manifests {
-                print!("{}", cargo_opkit::manifests(&dir)?);
+                cargo_opkit::manifests(&dir).inspect_err(|_| {
+                    eprintln!(
+                        "note: the kind was added; fix the error below, then run `cargo opkit manifests`"
+                    );
+                })?;
             }
             Ok(())
         }
-        Top::Manifests { dir } => {
-            print!("{}", cargo_opkit::manifests(&dir)?);
-            Ok(())
-        }
+        Top::Manifests { dir } => cargo_opkit::manifests(&dir),
     }
 }

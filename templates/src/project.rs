@@ -19,6 +19,39 @@ pub enum OpkitDependency {
 }
 
 impl OpkitDependency {
+    /// The opkit checkout this `cargo-opkit` was built from (its `sdk/`
+    /// directory), if it still exists and still holds the opkit crate: a
+    /// `cargo-opkit` built or installed from a checkout makes projects
+    /// that build against that checkout with no flag.
+    pub fn built_from() -> Option<Self> {
+        let sdk = Path::new(env!("OPKIT_BUILT_FROM_SDK"));
+        resolve_opkit_path(sdk).ok().map(Self::Path)
+    }
+
+    /// What `cargo opkit new` uses when given neither `--opkit-path` nor
+    /// `--opkit-version`: [`built_from`](Self::built_from), else the
+    /// published version matching this `cargo-opkit`.
+    pub fn default_for_new() -> Self {
+        Self::built_from().unwrap_or_else(|| Self::Version(env!("CARGO_PKG_VERSION").to_owned()))
+    }
+
+    /// One line saying which opkit a project uses and how to switch.
+    pub fn describe(&self) -> String {
+        let published = published_requirement();
+        match self {
+            Self::Version(version) => {
+                format!("opkit: the published crate, `opkit = \"{version}\"` in Cargo.toml")
+            }
+            Self::Path(path) => format!(
+                "opkit: the local checkout {} (path dependency); to use the published crate, \
+                 set `opkit = \"{published}\"` in Cargo.toml (or pass --opkit-version {published})",
+                resolve_opkit_path(path)
+                    .unwrap_or_else(|_| path.clone())
+                    .display()
+            ),
+        }
+    }
+
     /// The `[dependencies]` and `[dev-dependencies]` lines.
     fn lines(&self) -> Result<(String, String), Error> {
         Ok(match self {
@@ -38,6 +71,17 @@ impl OpkitDependency {
                 )
             }
         })
+    }
+}
+
+/// The published version requirement matching this build: `0.1` for 0.1.x.
+fn published_requirement() -> String {
+    let version = env!("CARGO_PKG_VERSION");
+    let mut parts = version.split('.');
+    match (parts.next(), parts.next()) {
+        (Some("0"), Some(minor)) => format!("0.{minor}"),
+        (Some(major), _) => major.to_owned(),
+        _ => version.to_owned(),
     }
 }
 
@@ -107,6 +151,24 @@ impl NewProject {
     /// with `lockfile` (cargo keeps only the entries it needs), so its
     /// dependencies resolve to known versions.
     pub fn create_with_lockfile(&self, lockfile: Option<&Path>) -> Result<PathBuf, Error> {
+        self.create_staged(lockfile, |_| Ok(()))
+    }
+
+    /// As [`create_with_lockfile`](Self::create_with_lockfile), and builds
+    /// the project to write `deploy/01-crds.yaml` and `deploy/03-rbac.yaml`
+    /// (see [`manifests`]) before moving it into place: if the build fails
+    /// (opkit not found, a compile error), nothing is left behind.
+    pub fn create_with_manifests(&self, lockfile: Option<&Path>) -> Result<PathBuf, Error> {
+        self.create_staged(lockfile, manifests_in)
+    }
+
+    /// Writes the project to a hidden sibling, runs `finish` on it, and
+    /// renames it into place only if both succeed.
+    fn create_staged(
+        &self,
+        lockfile: Option<&Path>,
+        finish: impl FnOnce(&Path) -> Result<(), Error>,
+    ) -> Result<PathBuf, Error> {
         validate_name(&self.name)?;
         validate_group(&self.group)?;
         validate_version(&self.version)?;
@@ -143,20 +205,53 @@ impl NewProject {
             files.push(("Cargo.lock".to_owned(), text));
         }
 
-        let staging = parent.join(format!(".{}.opkit-new-{}", self.name, std::process::id()));
+        let staging_prefix = format!(".{}.opkit-new-", self.name);
+        remove_abandoned_staging(&parent, &staging_prefix);
+        let staging = parent.join(format!("{staging_prefix}{}", std::process::id()));
         // A leftover of an interrupted run must not leak into this one.
         let _ = std::fs::remove_dir_all(&staging);
-        let written = write_tree(&staging, &files).and_then(|()| {
-            std::fs::rename(&staging, &target).map_err(|source| Error::Io {
-                path: target.clone(),
-                source,
-            })
-        });
+        let written = write_tree(&staging, &files)
+            .and_then(|()| format_rust(&staging, files.iter().map(|(path, _)| path.as_str())))
+            .and_then(|()| finish(&staging))
+            .and_then(|()| {
+                if target.exists() {
+                    return Err(Error::Exists {
+                        path: target.clone(),
+                    });
+                }
+                std::fs::rename(&staging, &target).map_err(|source| Error::Io {
+                    path: target.clone(),
+                    source,
+                })
+            });
         if let Err(e) = written {
             let _ = std::fs::remove_dir_all(&staging);
             return Err(e);
         }
         Ok(target)
+    }
+}
+
+/// Removes staging directories (`{prefix}{pid}` in `parent`) left by a
+/// `cargo opkit new` that was killed (Ctrl-C during the build): those whose
+/// process is gone. Where processes cannot be checked (no `/proc`), keeps
+/// them.
+fn remove_abandoned_staging(parent: &Path, prefix: &str) {
+    let proc = Path::new("/proc");
+    if !proc.join("self").exists() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(parent) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(pid) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
+            continue;
+        };
+        if pid.parse::<u32>().is_ok() && !proc.join(pid).exists() {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
     }
 }
 
@@ -170,13 +265,16 @@ pub struct CreateApi {
     pub kind: String,
     /// Its API version (default: the project's).
     pub version: Option<String>,
+    /// Its API group (default: the project's).
+    pub group: Option<String>,
 }
 
 /// The markers `create api` inserts at: (file, marker, line to insert).
 type Edit = (&'static str, &'static str, String);
 
 impl CreateApi {
-    /// Validates, then adds the kind's files and registers it in
+    /// Finds the project holding `dir` ([`find_project`]), validates, then
+    /// adds the kind's files and registers it in
     /// `src/api/mod.rs`, `src/controllers/mod.rs`, `src/lib.rs` and
     /// `PROJECT`. Every check (markers included) runs before the first
     /// write. Returns the files created or changed.
@@ -185,17 +283,22 @@ impl CreateApi {
         if let Some(version) = &self.version {
             validate_version(version)?;
         }
-        let mut project = ProjectFile::read(&self.dir)?;
+        if let Some(group) = &self.group {
+            validate_group(group)?;
+        }
+        let dir = find_project(&self.dir)?;
+        let mut project = ProjectFile::read(&dir)?;
         if project.kinds.iter().any(|k| k == &self.kind) {
             return Err(Error::KindExists {
                 kind: self.kind.clone(),
             });
         }
         let version = self.version.as_deref().unwrap_or(&project.version);
-        let values = kind_values(&project.name, &project.group, version, &self.kind);
+        let group = self.group.as_deref().unwrap_or(&project.group);
+        let values = kind_values(&project.name, group, version, &self.kind);
         let files = render_set(templates::API, &values)?;
         for (path, _) in &files {
-            let path = self.dir.join(path);
+            let path = dir.join(path);
             if path.exists() {
                 return Err(Error::Exists { path });
             }
@@ -233,11 +336,11 @@ impl CreateApi {
         for (file, marker, line) in edits {
             let text = match edited.iter().position(|(f, _)| f == file) {
                 Some(i) => edited.remove(i).1,
-                None => read(&self.dir.join(file))?,
+                None => read(&dir.join(file))?,
             };
             let text =
                 insert_before_marker(&text, marker, &line).ok_or_else(|| Error::MissingMarker {
-                    path: self.dir.join(file),
+                    path: dir.join(file),
                     marker: marker.to_owned(),
                 })?;
             edited.push((file.to_owned(), text));
@@ -247,10 +350,17 @@ impl CreateApi {
 
         let mut changed = Vec::new();
         for (path, text) in files.iter().chain(edited.iter()) {
-            let path = self.dir.join(path);
+            let path = dir.join(path);
             write_atomically(&path, text)?;
             changed.push(path);
         }
+        format_rust(
+            &dir,
+            files
+                .iter()
+                .chain(edited.iter())
+                .map(|(path, _)| path.as_str()),
+        )?;
         Ok(changed)
     }
 }
@@ -332,42 +442,116 @@ impl ProjectFile {
     }
 }
 
-/// `cargo opkit manifests`: builds the project in `dir` and runs its
-/// binary's `manifests` command, which renders the CRDs and RBAC rules
-/// from the code into `dir/deploy`. Returns what the binary printed.
-pub fn manifests(dir: &Path) -> Result<String, Error> {
+/// The project directory holding `start`: the nearest ancestor (or
+/// `start` itself) with a `PROJECT` file next to a `Cargo.toml`, as cargo
+/// finds its manifest from any subdirectory.
+pub fn find_project(start: &Path) -> Result<PathBuf, Error> {
+    let start = std::path::absolute(start).map_err(|source| Error::Io {
+        path: start.to_owned(),
+        source,
+    })?;
+    start
+        .ancestors()
+        .find(|dir| dir.join("PROJECT").is_file() && dir.join("Cargo.toml").is_file())
+        .map(Path::to_owned)
+        .ok_or(Error::NotAProject { path: start })
+}
+
+/// The target directory `cargo opkit` builds generated projects in, shared
+/// by all of them so their dependencies compile once: `$CARGO_TARGET_DIR`
+/// if set, else `$OPKIT_CACHE/target`, else `~/.cache/opkit/target`
+/// (`None` when neither `OPKIT_CACHE` nor `HOME` is set: cargo's default).
+/// The generated Makefile uses the same directory.
+pub fn shared_target_dir() -> Option<PathBuf> {
+    let set = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    if let Some(dir) = set("CARGO_TARGET_DIR") {
+        return Some(PathBuf::from(dir));
+    }
+    if let Some(cache) = set("OPKIT_CACHE") {
+        return Some(PathBuf::from(cache).join("target"));
+    }
+    set("HOME").map(|home| PathBuf::from(home).join(".cache/opkit/target"))
+}
+
+/// `cargo opkit manifests`: builds the project in `dir` (or the project
+/// holding it, see [`find_project`]) and runs its binary's `manifests`
+/// command, which renders the CRDs and RBAC rules from the code into
+/// `deploy/`. Cargo's progress and errors go to stderr as the build runs;
+/// the binary's report (the files written) goes to stdout. Builds in
+/// [`shared_target_dir`].
+pub fn manifests(dir: &Path) -> Result<(), Error> {
+    manifests_in(&find_project(dir)?)
+}
+
+/// [`manifests`] in exactly `dir`.
+fn manifests_in(dir: &Path) -> Result<(), Error> {
     let project = ProjectFile::read(dir)?;
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let output = Command::new(cargo)
-        .current_dir(dir)
-        .args([
-            "run",
-            "--quiet",
-            "--bin",
-            &project.name,
-            "--",
-            "manifests",
-            "--dir",
-            "deploy",
-        ])
-        .output()
-        .map_err(|e| Error::Manifests {
-            detail: format!("cannot run cargo: {e}"),
-        })?;
-    if !output.status.success() {
-        let stderr = String::from_utf8_lossy(&output.stderr);
-        let tail: Vec<&str> = stderr.lines().rev().take(40).collect();
-        let tail: Vec<&str> = tail.into_iter().rev().collect();
+    let mut command = Command::new(cargo);
+    command.current_dir(dir).args([
+        "run",
+        "--bin",
+        &project.name,
+        "--",
+        "manifests",
+        "--dir",
+        "deploy",
+    ]);
+    if let Some(target) = shared_target_dir() {
+        command.env("CARGO_TARGET_DIR", target);
+    }
+    let status = command.status().map_err(|e| Error::Manifests {
+        detail: format!("cannot run cargo: {e}"),
+    })?;
+    if !status.success() {
         return Err(Error::Manifests {
             detail: format!(
-                "`cargo run --bin {} -- manifests` failed ({}):\n{}",
-                project.name,
-                output.status,
-                tail.join("\n")
+                "`cargo run --bin {} -- manifests` failed ({status}); cargo's output is above",
+                project.name
             ),
         });
     }
-    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+    Ok(())
+}
+
+/// Runs `rustfmt` on the `.rs` files among `files` (relative to `root`),
+/// so the code is formatted whatever the length of the names filled in.
+/// Without rustfmt installed the files stay as rendered (they are close to
+/// formatted already).
+fn format_rust<'a>(root: &Path, files: impl Iterator<Item = &'a str>) -> Result<(), Error> {
+    let rust: Vec<PathBuf> = files
+        .filter(|path| path.ends_with(".rs"))
+        .map(|path| root.join(path))
+        .collect();
+    if rust.is_empty() {
+        return Ok(());
+    }
+    let rustfmt = std::env::var_os("RUSTFMT").unwrap_or_else(|| "rustfmt".into());
+    let output = match Command::new(rustfmt)
+        .args(["--edition", "2024"])
+        .args(&rust)
+        .output()
+    {
+        Ok(output) => output,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => {
+            return Err(Error::Template {
+                template: "rustfmt".to_owned(),
+                detail: format!("cannot run rustfmt: {e}"),
+            });
+        }
+    };
+    if output.status.success() {
+        Ok(())
+    } else {
+        Err(Error::Template {
+            template: "rustfmt".to_owned(),
+            detail: format!(
+                "rustfmt rejected the generated code (a bug in cargo-opkit): {}",
+                String::from_utf8_lossy(&output.stderr)
+            ),
+        })
+    }
 }
 
 fn kind_values(name: &str, group: &str, version: &str, kind: &str) -> Values {
@@ -471,6 +655,7 @@ mod tests {
             "deploy/02-service-account.yaml",
             "deploy/04-deployment.yaml",
             "samples/widget.yaml",
+            ".github/workflows/test.yml",
         ] {
             let text =
                 std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
@@ -485,6 +670,61 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(left, [std::ffi::OsString::from("demo-operator")]);
+    }
+
+    /// The parts of a GitHub Actions workflow the generated one must have.
+    #[derive(serde::Deserialize)]
+    struct Workflow {
+        name: String,
+        on: std::collections::BTreeMap<String, Option<serde::de::IgnoredAny>>,
+        jobs: std::collections::BTreeMap<String, Job>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Job {
+        #[serde(rename = "runs-on")]
+        runs_on: String,
+        steps: Vec<Step>,
+    }
+
+    #[derive(serde::Deserialize)]
+    struct Step {
+        uses: Option<String>,
+        run: Option<String>,
+    }
+
+    #[test]
+    fn the_ci_workflow_is_valid_yaml_that_runs_make_test() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = project(tmp.path()).create().unwrap();
+        let text = std::fs::read_to_string(dir.join(".github/workflows/test.yml")).unwrap();
+        let workflow: Workflow = serde_saphyr::from_str(&text).unwrap();
+        assert_eq!(workflow.name, "test");
+        assert!(workflow.on.contains_key("push") && workflow.on.contains_key("pull_request"));
+        let job = &workflow.jobs["test"];
+        assert_eq!(job.runs_on, "ubuntu-latest");
+        assert!(
+            job.steps
+                .iter()
+                .all(|s| s.uses.is_some() != s.run.is_some())
+        );
+        let runs: Vec<&str> = job.steps.iter().filter_map(|s| s.run.as_deref()).collect();
+        assert!(runs.iter().any(|r| r.starts_with("make test")), "{runs:?}");
+        assert!(
+            runs.iter().any(|r| r.contains("KUBEBUILDER_ASSETS")),
+            "{runs:?}"
+        );
+    }
+
+    #[test]
+    fn a_staging_directory_of_a_killed_run_is_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        // No process has pid 4294967295 (above Linux's pid_max).
+        let abandoned = tmp.path().join(".demo-operator.opkit-new-4294967295");
+        std::fs::create_dir_all(abandoned.join("src")).unwrap();
+        project(tmp.path()).create().unwrap();
+        assert!(!abandoned.exists());
+        assert!(tmp.path().join("demo-operator/Cargo.toml").is_file());
     }
 
     #[test]
@@ -514,6 +754,7 @@ mod tests {
             dir: dir.clone(),
             kind: "GuestBook".into(),
             version: Some("v1beta1".into()),
+            group: None,
         };
         api.create().unwrap();
         let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
@@ -537,6 +778,7 @@ mod tests {
             dir: dir.clone(),
             kind: "Gadget".into(),
             version: None,
+            group: None,
         }
         .create()
         .unwrap_err();
@@ -549,15 +791,52 @@ mod tests {
     }
 
     #[test]
+    fn create_api_from_a_subdirectory_with_another_group() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = project(tmp.path()).create().unwrap();
+        let changed = CreateApi {
+            dir: dir.join("src/controllers"),
+            kind: "Gadget".into(),
+            version: None,
+            group: Some("other.example.org".into()),
+        }
+        .create()
+        .unwrap();
+        assert!(
+            changed.contains(&dir.join("src/api/gadget.rs")),
+            "{changed:?}"
+        );
+        let types = std::fs::read_to_string(dir.join("src/api/gadget.rs")).unwrap();
+        assert!(types.contains("group = \"other.example.org\""), "{types}");
+        assert_eq!(ProjectFile::read(&dir).unwrap().kinds, ["Widget", "Gadget"]);
+        assert_eq!(find_project(&dir.join("src/api")).unwrap(), dir);
+
+        let err = CreateApi {
+            dir: dir.clone(),
+            kind: "Gizmo".into(),
+            version: None,
+            group: Some("nodots".into()),
+        }
+        .create()
+        .unwrap_err();
+        assert!(matches!(err, Error::InvalidGroup { .. }), "{err}");
+        assert!(!dir.join("src/api/gizmo.rs").exists());
+    }
+
+    #[test]
     fn create_api_outside_a_project_is_a_clear_error() {
         let tmp = tempfile::tempdir().unwrap();
         let err = CreateApi {
             dir: tmp.path().to_owned(),
             kind: "Gadget".into(),
             version: None,
+            group: None,
         }
         .create()
         .unwrap_err();
-        assert!(err.to_string().contains("not an opkit project"), "{err}");
+        assert!(
+            err.to_string().contains("not inside an opkit project"),
+            "{err}"
+        );
     }
 }

@@ -49,14 +49,12 @@ impl Values {
     }
 
     /// The output path of template file `path`: placeholders filled, the
-    /// `.tmpl` suffix dropped, a leading `dot-` turned into `.`.
+    /// `.tmpl` suffix dropped, a leading `dot-` of any component turned
+    /// into `.` (`dot-github/workflows/test.yml.tmpl` → `.github/workflows/test.yml`).
     pub fn output_path(&self, path: &str) -> Result<String, Error> {
         let rendered = self.render(path, path)?;
         let rendered = rendered.strip_suffix(".tmpl").unwrap_or(&rendered);
-        Ok(match rendered.rsplit_once('/') {
-            Some((dir, file)) => format!("{dir}/{}", undot(file)),
-            None => undot(rendered),
-        })
+        Ok(rendered.split('/').map(undot).collect::<Vec<_>>().join("/"))
     }
 }
 
@@ -95,5 +93,9 @@ mod tests {
             "src/api/guest_book.rs"
         );
         assert_eq!(v.output_path("dot-gitignore.tmpl").unwrap(), ".gitignore");
+        assert_eq!(
+            v.output_path("dot-github/workflows/test.yml.tmpl").unwrap(),
+            ".github/workflows/test.yml"
+        );
     }
 }

@@ -42,6 +42,7 @@ fn ready_changed(e: &PredicateEvent<'_, Deployment>) -> bool {
     event_filter(LabelSelector::new([("team", "a")].into_iter().collect())),
     rbac(create, patch, delete on Deployment, Service),
     rbac(get on "pods/log", "deployments.apps/scale"),
+    rbac(list on unchecked("widgets.example.com")),
     finalizer,
     events,
     name = "every-option",
@@ -74,6 +75,7 @@ fn every_option_compiles_and_yields_the_documented_rules() {
     assert!(rules.permits("", "services", Verb::Create));
     assert!(rules.permits("", "pods/log", Verb::Get));
     assert!(rules.permits("apps", "deployments/scale", Verb::Get));
+    assert!(rules.permits("example.com", "widgets", Verb::List));
     assert!(rules.permits("events.k8s.io", "events", Verb::Create));
     assert!(!rules.permits("coordination.k8s.io", "leases", Verb::Get));
 }

@@ -10,6 +10,7 @@ fn controller_derive() {
     t.compile_fail("ui/no_attribute.rs");
     t.compile_fail("ui/unknown_option.rs");
     t.compile_fail("ui/unknown_verb.rs");
+    t.compile_fail("ui/misspelt_resource.rs");
     t.compile_fail("ui/watch_without_map.rs");
     t.compile_fail("ui/duplicate_for.rs");
     t.compile_fail("ui/zero_workers.rs");

@@ -1,0 +1,17 @@
+#![allow(unused_imports)]
+use k8s_openapi::api::core::v1::ConfigMap;
+use opkit::Controller;
+use opkit::controller::Context;
+use opkit::reconcile::{Action, Error, Reconcile, Request};
+
+#[derive(Controller)]
+#[controller(for = ConfigMap, rbac(get, list on "deploymnets.apps"))]
+struct R;
+
+impl Reconcile for R {
+    async fn reconcile(&self, _req: Request, _ctx: &Context) -> Result<Action, Error> {
+        Ok(Action::done())
+    }
+}
+
+fn main() {}
