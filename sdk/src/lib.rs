@@ -19,6 +19,7 @@ pub mod metrics;
 pub mod predicate;
 pub mod rbac;
 pub mod reconcile;
+pub mod webhook;
 pub mod workqueue;
 
 pub use derive::ControllerWiring;
