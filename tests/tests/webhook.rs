@@ -33,7 +33,12 @@ use tokio_util::sync::CancellationToken;
 const WITHIN: Duration = Duration::from_secs(20);
 
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, JsonSchema)]
-#[kube(group = "admission.opkit.test", version = "v1", kind = "Gadget", namespaced)]
+#[kube(
+    group = "admission.opkit.test",
+    version = "v1",
+    kind = "Gadget",
+    namespaced
+)]
 /// A Gadget: a size and a color, both optional.
 pub struct GadgetSpec {
     /// At most 10.
@@ -68,7 +73,11 @@ struct GadgetRules {
 
 impl Validator<Gadget> for GadgetRules {
     async fn validate_create(&self, g: &Gadget, _: &AdmissionRequest) -> Verdict {
-        if g.metadata.name.as_deref().is_some_and(|n| n.starts_with("slow-")) {
+        if g.metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.starts_with("slow-"))
+        {
             self.gate.cancelled().await;
         }
         match g.spec.size {
@@ -97,7 +106,6 @@ impl Validator<Gadget> for GadgetRules {
         Ok(vec![])
     }
 }
-
 
 /// Colors default to blue, and the object is labelled.
 struct GadgetDefaults;
@@ -201,7 +209,13 @@ async fn until_mutating(gadgets: &Api<Gadget>) {
     let probe = gadget("probe", None, None);
     eventually("the mutating webhook to be in effect", WITHIN, || async {
         gadgets
-            .create(&PostParams { dry_run: true, ..PostParams::default() }, &probe)
+            .create(
+                &PostParams {
+                    dry_run: true,
+                    ..PostParams::default()
+                },
+                &probe,
+            )
             .await
             .is_ok_and(|g| g.spec.color.as_deref() == Some("blue"))
     })
@@ -235,14 +249,19 @@ async fn a_denied_create_update_or_delete_returns_the_webhooks_message() {
     );
     assert_eq!(status.code, 422, "{status:?}");
     assert!(
-        status.message.contains("denied the request: spec.size 11 is above the limit of 10"),
+        status
+            .message
+            .contains("denied the request: spec.size 11 is above the limit of 10"),
         "{}",
         status.message
     );
 
     // Update: color cannot change once set.
     gadgets
-        .create(&PostParams::default(), &gadget("protected-a", Some(1), Some("red")))
+        .create(
+            &PostParams::default(),
+            &gadget("protected-a", Some(1), Some("red")),
+        )
         .await
         .unwrap();
     let mut changed = gadgets.get("protected-a").await.unwrap();
@@ -253,11 +272,23 @@ async fn a_denied_create_update_or_delete_returns_the_webhooks_message() {
             .await,
     );
     assert_eq!(status.code, 403, "{status:?}");
-    assert!(status.message.contains("spec.color cannot change once set"), "{}", status.message);
+    assert!(
+        status.message.contains("spec.color cannot change once set"),
+        "{}",
+        status.message
+    );
 
     // Delete: protected objects stay.
-    let status = api_error(gadgets.delete("protected-a", &DeleteParams::default()).await);
-    assert!(status.message.contains("protected-a is protected"), "{}", status.message);
+    let status = api_error(
+        gadgets
+            .delete("protected-a", &DeleteParams::default())
+            .await,
+    );
+    assert!(
+        status.message.contains("protected-a is protected"),
+        "{}",
+        status.message
+    );
     assert!(gadgets.get_opt("protected-a").await.unwrap().is_some());
 
     // Allowed requests go through.
@@ -265,7 +296,10 @@ async fn a_denied_create_update_or_delete_returns_the_webhooks_message() {
         .create(&PostParams::default(), &gadget("small", Some(3), None))
         .await
         .unwrap();
-    gadgets.delete("small", &DeleteParams::default()).await.unwrap();
+    gadgets
+        .delete("small", &DeleteParams::default())
+        .await
+        .unwrap();
 
     plane.uninstall_webhooks("webhook-deny").await.unwrap();
     served.stop().await;
@@ -297,7 +331,10 @@ async fn warnings_reach_the_client_and_defaults_are_applied() {
     let ns = "webhook-defaults";
     create_namespace(&admin, ns).await;
     let webhooks = Webhooks::new()
-        .validating_with::<Gadget, _>(GadgetRules::default(), WebhookOptions::new().namespaces([ns]))
+        .validating_with::<Gadget, _>(
+            GadgetRules::default(),
+            WebhookOptions::new().namespaces([ns]),
+        )
         .defaulting_with::<Gadget, _>(GadgetDefaults, WebhookOptions::new().namespaces([ns]));
     let served = Served::start(&webhooks).await;
     plane
@@ -314,7 +351,9 @@ async fn warnings_reach_the_client_and_defaults_are_applied() {
         "{warnings:?}"
     );
     assert!(
-        warnings.iter().any(|w| w.contains("spec.color defaulted to blue")),
+        warnings
+            .iter()
+            .any(|w| w.contains("spec.color defaulted to blue")),
         "{warnings:?}"
     );
 
@@ -389,7 +428,10 @@ async fn when_the_webhook_is_down_fail_refuses_and_ignore_admits() {
     assert!(failing.get_opt("while-down").await.unwrap().is_none());
     // Ignore admits, even what the webhook would have refused.
     ignoring
-        .create(&PostParams::default(), &gadget("while-down", Some(11), None))
+        .create(
+            &PostParams::default(),
+            &gadget("while-down", Some(11), None),
+        )
         .await
         .unwrap();
 
@@ -448,7 +490,10 @@ async fn a_webhook_slower_than_its_timeout_follows_the_failure_policy() {
     );
     assert!(failing.get_opt("slow-fail").await.unwrap().is_none());
     ignoring
-        .create(&PostParams::default(), &gadget("slow-ignore", Some(1), None))
+        .create(
+            &PostParams::default(),
+            &gadget("slow-ignore", Some(1), None),
+        )
         .await
         .unwrap();
 
@@ -463,7 +508,12 @@ mod v1 {
     use super::*;
 
     #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
-    #[kube(group = "conversion.opkit.test", version = "v1", kind = "Website", namespaced)]
+    #[kube(
+        group = "conversion.opkit.test",
+        version = "v1",
+        kind = "Website",
+        namespaced
+    )]
     /// A Website in v1.
     pub struct WebsiteSpec {
         /// `scheme://host`.
@@ -475,7 +525,12 @@ mod v2 {
     use super::*;
 
     #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
-    #[kube(group = "conversion.opkit.test", version = "v2", kind = "Website", namespaced)]
+    #[kube(
+        group = "conversion.opkit.test",
+        version = "v2",
+        kind = "Website",
+        namespaced
+    )]
     /// A Website in v2.
     pub struct WebsiteSpec {
         /// The host.
@@ -531,8 +586,8 @@ async fn a_v1_object_is_read_back_as_v2_and_converted_both_ways() {
     let webhooks =
         Webhooks::new().conversion(Conversion::<v2::Website>::new().spoke::<v1::Website>());
     let served = Served::start(&webhooks).await;
-    let crd = kube::core::crd::merge_crds(vec![v1::Website::crd(), v2::Website::crd()], "v2")
-        .unwrap();
+    let crd =
+        kube::core::crd::merge_crds(vec![v1::Website::crd(), v2::Website::crd()], "v2").unwrap();
     let crd = webhooks.crd_with_conversion(crd, &served.client());
     assert_eq!(
         crd.spec.conversion.as_ref().map(|c| c.strategy.as_str()),
@@ -608,7 +663,9 @@ async fn a_v1_object_is_read_back_as_v2_and_converted_both_ways() {
         .await
         .unwrap_err();
     assert!(
-        error.to_string().contains("spec.url \"no-scheme\" has no scheme"),
+        error
+            .to_string()
+            .contains("spec.url \"no-scheme\" has no scheme"),
         "{error}"
     );
 
@@ -641,14 +698,18 @@ async fn served_certificate(addr: SocketAddr, ca_pem: &str) -> Result<Vec<u8>, S
 }
 
 fn der(pem: &str) -> Vec<u8> {
-    CertificateDer::from_pem_slice(pem.as_bytes()).unwrap().to_vec()
+    CertificateDer::from_pem_slice(pem.as_bytes())
+        .unwrap()
+        .to_vec()
 }
 
 #[tokio::test]
 async fn a_new_certificate_is_served_after_the_files_change() {
     init_tracing();
     let served = Served::start(&Webhooks::new()).await;
-    let first = served_certificate(served.addr, served.dev.ca_pem()).await.unwrap();
+    let first = served_certificate(served.addr, served.dev.ca_pem())
+        .await
+        .unwrap();
     assert_eq!(first, der(served.dev.cert_pem()));
 
     // Rotate: a new CA and certificate, written as a Secret update would.
@@ -673,7 +734,9 @@ async fn a_new_certificate_is_served_after_the_files_change() {
     let third = DevCertificate::generate(&["127.0.0.1"]).unwrap();
     std::fs::write(served.dir.path().join("tls.crt"), third.cert_pem()).unwrap();
     assert_eq!(
-        served_certificate(served.addr, rotated.ca_pem()).await.unwrap(),
+        served_certificate(served.addr, rotated.ca_pem())
+            .await
+            .unwrap(),
         der(rotated.cert_pem())
     );
     std::fs::write(served.dir.path().join("tls.key"), third.key_pem()).unwrap();
@@ -682,7 +745,9 @@ async fn a_new_certificate_is_served_after_the_files_change() {
         .expect("the third certificate is loaded")
         .unwrap();
     assert_eq!(
-        served_certificate(served.addr, third.ca_pem()).await.unwrap(),
+        served_certificate(served.addr, third.ca_pem())
+            .await
+            .unwrap(),
         der(third.cert_pem())
     );
     served.stop().await;

@@ -57,13 +57,19 @@ impl ControlPlane {
             let api: Api<ValidatingWebhookConfiguration> = Api::all(kube.clone());
             api.patch(name, &params, &Patch::Apply(&config))
                 .await
-                .map_err(|e| Error::Webhook(format!("applying ValidatingWebhookConfiguration {name}: {e}")))?;
+                .map_err(|e| {
+                    Error::Webhook(format!(
+                        "applying ValidatingWebhookConfiguration {name}: {e}"
+                    ))
+                })?;
         }
         if let Some(config) = webhooks.mutating_configuration(name, client) {
             let api: Api<MutatingWebhookConfiguration> = Api::all(kube);
             api.patch(name, &params, &Patch::Apply(&config))
                 .await
-                .map_err(|e| Error::Webhook(format!("applying MutatingWebhookConfiguration {name}: {e}")))?;
+                .map_err(|e| {
+                    Error::Webhook(format!("applying MutatingWebhookConfiguration {name}: {e}"))
+                })?;
         }
         Ok(())
     }

@@ -8,6 +8,7 @@ use tokio::sync::watch;
 use super::Manager;
 use super::error::ManagerError;
 use super::health::{self, Checks};
+use super::runnable::BoxError;
 use super::server::{self, Bound, Serves};
 use crate::cache::SharedCache;
 use crate::config::{self, ConfigSource};
@@ -16,7 +17,6 @@ use crate::leader::{
 };
 use crate::metrics::Metrics;
 use crate::webhook::WebhookServer;
-use super::runnable::BoxError;
 
 /// The default graceful shutdown timeout: how long running reconciles and
 /// runnables get to finish after SIGTERM.

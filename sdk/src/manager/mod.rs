@@ -219,7 +219,9 @@ impl Manager {
     /// The address the [webhook server](ManagerBuilder::webhook_server) is
     /// bound to (`None` without one).
     pub fn webhook_address(&self) -> Option<SocketAddr> {
-        self.webhook.as_ref().and_then(BoundWebhookServer::local_addr)
+        self.webhook
+            .as_ref()
+            .and_then(BoundWebhookServer::local_addr)
     }
 
     /// Whether this replica's controllers may reconcile: `true` while it

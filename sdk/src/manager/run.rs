@@ -89,12 +89,7 @@ pub(super) async fn run(
     // converted kind cannot be listed until the conversion webhook answers.
     if let Some(webhook) = webhook {
         let serving = serving.clone();
-        http.spawn(async move {
-            webhook
-                .serve(serving)
-                .await
-                .map_err(ManagerError::Webhook)
-        });
+        http.spawn(async move { webhook.serve(serving).await.map_err(ManagerError::Webhook) });
     }
 
     // 4. Workers and runnables: gated on leadership.

@@ -121,10 +121,8 @@ pub(crate) fn typed<K: DeserializeOwned>(
     field: &str,
 ) -> Result<K, Denied> {
     let Some(object) = object else {
-        return Err(
-            Denied::new(format!("the admission request has no {field}"))
-                .with_code(400, "BadRequest"),
-        );
+        return Err(Denied::new(format!("the admission request has no {field}"))
+            .with_code(400, "BadRequest"));
     };
     serde_json::to_value(object)
         .and_then(serde_json::from_value)

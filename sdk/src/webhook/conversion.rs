@@ -127,7 +127,10 @@ impl<H: Hub> Conversion<H> {
     pub fn spoke<S: Spoke<H>>(mut self) -> Self {
         let to_hub: ToHub<H> = Arc::new(|value| {
             let spoke: S = serde_json::from_value(value).map_err(|e| {
-                ConversionError::new(format!("cannot read the object as {}: {e}", S::api_version(&())))
+                ConversionError::new(format!(
+                    "cannot read the object as {}: {e}",
+                    S::api_version(&())
+                ))
             })?;
             spoke.to_hub()
         });

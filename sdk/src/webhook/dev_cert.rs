@@ -55,7 +55,8 @@ impl DevCertificate {
     /// e.g. `127.0.0.1` for envtest, or `my-webhook.my-ns.svc`).
     pub fn generate(hosts: &[&str]) -> Result<Self, WebhookError> {
         let ca_key = KeyPair::generate().map_err(generate_err("the CA key"))?;
-        let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(generate_err("the CA"))?;
+        let mut ca =
+            CertificateParams::new(Vec::<String>::new()).map_err(generate_err("the CA"))?;
         ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         ca.distinguished_name
             .push(DnType::CommonName, "opkit-webhook-dev-ca");
@@ -71,9 +72,10 @@ impl DevCertificate {
         let mut serving =
             CertificateParams::new(hosts.iter().map(|h| (*h).to_owned()).collect::<Vec<_>>())
                 .map_err(generate_err("the serving certificate"))?;
-        serving
-            .distinguished_name
-            .push(DnType::CommonName, hosts.first().copied().unwrap_or("webhook"));
+        serving.distinguished_name.push(
+            DnType::CommonName,
+            hosts.first().copied().unwrap_or("webhook"),
+        );
         serving.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,

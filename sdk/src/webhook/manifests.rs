@@ -75,7 +75,10 @@ impl WebhookClient {
     }
 
     fn admission(&self, path: &str) -> admission::WebhookClientConfig {
-        let ca_bundle = self.ca_bundle.as_ref().map(|ca| ByteString(ca.as_bytes().to_vec()));
+        let ca_bundle = self
+            .ca_bundle
+            .as_ref()
+            .map(|ca| ByteString(ca.as_bytes().to_vec()));
         match &self.target {
             Target::Service {
                 name,
@@ -140,14 +143,18 @@ fn rule(entry: &AdmissionEntry) -> admission::RuleWithOperations {
 }
 
 fn namespace_selector(entry: &AdmissionEntry) -> Option<LabelSelector> {
-    entry.options.namespaces.as_ref().map(|names| LabelSelector {
-        match_expressions: Some(vec![LabelSelectorRequirement {
-            key: "kubernetes.io/metadata.name".to_owned(),
-            operator: "In".to_owned(),
-            values: Some(names.clone()),
-        }]),
-        match_labels: None,
-    })
+    entry
+        .options
+        .namespaces
+        .as_ref()
+        .map(|names| LabelSelector {
+            match_expressions: Some(vec![LabelSelectorRequirement {
+                key: "kubernetes.io/metadata.name".to_owned(),
+                operator: "In".to_owned(),
+                values: Some(names.clone()),
+            }]),
+            match_labels: None,
+        })
 }
 
 fn meta(name: &str) -> ObjectMeta {

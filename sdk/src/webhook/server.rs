@@ -100,7 +100,11 @@ impl WebhookServer {
 
     /// Read the certificate chain (PEM) from `cert_file` and its private key
     /// (PEM) from `key_file`.
-    pub fn cert_files(mut self, cert_file: impl Into<PathBuf>, key_file: impl Into<PathBuf>) -> Self {
+    pub fn cert_files(
+        mut self,
+        cert_file: impl Into<PathBuf>,
+        key_file: impl Into<PathBuf>,
+    ) -> Self {
         self.cert_file = cert_file.into();
         self.key_file = key_file.into();
         self
@@ -123,13 +127,12 @@ impl WebhookServer {
         self.webhooks.check_paths()?;
         let certificates = CertificateReloader::load(&self.cert_file, &self.key_file)?;
         let tls = Arc::new(tls::server_config(Arc::clone(&certificates))?);
-        let listener =
-            TcpListener::bind(&self.bind_address)
-                .await
-                .map_err(|source| WebhookError::Bind {
-                    address: self.bind_address.clone(),
-                    source,
-                })?;
+        let listener = TcpListener::bind(&self.bind_address)
+            .await
+            .map_err(|source| WebhookError::Bind {
+                address: self.bind_address.clone(),
+                source,
+            })?;
         Ok(BoundWebhookServer {
             router: router(&self.webhooks),
             listener,
@@ -267,8 +270,8 @@ async fn connection(
         }
     };
     let service = TowerToHyperService::new(router);
-    let connection = hyper::server::conn::http1::Builder::new()
-        .serve_connection(TokioIo::new(stream), service);
+    let connection =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
     let mut connection = std::pin::pin!(connection);
     tokio::select! {
         result = connection.as_mut() => {

@@ -167,7 +167,10 @@ fn read_pair(cert_path: &Path, key_path: &Path) -> Result<(Vec<u8>, Vec<u8>), We
             source,
         })
     };
-    Ok((read("certificate", cert_path)?, read("private key", key_path)?))
+    Ok((
+        read("certificate", cert_path)?,
+        read("private key", key_path)?,
+    ))
 }
 
 /// Parses a PEM certificate chain and key and checks that they match.
@@ -250,7 +253,13 @@ mod tests {
         std::fs::write(&key, "not pem").unwrap();
         let error = CertificateReloader::load(&cert, &key).unwrap_err();
         assert!(
-            matches!(error, WebhookError::Pem { what: "certificate", .. }),
+            matches!(
+                error,
+                WebhookError::Pem {
+                    what: "certificate",
+                    ..
+                }
+            ),
             "{error}"
         );
     }
