@@ -2,8 +2,8 @@
 //! the operator serves.
 
 use opkit::webhook::{
-    AdmissionRequest, Conversion, Defaulter, Denied, Operation, Validator, Verdict,
-    WebhookOptions, Webhooks,
+    AdmissionRequest, Conversion, Defaulter, Denied, Operation, Validator, Verdict, WebhookOptions,
+    Webhooks,
 };
 
 use crate::api::{v1, v2};

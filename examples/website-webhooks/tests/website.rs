@@ -187,7 +187,10 @@ async fn websites_are_converted_defaulted_validated_and_reconciled() {
         )
         .await,
     );
-    assert!(message.contains("must start with https:// or http://"), "{message}");
+    assert!(
+        message.contains("must start with https:// or http://"),
+        "{message}"
+    );
 
     // The controller reads v2 from its cache (listed through the
     // conversion webhook) and writes each site's ConfigMap.
@@ -197,11 +200,16 @@ async fn websites_are_converted_defaulted_validated_and_reconciled() {
         ("blog-site", "http://blog.example", "3"),
     ] {
         eventually(&format!("ConfigMap {name}"), || async {
-            config_maps.get_opt(name).await.ok().flatten().is_some_and(|cm| {
-                let data = cm.data.unwrap_or_default();
-                data.get("url").map(String::as_str) == Some(url)
-                    && data.get("replicas").map(String::as_str) == Some(replicas)
-            })
+            config_maps
+                .get_opt(name)
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|cm| {
+                    let data = cm.data.unwrap_or_default();
+                    data.get("url").map(String::as_str) == Some(url)
+                        && data.get("replicas").map(String::as_str) == Some(replicas)
+                })
         })
         .await;
     }
@@ -229,6 +237,9 @@ fn manifests_hold_the_crd_conversion_and_both_webhook_configurations() {
         "failurePolicy: Fail",
         "sideEffects: None",
     ] {
-        assert!(yaml.contains(expected), "{expected:?} missing from:\n{yaml}");
+        assert!(
+            yaml.contains(expected),
+            "{expected:?} missing from:\n{yaml}"
+        );
     }
 }

@@ -6,7 +6,12 @@ use serde::{Deserialize, Serialize};
 
 /// A website, addressed by its URL.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[kube(group = "example.opkit.dev", version = "v1", kind = "Website", namespaced)]
+#[kube(
+    group = "example.opkit.dev",
+    version = "v1",
+    kind = "Website",
+    namespaced
+)]
 pub struct WebsiteSpec {
     /// `https://host` or `http://host`.
     pub url: String,

@@ -10,7 +10,12 @@ use super::v1;
 
 /// A website served by some replicas.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[kube(group = "example.opkit.dev", version = "v2", kind = "Website", namespaced)]
+#[kube(
+    group = "example.opkit.dev",
+    version = "v2",
+    kind = "Website",
+    namespaced
+)]
 pub struct WebsiteSpec {
     /// The DNS name.
     pub host: String,
