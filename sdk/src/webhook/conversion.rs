@@ -28,15 +28,14 @@ pub trait Hub:
 ///
 /// ```
 /// use opkit::webhook::{ConversionError, Hub, Spoke};
-/// # use kube::CustomResource; use schemars::JsonSchema; use serde::{Deserialize, Serialize};
 /// mod v1 {
-/// #   use super::*;
+/// #   use kube::CustomResource; use schemars::JsonSchema; use serde::{Deserialize, Serialize};
 ///     #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
 ///     #[kube(group = "example.com", version = "v1", kind = "Website", namespaced)]
 ///     pub struct WebsiteSpec { pub url: String }
 /// }
 /// mod v2 {
-/// #   use super::*;
+/// #   use kube::CustomResource; use schemars::JsonSchema; use serde::{Deserialize, Serialize};
 ///     #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
 ///     #[kube(group = "example.com", version = "v2", kind = "Website", namespaced)]
 ///     pub struct WebsiteSpec { pub host: String, pub tls: bool }
