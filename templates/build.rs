@@ -1,4 +1,4 @@
-//! Embeds every file under `project/` and `api/` into the binary: writes
+//! Embeds every file under `project/`, `api/` and `webhook/` into the binary: writes
 //! `$OUT_DIR/templates.rs` with one `include_str!` per template file, so
 //! adding a template needs no code change.
 
@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 fn main() {
     let root = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_default());
     let mut out = String::new();
-    for set in ["project", "api"] {
+    for set in ["project", "api", "webhook"] {
         let dir = root.join(set);
         println!("cargo:rerun-if-changed={}", dir.display());
         let mut files = Vec::new();

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use cargo_opkit::{CreateApi, Error, NewProject, OpkitDependency};
+use cargo_opkit::{CreateApi, CreateWebhook, Error, NewProject, OpkitDependency};
 use clap::{Args, Parser, Subcommand};
 
 /// Scaffold and maintain Kubernetes operators built with opkit.
@@ -80,6 +80,19 @@ enum Create {
         #[arg(long)]
         skip_manifests: bool,
     },
+    /// Add a validating and defaulting webhook for a kind, served by the manager
+    /// (its configurations go to deploy/05-webhooks.yaml).
+    Webhook {
+        /// The kind (one of the project's), UpperCamelCase.
+        #[arg(long)]
+        kind: String,
+        /// The project's directory.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// Do not rebuild the project to regenerate the manifests.
+        #[arg(long)]
+        skip_manifests: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -135,6 +148,24 @@ fn run(command: Top) -> Result<(), Error> {
                 dir: dir.clone(),
                 kind,
                 version: api_version,
+            }
+            .create()?;
+            for path in changed {
+                println!("wrote {}", path.display());
+            }
+            if !skip_manifests {
+                print!("{}", cargo_opkit::manifests(&dir)?);
+            }
+            Ok(())
+        }
+        Top::Create(Create::Webhook {
+            kind,
+            dir,
+            skip_manifests,
+        }) => {
+            let changed = CreateWebhook {
+                dir: dir.clone(),
+                kind,
             }
             .create()?;
             for path in changed {
