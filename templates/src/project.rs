@@ -384,7 +384,10 @@ pub(crate) fn kind_values(name: &str, group: &str, version: &str, kind: &str) ->
     values
 }
 
-pub(crate) fn render_set(set: &[(&str, &str)], values: &Values) -> Result<Vec<(String, String)>, Error> {
+pub(crate) fn render_set(
+    set: &[(&str, &str)],
+    values: &Values,
+) -> Result<Vec<(String, String)>, Error> {
     set.iter()
         .map(|(path, text)| Ok((values.output_path(path)?, values.render(path, text)?)))
         .collect()

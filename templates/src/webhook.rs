@@ -51,7 +51,10 @@ impl CreateWebhook {
                 ),
             });
         }
-        let api_file = self.dir.join("src/api").join(format!("{}.rs", snake_case(&self.kind)));
+        let api_file = self
+            .dir
+            .join("src/api")
+            .join(format!("{}.rs", snake_case(&self.kind)));
         let version = read(&api_file)?
             .lines()
             .find_map(|l| {
@@ -95,7 +98,9 @@ impl CreateWebhook {
             edits.push(Edit {
                 file: "src/main.rs",
                 anchor: "let mut manager = builder.build().await?;",
-                line: format!("let builder = builder.webhook_server({crate_name}::webhooks::server());"),
+                line: format!(
+                    "let builder = builder.webhook_server({crate_name}::webhooks::server());"
+                ),
                 after: false,
             });
         } else {
