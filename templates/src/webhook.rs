@@ -91,7 +91,7 @@ impl CreateWebhook {
             edits.push(Edit {
                 file: "src/lib.rs",
                 anchor: "(\"03-rbac.yaml\", format!(\"{HEADER}{rbac}\")),",
-                line: "(\"05-webhooks.yaml\", format!(\"{HEADER}{}\", webhooks::manifest()?)),"
+                line: "(\n    \"05-webhooks.yaml\",\n    format!(\"{HEADER}{}\", webhooks::manifest()?),\n),"
                     .to_owned(),
                 after: true,
             });
@@ -146,8 +146,8 @@ impl CreateWebhook {
     }
 }
 
-/// Inserts `line` after the line that is `anchor` (trimmed), with its
-/// indentation; `None` when no line is.
+/// Inserts `line` (one or more lines) after the line that is `anchor`
+/// (trimmed), each with the anchor's indentation; `None` when no line is.
 fn insert_after_line(text: &str, anchor: &str, line: &str) -> Option<String> {
     let mut out = String::with_capacity(text.len() + line.len() + 8);
     let mut found = false;
@@ -158,9 +158,11 @@ fn insert_after_line(text: &str, anchor: &str, line: &str) -> Option<String> {
                 out.push('\n');
             }
             let indent: String = existing.chars().take_while(|c| c.is_whitespace()).collect();
-            out.push_str(&indent);
-            out.push_str(line);
-            out.push('\n');
+            for part in line.lines() {
+                out.push_str(&indent);
+                out.push_str(part);
+                out.push('\n');
+            }
             found = true;
         }
     }
