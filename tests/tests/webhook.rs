@@ -834,3 +834,81 @@ async fn a_missing_certificate_fails_the_manager_build_with_the_path() {
     let text = error.to_string();
     assert!(text.contains("/nonexistent/opkit-certs/tls.crt"), "{text}");
 }
+
+/// Not a check: the cost of admission webhooks on a create, measured
+/// against the same apiserver. Run with
+/// `cargo test -p opkit-tests --test webhook -- --ignored --nocapture admission_latency`
+/// (`--release` for figures without debug-build overhead).
+#[tokio::test]
+#[ignore = "a measurement, not a check"]
+async fn admission_latency() {
+    let plane = plane_with_gadgets().await;
+    let admin = plane.client().unwrap();
+    const CREATES: usize = 300;
+    let mut rows = Vec::new();
+    for (label, webhooks) in [
+        ("no webhooks", None),
+        (
+            "validating + mutating",
+            Some(
+                Webhooks::new()
+                    .validating_with::<Gadget, _>(
+                        GadgetRules::default(),
+                        WebhookOptions::new().namespaces(["webhook-latency-on"]),
+                    )
+                    .defaulting_with::<Gadget, _>(
+                        GadgetDefaults,
+                        WebhookOptions::new().namespaces(["webhook-latency-on"]),
+                    ),
+            ),
+        ),
+    ] {
+        let ns = if webhooks.is_some() {
+            "webhook-latency-on"
+        } else {
+            "webhook-latency-off"
+        };
+        create_namespace(&admin, ns).await;
+        let gadgets: Api<Gadget> = Api::namespaced(admin.clone(), ns);
+        let served = match &webhooks {
+            Some(webhooks) => {
+                let served = Served::start(webhooks).await;
+                plane
+                    .install_webhooks("webhook-latency", webhooks, &served.client())
+                    .await
+                    .unwrap();
+                until_validating(&gadgets).await;
+                until_mutating(&gadgets).await;
+                Some(served)
+            }
+            None => None,
+        };
+        let mut took = Vec::with_capacity(CREATES);
+        for i in 0..CREATES {
+            let begun = std::time::Instant::now();
+            gadgets
+                .create(
+                    &PostParams::default(),
+                    &gadget(&format!("g-{i}"), Some(1), None),
+                )
+                .await
+                .unwrap();
+            took.push(begun.elapsed());
+        }
+        took.sort();
+        let at = |q: f64| took[((took.len() as f64 * q) as usize).min(took.len() - 1)];
+        rows.push(format!(
+            "{label:<24} p50 {:>8.2?}  p99 {:>8.2?}",
+            at(0.5),
+            at(0.99)
+        ));
+        if let Some(served) = served {
+            plane.uninstall_webhooks("webhook-latency").await.unwrap();
+            served.stop().await;
+        }
+    }
+    println!(
+        "create latency over {CREATES} creates:\n{}",
+        rows.join("\n")
+    );
+}
