@@ -20,6 +20,7 @@ pub mod metrics;
 pub mod predicate;
 pub mod rbac;
 pub mod reconcile;
+pub mod webhook;
 pub mod workqueue;
 
 #[cfg(test)]

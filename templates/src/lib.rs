@@ -21,18 +21,20 @@
 //!
 //! Template files live under `templates/project/` (the project) and
 //! `templates/api/` (one kind and its controller, also used by
-//! `create api`); the build embeds them all. Placeholders are `{{key}}`;
+//! `create api`), `templates/webhook/` (`create webhook`); the build embeds them all. Placeholders are `{{key}}`;
 //! a `.tmpl` suffix is dropped and a `dot-` prefix becomes `.`.
 #![warn(clippy::unwrap_used)]
 
 mod names;
 mod project;
 mod render;
+mod webhook;
 
 pub use names::{snake_case, validate_group, validate_kind, validate_name, validate_version};
 pub use project::{
     CreateApi, NewProject, OpkitDependency, ProjectFile, find_project, manifests, shared_target_dir,
 };
+pub use webhook::CreateWebhook;
 
 mod templates {
     include!(concat!(env!("OUT_DIR"), "/templates.rs"));

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use cargo_opkit::{CreateApi, Error, NewProject, OpkitDependency};
+use cargo_opkit::{CreateApi, CreateWebhook, Error, NewProject, OpkitDependency};
 use clap::{Args, Parser, Subcommand};
 
 /// Scaffold and maintain Kubernetes operators built with opkit.
@@ -79,6 +79,19 @@ enum Create {
         #[arg(long)]
         group: Option<String>,
         /// The project's directory, or any directory inside it.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// Do not rebuild the project to regenerate the manifests.
+        #[arg(long)]
+        skip_manifests: bool,
+    },
+    /// Add a validating and defaulting webhook for a kind, served by the manager
+    /// (its configurations go to deploy/05-webhooks.yaml).
+    Webhook {
+        /// The kind (one of the project's), UpperCamelCase.
+        #[arg(long)]
+        kind: String,
+        /// The project's directory.
         #[arg(long, default_value = ".")]
         dir: PathBuf,
         /// Do not rebuild the project to regenerate the manifests.
@@ -167,6 +180,28 @@ fn run(command: Top) -> Result<(), Error> {
                 cargo_opkit::manifests(&dir).inspect_err(|_| {
                     eprintln!(
                         "note: the kind was added; fix the error below, then run `cargo opkit manifests`"
+                    );
+                })?;
+            }
+            Ok(())
+        }
+        Top::Create(Create::Webhook {
+            kind,
+            dir,
+            skip_manifests,
+        }) => {
+            let changed = CreateWebhook {
+                dir: dir.clone(),
+                kind,
+            }
+            .create()?;
+            for path in changed {
+                println!("wrote {}", path.display());
+            }
+            if !skip_manifests {
+                cargo_opkit::manifests(&dir).inspect_err(|_| {
+                    eprintln!(
+                        "note: the webhook was added; fix the error below, then run `cargo opkit manifests`"
                     );
                 })?;
             }

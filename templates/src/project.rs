@@ -366,7 +366,7 @@ impl CreateApi {
 }
 
 /// Inserts `line` before the line holding `marker`, with its indentation.
-fn insert_before_marker(text: &str, marker: &str, line: &str) -> Option<String> {
+pub(crate) fn insert_before_marker(text: &str, marker: &str, line: &str) -> Option<String> {
     let mut out = String::with_capacity(text.len() + line.len() + 8);
     let mut found = false;
     for existing in text.split_inclusive('\n') {
@@ -554,7 +554,7 @@ fn format_rust<'a>(root: &Path, files: impl Iterator<Item = &'a str>) -> Result<
     }
 }
 
-fn kind_values(name: &str, group: &str, version: &str, kind: &str) -> Values {
+pub(crate) fn kind_values(name: &str, group: &str, version: &str, kind: &str) -> Values {
     let mut values = Values::default();
     values
         .set("name", name)
@@ -568,13 +568,16 @@ fn kind_values(name: &str, group: &str, version: &str, kind: &str) -> Values {
     values
 }
 
-fn render_set(set: &[(&str, &str)], values: &Values) -> Result<Vec<(String, String)>, Error> {
+pub(crate) fn render_set(
+    set: &[(&str, &str)],
+    values: &Values,
+) -> Result<Vec<(String, String)>, Error> {
     set.iter()
         .map(|(path, text)| Ok((values.output_path(path)?, values.render(path, text)?)))
         .collect()
 }
 
-fn read(path: &Path) -> Result<String, Error> {
+pub(crate) fn read(path: &Path) -> Result<String, Error> {
     std::fs::read_to_string(path).map_err(|source| Error::Io {
         path: path.to_owned(),
         source,
@@ -596,7 +599,7 @@ fn write_tree(root: &Path, files: &[(String, String)]) -> Result<(), Error> {
 }
 
 /// Writes `text` to a temporary sibling, then renames it over `path`.
-fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
+pub(crate) fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|source| Error::Io {
             path: dir.to_owned(),

@@ -97,6 +97,10 @@ pub enum Error {
     #[error("CRD: {0}")]
     Crd(String),
 
+    /// A webhook configuration could not be installed or removed.
+    #[error("webhooks: {0}")]
+    Webhook(String),
+
     /// The control plane was stopped; start a new one.
     #[error("the control plane was stopped; start a new one")]
     Stopped,

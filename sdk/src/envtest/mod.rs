@@ -35,6 +35,10 @@
 //!   objects, finalizes namespaces, or runs Pods. Test your operator's
 //!   behaviour, not the built-in controllers'.
 //!
+//! Webhooks: [`ControlPlane::install_webhooks`] points the apiserver at a
+//! webhook server on loopback (see [`crate::webhook`]), trusting a
+//! [`DevCertificate`](crate::webhook::DevCertificate).
+//!
 //! Identities: [`ControlPlane::client`] is an admin in `system:masters`;
 //! [`ControlPlane::client_as`] acts as any user and groups, subject to RBAC;
 //! [`ControlPlane::client_with_token`] uses a bearer token.
@@ -53,6 +57,7 @@ mod error;
 mod kubeconfig;
 mod pki;
 mod process;
+mod webhooks;
 
 pub use assets::{Binaries, DEFAULT_KUBERNETES_VERSION, find_binaries};
 pub use control_plane::{ControlPlane, ControlPlaneBuilder};

@@ -8,6 +8,7 @@ use tokio::sync::watch;
 use super::Manager;
 use super::error::ManagerError;
 use super::health::{self, Checks};
+use super::runnable::BoxError;
 use super::server::{self, Bound, Serves};
 use crate::cache::SharedCache;
 use crate::config::{self, ConfigSource};
@@ -15,6 +16,7 @@ use crate::leader::{
     DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElector,
 };
 use crate::metrics::Metrics;
+use crate::webhook::WebhookServer;
 
 /// The default graceful shutdown timeout: how long running reconciles and
 /// runnables get to finish after SIGTERM.
@@ -143,6 +145,7 @@ impl LeaderElection {
 /// | [`health_probe_bind_address`](Self::health_probe_bind_address) | off |
 /// | [`graceful_shutdown_timeout`](Self::graceful_shutdown_timeout) | 30 s |
 /// | [`cache_sync_timeout`](Self::cache_sync_timeout) | 120 s |
+/// | [`webhook_server`](Self::webhook_server) | none |
 #[derive(Debug, Clone)]
 pub struct ManagerBuilder {
     connection: Connection,
@@ -153,6 +156,7 @@ pub struct ManagerBuilder {
     graceful_shutdown_timeout: Duration,
     cache_sync_timeout: Duration,
     metrics: Option<Metrics>,
+    webhook_server: Option<WebhookServer>,
 }
 
 impl Default for ManagerBuilder {
@@ -166,6 +170,7 @@ impl Default for ManagerBuilder {
             graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             metrics: None,
+            webhook_server: None,
         }
     }
 }
@@ -258,6 +263,17 @@ impl ManagerBuilder {
         self
     }
 
+    /// Serve admission and conversion webhooks (see [`crate::webhook`]).
+    /// [`build`](Self::build) reads the certificate and binds the address;
+    /// [`run`](Manager::run) serves it on every replica, leader or not,
+    /// from before the caches sync (a converted kind cannot be read without
+    /// it) until after the controllers have stopped. `/readyz` gains the
+    /// check `webhook`.
+    pub fn webhook_server(mut self, server: WebhookServer) -> Self {
+        self.webhook_server = Some(server);
+        self
+    }
+
     /// Connects (loading the configuration), validates the leader-election
     /// options and binds the HTTP addresses. Nothing runs until
     /// [`Manager::run`].
@@ -283,6 +299,11 @@ impl ManagerBuilder {
         )
         .await?;
 
+        let webhook = match self.webhook_server {
+            Some(server) => Some(server.bind().await.map_err(ManagerError::Webhook)?),
+            None => None,
+        };
+
         let mut cache = SharedCache::builder(client.clone());
         if let Some(namespace) = self.namespace {
             cache = cache.namespace(namespace);
@@ -295,6 +316,16 @@ impl ManagerBuilder {
             "informers".to_owned(),
             health::informers_synced(cache.clone()),
         );
+        if let Some(webhook) = &webhook {
+            let readiness = webhook.readiness();
+            readyz.add(
+                "webhook".to_owned(),
+                health::check(move || {
+                    let result = readiness.check().map_err(BoxError::from);
+                    async move { result }
+                }),
+            );
+        }
         let (leading, _) = watch::channel(false);
         let leading = std::sync::Arc::new(leading);
         Ok(Manager {
@@ -304,6 +335,7 @@ impl ManagerBuilder {
             metrics,
             elector,
             servers,
+            webhook,
             healthz,
             readyz,
             controllers: Vec::new(),

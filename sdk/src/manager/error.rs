@@ -52,6 +52,10 @@ pub enum ManagerError {
         #[source]
         source: std::io::Error,
     },
+    /// The webhook server could not be set up (certificate, address) or
+    /// failed.
+    #[error(transparent)]
+    Webhook(crate::webhook::WebhookError),
     /// Two controllers with the same name were added (their metrics and
     /// logs would be indistinguishable).
     #[error(

@@ -82,7 +82,7 @@
 //! |---|---|
 //! | `/metrics` | [`crate::metrics`]: controller-runtime's names, OpenMetrics text |
 //! | `/healthz` | 200 `ok` while the process serves (check `ping`, plus [`add_healthz_check`](Manager::add_healthz_check)) |
-//! | `/readyz` | 200 once every informer has synced (check `informers`, plus [`add_readyz_check`](Manager::add_readyz_check)); 500 listing the informers that have not, with their last error |
+//! | `/readyz` | 200 once every informer has synced (check `informers`, plus [`add_readyz_check`](Manager::add_readyz_check)) and the [webhook server](ManagerBuilder::webhook_server), if any, serves (check `webhook`); 500 listing the informers that have not, with their last error |
 //! | `/healthz/<check>`, `/readyz/<check>` | one check |
 //!
 //! `?verbose` lists every check (`[+]name ok` / `[-]name failed: why`).
@@ -119,6 +119,7 @@ use crate::controller::{Controller, ControllerError, StartGate};
 use crate::leader::LeaderElector;
 use crate::metrics::Metrics;
 use crate::reconcile::Reconcile;
+use crate::webhook::BoundWebhookServer;
 use health::Checks;
 use server::{Bound, Serves};
 
@@ -157,6 +158,7 @@ pub struct Manager {
     metrics: Metrics,
     elector: Option<(LeaderElector, String)>,
     servers: Vec<Bound>,
+    webhook: Option<BoundWebhookServer>,
     healthz: Checks,
     readyz: Checks,
     controllers: Vec<ControllerEntry>,
@@ -221,6 +223,14 @@ impl Manager {
             .iter()
             .find(|b| b.serves == serves || b.serves == Serves::Both)
             .and_then(Bound::local_addr)
+    }
+
+    /// The address the [webhook server](ManagerBuilder::webhook_server) is
+    /// bound to (`None` without one).
+    pub fn webhook_address(&self) -> Option<SocketAddr> {
+        self.webhook
+            .as_ref()
+            .and_then(BoundWebhookServer::local_addr)
     }
 
     /// Whether this replica's controllers may reconcile: `true` while it

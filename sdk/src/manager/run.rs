@@ -43,6 +43,7 @@ pub(super) async fn run(
         metrics,
         elector,
         servers,
+        webhook,
         healthz,
         readyz,
         controllers,
@@ -83,6 +84,12 @@ pub(super) async fn run(
     let mut http = JoinSet::new();
     for bound in servers {
         http.spawn(server::serve(bound, endpoints.clone(), serving.clone()));
+    }
+    // Webhooks too, on every replica and before the caches sync: a
+    // converted kind cannot be listed until the conversion webhook answers.
+    if let Some(webhook) = webhook {
+        let serving = serving.clone();
+        http.spawn(async move { webhook.serve(serving).await.map_err(ManagerError::Webhook) });
     }
 
     // 4. Workers and runnables: gated on leadership.

@@ -1,0 +1,93 @@
+//! Typed errors of `opkit::webhook`.
+
+use std::path::PathBuf;
+
+/// Why a webhook server could not be set up or stopped serving.
+#[derive(Debug, thiserror::Error)]
+pub enum WebhookError {
+    /// A certificate or key file could not be read.
+    #[error(
+        "cannot read the webhook server's {what} {path}: {source}; mount the serving certificate \
+         there (a Secret of type kubernetes.io/tls), or generate one for development with \
+         `DevCertificate`"
+    )]
+    ReadFile {
+        /// `certificate` or `private key`.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A certificate or key file holds no usable PEM block.
+    #[error("the webhook server's {what} {path} holds no PEM {expected}: {reason}")]
+    Pem {
+        /// `certificate` or `private key`.
+        what: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// What was looked for (`CERTIFICATE`, `PRIVATE KEY`).
+        expected: &'static str,
+        /// The parser's message.
+        reason: String,
+    },
+    /// The certificate and key do not make a usable pair.
+    #[error(
+        "the webhook server's certificate {cert} and key {key} cannot be used together: {reason}"
+    )]
+    InvalidCertificate {
+        /// The certificate file.
+        cert: PathBuf,
+        /// The key file.
+        key: PathBuf,
+        /// Why (an unsupported key type, or a key that does not match the certificate).
+        reason: String,
+    },
+    /// The TLS settings could not be built.
+    #[error("cannot configure TLS for the webhook server: {0}")]
+    Tls(String),
+    /// The address could not be bound.
+    #[error(
+        "cannot listen on {address} for the webhook server: {source}; choose another \
+         address (port 9443 is the usual one)"
+    )]
+    Bind {
+        /// The address as given.
+        address: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Accepting connections failed for good.
+    #[error("the webhook server failed: {0}")]
+    Serve(#[source] std::io::Error),
+    /// Two webhooks were registered on the same path.
+    #[error(
+        "two webhooks are registered on the path {path}; give one of them another path with \
+         WebhookOptions::path"
+    )]
+    DuplicatePath {
+        /// The path.
+        path: String,
+    },
+    /// A development certificate could not be generated.
+    #[cfg(feature = "dev-cert")]
+    #[error("cannot generate the development certificate ({what}): {source}")]
+    Generate {
+        /// Which part.
+        what: &'static str,
+        /// Why.
+        #[source]
+        source: rcgen::Error,
+    },
+    /// A file could not be written.
+    #[error("cannot write {path}: {source}")]
+    WriteFile {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}

@@ -1,0 +1,317 @@
+//! [`WebhookServer`]: HTTPS for the apiserver's admission and conversion
+//! calls, with the serving certificate reloaded from its files.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
+use tokio_util::sync::CancellationToken;
+
+use super::admission::{self, AdmissionHandler};
+use super::conversion::{self, ConvertKind};
+use super::error::WebhookError;
+use super::tls::{self, CertificateReloader};
+use super::webhooks::{CONVERSION_PATH, Webhooks};
+
+/// The usual webhook port (controller-runtime's and kubebuilder's).
+pub const DEFAULT_PORT: u16 = 9443;
+/// Where the certificate is read from by default (controller-runtime's
+/// default): `tls.crt` and `tls.key` in this directory.
+pub const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
+/// How often the certificate files are checked for a change by default.
+pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(2);
+
+/// How long a client gets to finish the TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long requests in flight get at shutdown.
+const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
+/// The largest review accepted (a conversion of a whole list can be large).
+const BODY_LIMIT: usize = 32 * 1024 * 1024;
+/// The pause after a failed `accept` (out of file descriptors, ...).
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
+
+/// The options of a webhook server. [`bind`](Self::bind) it, or give it to
+/// the manager with
+/// [`ManagerBuilder::webhook_server`](crate::manager::ManagerBuilder::webhook_server),
+/// which serves it from [`run`](crate::manager::Manager::run) on (before
+/// the caches sync, since reading a converted kind needs the conversion
+/// webhook), adds the `webhook` readiness check, and stops it last.
+///
+/// | option | default |
+/// |---|---|
+/// | [`bind_address`](Self::bind_address) | `0.0.0.0:9443` |
+/// | [`cert_dir`](Self::cert_dir) | `/tmp/k8s-webhook-server/serving-certs` (`tls.crt`, `tls.key`) |
+/// | [`reload_interval`](Self::reload_interval) | 2 s |
+#[derive(Debug, Clone)]
+pub struct WebhookServer {
+    webhooks: Webhooks,
+    bind_address: String,
+    cert_file: PathBuf,
+    key_file: PathBuf,
+    reload_interval: Duration,
+}
+
+impl WebhookServer {
+    /// A server answering `webhooks`, with the defaults above.
+    pub fn new(webhooks: Webhooks) -> Self {
+        let dir = PathBuf::from(DEFAULT_CERT_DIR);
+        Self {
+            webhooks,
+            bind_address: format!("0.0.0.0:{DEFAULT_PORT}"),
+            cert_file: dir.join("tls.crt"),
+            key_file: dir.join("tls.key"),
+            reload_interval: DEFAULT_RELOAD_INTERVAL,
+        }
+    }
+
+    /// Listen on `address` (`"0.0.0.0:9443"`, `":9443"`, `"127.0.0.1:0"`
+    /// for any free port).
+    pub fn bind_address(mut self, address: impl Into<String>) -> Self {
+        let address = address.into();
+        self.bind_address = match address.strip_prefix(':') {
+            Some(port) => format!("0.0.0.0:{port}"),
+            None => address,
+        };
+        self
+    }
+
+    /// Read `tls.crt` and `tls.key` from `dir` (where a `kubernetes.io/tls`
+    /// Secret is mounted).
+    pub fn cert_dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        let dir = dir.into();
+        self.cert_file = dir.join("tls.crt");
+        self.key_file = dir.join("tls.key");
+        self
+    }
+
+    /// Read the certificate chain (PEM) from `cert_file` and its private key
+    /// (PEM) from `key_file`.
+    pub fn cert_files(
+        mut self,
+        cert_file: impl Into<PathBuf>,
+        key_file: impl Into<PathBuf>,
+    ) -> Self {
+        self.cert_file = cert_file.into();
+        self.key_file = key_file.into();
+        self
+    }
+
+    /// Check the certificate files for a change this often (default 2 s).
+    pub fn reload_interval(mut self, interval: Duration) -> Self {
+        self.reload_interval = interval.max(Duration::from_millis(10));
+        self
+    }
+
+    /// The webhooks it answers.
+    pub fn webhooks(&self) -> &Webhooks {
+        &self.webhooks
+    }
+
+    /// Reads the certificate and binds the address; nothing is served
+    /// until [`BoundWebhookServer::serve`].
+    pub async fn bind(self) -> Result<BoundWebhookServer, WebhookError> {
+        self.webhooks.check_paths()?;
+        let certificates = CertificateReloader::load(&self.cert_file, &self.key_file)?;
+        let tls = Arc::new(tls::server_config(Arc::clone(&certificates))?);
+        let listener = TcpListener::bind(&self.bind_address)
+            .await
+            .map_err(|source| WebhookError::Bind {
+                address: self.bind_address.clone(),
+                source,
+            })?;
+        Ok(BoundWebhookServer {
+            router: router(&self.webhooks),
+            listener,
+            tls,
+            certificates,
+            reload_interval: self.reload_interval,
+            serving: Arc::new(AtomicBool::new(false)),
+        })
+    }
+}
+
+/// A webhook server with its address bound and certificate loaded.
+pub struct BoundWebhookServer {
+    router: Router,
+    listener: TcpListener,
+    tls: Arc<rustls::ServerConfig>,
+    certificates: Arc<CertificateReloader>,
+    reload_interval: Duration,
+    serving: Arc<AtomicBool>,
+}
+
+impl std::fmt::Debug for BoundWebhookServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BoundWebhookServer")
+            .field("address", &self.local_addr())
+            .field("certificates", &self.certificates)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whether a webhook server is serving: the `webhook` readiness check.
+#[derive(Debug, Clone)]
+pub struct WebhookReadiness {
+    serving: Arc<AtomicBool>,
+}
+
+impl WebhookReadiness {
+    /// `Ok` while the server accepts connections with a loaded certificate.
+    pub fn check(&self) -> Result<(), String> {
+        if self.serving.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            Err("the webhook server is not serving".to_owned())
+        }
+    }
+}
+
+impl BoundWebhookServer {
+    /// The address bound (with port 0, the port chosen).
+    pub fn local_addr(&self) -> Option<SocketAddr> {
+        self.listener.local_addr().ok()
+    }
+
+    /// The readiness of this server, for a `/readyz` check.
+    pub fn readiness(&self) -> WebhookReadiness {
+        WebhookReadiness {
+            serving: Arc::clone(&self.serving),
+        }
+    }
+
+    /// Counts the certificates loaded (1 at first, one more per reload):
+    /// wait on it to know a rotated certificate is being served.
+    pub fn certificate_loads(&self) -> watch::Receiver<u64> {
+        self.certificates.loads()
+    }
+
+    /// Serves until `stop` is cancelled, then lets requests in flight finish
+    /// (for up to 5 s).
+    pub async fn serve(self, stop: CancellationToken) -> Result<(), WebhookError> {
+        let address = self.local_addr();
+        let acceptor = TlsAcceptor::from(self.tls);
+        let watcher = tokio::spawn(
+            Arc::clone(&self.certificates).watch(self.reload_interval, stop.child_token()),
+        );
+        let mut connections = JoinSet::new();
+        self.serving.store(true, Ordering::Release);
+        tracing::info!(server = "webhook", address = ?address, "serving");
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                Some(_) = connections.join_next(), if !connections.is_empty() => {}
+                accepted = self.listener.accept() => match accepted {
+                    Ok((tcp, peer)) => {
+                        connections.spawn(connection(
+                            acceptor.clone(),
+                            tcp,
+                            peer,
+                            self.router.clone(),
+                            stop.clone(),
+                        ));
+                    }
+                    Err(error) => {
+                        tracing::warn!(%error, "webhook server: accept failed");
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                    }
+                },
+            }
+        }
+        self.serving.store(false, Ordering::Release);
+        drop(self.listener);
+        if tokio::time::timeout(DRAIN_TIMEOUT, async {
+            while connections.join_next().await.is_some() {}
+        })
+        .await
+        .is_err()
+        {
+            tracing::warn!("webhook server: abandoning requests still in flight");
+            connections.abort_all();
+        }
+        watcher.abort();
+        let _ = watcher.await;
+        tracing::info!(server = "webhook", "stopped");
+        Ok(())
+    }
+}
+
+/// One client connection: TLS, then HTTP/1.1 until it closes or the server
+/// stops.
+async fn connection(
+    acceptor: TlsAcceptor,
+    tcp: TcpStream,
+    peer: SocketAddr,
+    router: Router,
+    stop: CancellationToken,
+) {
+    let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
+        Ok(Ok(stream)) => stream,
+        Ok(Err(error)) => {
+            tracing::debug!(%peer, %error, "webhook TLS handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!(%peer, "webhook TLS handshake timed out");
+            return;
+        }
+    };
+    let service = TowerToHyperService::new(router);
+    let connection =
+        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
+    let mut connection = std::pin::pin!(connection);
+    tokio::select! {
+        result = connection.as_mut() => {
+            if let Err(error) = result {
+                tracing::debug!(%peer, %error, "webhook connection ended with an error");
+            }
+        }
+        () = stop.cancelled() => {
+            connection.as_mut().graceful_shutdown();
+            let _ = connection.await;
+        }
+    }
+}
+
+fn router(webhooks: &Webhooks) -> Router {
+    let mut router = Router::new();
+    for entry in &webhooks.admission {
+        let handler: Arc<dyn AdmissionHandler> = Arc::clone(&entry.handler);
+        router = router.route(
+            &entry.path,
+            post(move |body: Bytes| {
+                let handler = Arc::clone(&handler);
+                async move { json(admission::review(handler.as_ref(), &body).await) }
+            }),
+        );
+    }
+    if !webhooks.conversions.is_empty() {
+        let kinds: Arc<[Arc<dyn ConvertKind>]> = webhooks.conversions.clone().into();
+        router = router.route(
+            CONVERSION_PATH,
+            post(move |body: Bytes| {
+                let kinds = Arc::clone(&kinds);
+                async move { json(conversion::review(&kinds, &body)) }
+            }),
+        );
+    }
+    router.layer(DefaultBodyLimit::max(BODY_LIMIT))
+}
+
+fn json((status, body): (u16, Vec<u8>)) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}

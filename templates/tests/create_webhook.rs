@@ -1,0 +1,194 @@
+//! `cargo opkit create webhook` end to end: a generated project gets a
+//! webhook for its first kind and for a kind added later, renders their
+//! configurations into `deploy/05-webhooks.yaml`, and passes the generated
+//! webhook tests against a real kube-apiserver without an edit.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("templates/ has a parent")
+        .to_owned()
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"))
+}
+
+fn cargo_opkit(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cargo-opkit"))
+        .args(args)
+        .current_dir(cwd)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .output()
+        .expect("run cargo-opkit")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn succeeds(output: Output, what: &str) {
+    assert!(output.status.success(), "{what} failed:\n{}", text(&output));
+}
+
+#[test]
+fn created_webhooks_are_served_rendered_and_tested() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let workspace = workspace();
+    let lock = workspace.join("Cargo.lock");
+    succeeds(
+        cargo_opkit(
+            &[
+                "opkit",
+                "new",
+                "gate-operator",
+                "--group",
+                "gate.example.com",
+                "--kind",
+                "Gate",
+                "--dir",
+                tmp.path().to_str().expect("utf-8"),
+                "--opkit-path",
+                workspace.to_str().expect("utf-8"),
+                "--lock-from",
+                lock.to_str().expect("utf-8"),
+                "--skip-manifests",
+            ],
+            tmp.path(),
+        ),
+        "cargo opkit new",
+    );
+    let project = tmp.path().join("gate-operator");
+    let dir = project.to_str().expect("utf-8");
+
+    // Bad input: a kind the project lacks is refused, nothing written.
+    let output = cargo_opkit(
+        &["opkit", "create", "webhook", "--kind", "Door", "--dir", dir],
+        &project,
+    );
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("the project has no such kind"),
+        "{}",
+        text(&output)
+    );
+    assert!(!project.join("src/webhooks").exists());
+
+    succeeds(
+        cargo_opkit(
+            &[
+                "opkit",
+                "create",
+                "webhook",
+                "--kind",
+                "Gate",
+                "--dir",
+                dir,
+                "--skip-manifests",
+            ],
+            &project,
+        ),
+        "cargo opkit create webhook --kind Gate",
+    );
+    // Twice is refused.
+    let output = cargo_opkit(
+        &[
+            "opkit",
+            "create",
+            "webhook",
+            "--kind",
+            "Gate",
+            "--dir",
+            dir,
+            "--skip-manifests",
+        ],
+        &project,
+    );
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("already exists"),
+        "{}",
+        text(&output)
+    );
+    // A second kind, then its webhook: registered at the markers.
+    succeeds(
+        cargo_opkit(
+            &[
+                "opkit",
+                "create",
+                "api",
+                "--kind",
+                "Lock",
+                "--dir",
+                dir,
+                "--skip-manifests",
+            ],
+            &project,
+        ),
+        "cargo opkit create api --kind Lock",
+    );
+    succeeds(
+        cargo_opkit(
+            &["opkit", "create", "webhook", "--kind", "Lock", "--dir", dir],
+            &project,
+        ),
+        "cargo opkit create webhook --kind Lock",
+    );
+
+    let yaml =
+        std::fs::read_to_string(project.join("deploy/05-webhooks.yaml")).expect("05-webhooks");
+    for expected in [
+        "kind: Service",
+        "name: gate-operator-webhook-service",
+        "kind: ValidatingWebhookConfiguration",
+        "kind: MutatingWebhookConfiguration",
+        "path: /validate-gate-example-com-v1alpha1-gate",
+        "path: /mutate-gate-example-com-v1alpha1-lock",
+        "name: vgate-v1alpha1.gate.example.com",
+    ] {
+        assert!(yaml.contains(expected), "{expected:?} missing:\n{yaml}");
+    }
+    let main = std::fs::read_to_string(project.join("src/main.rs")).expect("main.rs");
+    assert!(main.contains("webhook_server(gate_operator::webhooks::server())"));
+
+    let output = Command::new(env!("CARGO"))
+        .args([
+            "test",
+            "--test",
+            "gate_webhook",
+            "--test",
+            "lock_webhook",
+            "--test",
+            "manifests",
+        ])
+        .current_dir(&project)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .output()
+        .expect("run cargo test");
+    assert!(
+        output.status.success(),
+        "the generated webhook tests failed:\n{}",
+        text(&output)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for test in [
+        "the_apiserver_defaults_and_validates_gate_through_the_webhooks",
+        "the_apiserver_defaults_and_validates_lock_through_the_webhooks",
+        "deploy_manifests_are_up_to_date",
+    ] {
+        assert!(
+            stdout.contains(&format!("test {test} ... ok")),
+            "{test} did not pass:\n{stdout}"
+        );
+    }
+}
