@@ -1,0 +1,672 @@
+//! Read-your-own-writes: the record of this process's writes that the
+//! cache has not shown yet, and the bounded wait of a read until it has.
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, PostParams};
+//! use opkit::cache::SharedCache;
+//!
+//! # async fn doc(client: kube::Client, cm: ConfigMap) -> Result<(), Box<dyn std::error::Error>> {
+//! let cache = SharedCache::new(client); // read-your-writes is on by default
+//! let config_maps = cache.store::<ConfigMap>()?;
+//! cache.start()?;
+//! // Writes through the cache's client are recorded ...
+//! let api: Api<ConfigMap> = Api::namespaced(cache.client().clone(), "default");
+//! let created = api.create(&PostParams::default(), &cm).await?;
+//! // ... and a read that waits for them never misses the created object.
+//! let name = created.metadata.name.as_deref().unwrap_or_default();
+//! let seen = cache.get_fresh::<ConfigMap>(Some("default"), name).await?;
+//! assert!(seen.is_some());
+//! # let _ = config_maps;
+//! # Ok(()) }
+//! ```
+//!
+//! # How it works
+//!
+//! The cache's [`client`](super::SharedCache::client) carries a layer that
+//! looks at the answer of every successful create, update, patch, apply
+//! and delete (status included) of a kind the cache watches, and records,
+//! per object (API group/version, resource, namespace, name), the
+//! `resourceVersion` and `uid` the apiserver answered, or that the object
+//! is gone. The informer drops a record once it applies a change at least
+//! that new. A read of a recorded object (or a list of its kind) waits
+//! until the informer's copy is at least as new, woken by the informer
+//! each time it applies changes (no polling); reads of objects nobody
+//! wrote wait for nothing (one atomic load when no write is pending).
+//!
+//! *At least as new*: resourceVersions are compared as integers when both
+//! parse as `u64` (they are etcd revisions on every apiserver backed by
+//! etcd, which increase across one resource); otherwise (an apiserver with
+//! opaque versions) only the very version written, or a relist of the
+//! object, counts as caught up. A delete is caught up once the object is
+//! absent from the cache, or the cached object of that name has another
+//! uid (a newer one).
+//!
+//! The wait is bounded ([`DEFAULT_WAIT`], or the controller's setting) and
+//! ends when the read is dropped (a reconcile timeout, shutdown). On timeout
+//! the read fails with [`CacheError::WriteNotObserved`](super::CacheError::WriteNotObserved)
+//! (as controller-runtime does) rather than returning a state older than the
+//! reconciler's own write, and the record is forgotten, so the retry reads
+//! what the cache has. At most [`MAX_RECORDS`] writes are pending; past
+//! that the oldest is forgotten (its reads may then be stale).
+
+use std::{
+    collections::HashMap,
+    sync::{
+        Arc,
+        atomic::{AtomicU64, AtomicUsize, Ordering},
+    },
+    time::Duration,
+};
+
+use kube::Resource;
+use parking_lot::{Mutex, RwLock};
+use tokio::sync::watch;
+
+use super::error::CacheError;
+use super::store::Store;
+
+/// How long a read waits for the cache to show a write of this process, by
+/// default.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
+
+/// The most writes kept waiting to be observed; past that the oldest is
+/// forgotten.
+pub const MAX_RECORDS: usize = 16_384;
+
+/// What identifies an object across the write path (a URL) and the read
+/// path (a Rust type): `v1` or `apps/v1`, the plural resource name, the
+/// namespace and the name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct WriteKey {
+    pub api_version: String,
+    pub plural: String,
+    pub namespace: Option<String>,
+    pub name: String,
+}
+
+/// A write the apiserver answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Written {
+    /// The object exists at this resourceVersion (and uid, if known).
+    Object {
+        resource_version: String,
+        uid: Option<String>,
+        /// Being deleted with no finalizer left: it may be gone any moment,
+        /// so its absence counts as caught up.
+        vanishing: bool,
+    },
+    /// The object with this uid (if known) was deleted.
+    Deleted { uid: Option<String> },
+}
+
+#[derive(Debug, Clone)]
+struct Record {
+    written: Written,
+    seq: u64,
+}
+
+/// The kinds (and namespace, for a namespaced cache) whose writes are
+/// recorded: those the cache has a default-scope informer for.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct WatchedKind {
+    api_version: String,
+    plural: String,
+}
+
+/// The writes of this process not yet seen by the cache.
+#[derive(Debug)]
+pub(crate) struct WriteTracker {
+    records: Mutex<HashMap<WriteKey, Record>>,
+    pending: AtomicUsize,
+    seq: AtomicU64,
+    watched: RwLock<HashMap<WatchedKind, Option<String>>>,
+    max_records: usize,
+}
+
+/// Compares resourceVersions: as integers when both parse, else equal only.
+pub(crate) fn at_least(seen: &str, written: &str) -> bool {
+    match (seen.parse::<u64>(), written.parse::<u64>()) {
+        (Ok(seen), Ok(written)) => seen >= written,
+        _ => seen == written,
+    }
+}
+
+impl Written {
+    /// True when `current` (the cache's copy, or `None` when absent) is at
+    /// least as new as this write.
+    pub(crate) fn observed_in<K: Resource>(&self, current: Option<&K>) -> bool {
+        match (self, current) {
+            (
+                Written::Object {
+                    resource_version, ..
+                },
+                Some(obj),
+            ) => obj
+                .meta()
+                .resource_version
+                .as_deref()
+                .is_some_and(|rv| at_least(rv, resource_version)),
+            (Written::Object { vanishing, .. }, None) => *vanishing,
+            (Written::Deleted { .. }, None) => true,
+            (Written::Deleted { uid: Some(uid) }, Some(obj)) => {
+                obj.meta().uid.as_deref().is_some_and(|u| u != uid)
+            }
+            (Written::Deleted { uid: None }, Some(_)) => false,
+        }
+    }
+}
+
+impl WriteTracker {
+    pub(crate) fn new() -> Self {
+        Self::with_capacity(MAX_RECORDS)
+    }
+
+    pub(crate) fn with_capacity(max_records: usize) -> Self {
+        Self {
+            records: Mutex::new(HashMap::new()),
+            pending: AtomicUsize::new(0),
+            seq: AtomicU64::new(0),
+            watched: RwLock::new(HashMap::new()),
+            max_records: max_records.max(1),
+        }
+    }
+
+    /// Records writes of `api_version`/`plural` from now on (in `namespace`
+    /// only, for a namespaced informer).
+    pub(crate) fn watch_kind(&self, api_version: &str, plural: &str, namespace: Option<&str>) {
+        self.watched.write().insert(
+            WatchedKind {
+                api_version: api_version.to_owned(),
+                plural: plural.to_owned(),
+            },
+            namespace.map(str::to_owned),
+        );
+    }
+
+    /// True when writes of this kind are recorded (checked before a
+    /// response body is looked at).
+    pub(crate) fn is_watched(&self, api_version: &str, plural: &str) -> bool {
+        let watched = self.watched.read();
+        watched
+            .keys()
+            .any(|w| w.api_version == api_version && w.plural == plural)
+    }
+
+    fn in_scope(&self, key: &WriteKey) -> bool {
+        let watched = self.watched.read();
+        match watched.get(&WatchedKind {
+            api_version: key.api_version.clone(),
+            plural: key.plural.clone(),
+        }) {
+            None => false,
+            Some(None) => true,
+            Some(Some(ns)) => key.namespace.as_deref().is_none_or(|k| k == ns),
+        }
+    }
+
+    /// Records a write the apiserver answered. A record of the same object
+    /// with a newer resourceVersion is kept (answers to concurrent writes
+    /// may arrive out of order).
+    pub(crate) fn record(&self, key: WriteKey, written: Written) {
+        if !self.in_scope(&key) {
+            return;
+        }
+        let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        let mut records = self.records.lock();
+        if let Some(existing) = records.get(&key)
+            && let (
+                Written::Object {
+                    resource_version: old,
+                    ..
+                },
+                Written::Object {
+                    resource_version: new,
+                    ..
+                },
+            ) = (&existing.written, &written)
+            && old != new
+            && at_least(old, new)
+        {
+            return;
+        }
+        if !records.contains_key(&key) && records.len() >= self.max_records {
+            let oldest = records
+                .iter()
+                .min_by_key(|(_, r)| r.seq)
+                .map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                tracing::warn!(
+                    max = self.max_records,
+                    kind = %oldest.plural,
+                    namespace = ?oldest.namespace,
+                    name = %oldest.name,
+                    "too many writes not yet seen by the cache; forgetting the oldest"
+                );
+                records.remove(&oldest);
+            }
+        }
+        tracing::trace!(kind = %key.plural, namespace = ?key.namespace, name = %key.name, ?written, "recorded a write");
+        records.insert(key, Record { written, seq });
+        self.pending.store(records.len(), Ordering::Release);
+    }
+
+    /// True when some write is waiting to be observed (one atomic load).
+    pub(crate) fn any_pending(&self) -> bool {
+        self.pending.load(Ordering::Acquire) > 0
+    }
+
+    /// The number of writes waiting to be observed.
+    pub(crate) fn len(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
+    }
+
+    /// The pending write of `key`, with its sequence number.
+    pub(crate) fn pending(&self, key: &WriteKey) -> Option<(Written, u64)> {
+        if !self.any_pending() {
+            return None;
+        }
+        self.records
+            .lock()
+            .get(key)
+            .map(|r| (r.written.clone(), r.seq))
+    }
+
+    /// The pending writes of a kind, in `namespace` (`None`: all).
+    pub(crate) fn pending_of_kind(
+        &self,
+        api_version: &str,
+        plural: &str,
+        namespace: Option<&str>,
+    ) -> Vec<(WriteKey, Written, u64)> {
+        if !self.any_pending() {
+            return Vec::new();
+        }
+        self.records
+            .lock()
+            .iter()
+            .filter(|(k, _)| {
+                k.api_version == api_version
+                    && k.plural == plural
+                    && namespace.is_none_or(|ns| k.namespace.as_deref() == Some(ns))
+            })
+            .map(|(k, r)| (k.clone(), r.written.clone(), r.seq))
+            .collect()
+    }
+
+    /// Forgets the record of `key` if it is still the one numbered `seq`.
+    pub(crate) fn forget(&self, key: &WriteKey, seq: u64) {
+        let mut records = self.records.lock();
+        if records.get(key).is_some_and(|r| r.seq == seq) {
+            records.remove(key);
+            self.pending.store(records.len(), Ordering::Release);
+        }
+    }
+
+    /// Called by the informer after it applied a change of `key`: drops
+    /// the record once `current` (the store's copy now) shows it, or a
+    /// deletion at least as new arrived.
+    pub(crate) fn observe<K: Resource>(
+        &self,
+        key: &WriteKey,
+        current: Option<&K>,
+        deleted: Option<&K>,
+        relisted: bool,
+    ) {
+        if !self.any_pending() {
+            return;
+        }
+        let mut records = self.records.lock();
+        let Some(record) = records.get(key) else {
+            return;
+        };
+        let opaque = matches!(&record.written, Written::Object { resource_version, .. }
+            if resource_version.parse::<u64>().is_err());
+        let caught_up = record.written.observed_in(current)
+            || (relisted && opaque)
+            || match (&record.written, deleted) {
+                // Deleted after our write (by anyone): absent is the truth.
+                (
+                    Written::Object {
+                        resource_version, ..
+                    },
+                    Some(gone),
+                ) => gone
+                    .meta()
+                    .resource_version
+                    .as_deref()
+                    .is_some_and(|rv| rv != resource_version && at_least(rv, resource_version)),
+                _ => false,
+            };
+        if caught_up {
+            records.remove(key);
+            self.pending.store(records.len(), Ordering::Release);
+        }
+    }
+}
+
+/// The informer side a read waits on: its store and its "applied changes"
+/// counter.
+pub(crate) struct Observed<K> {
+    pub store: Store<K>,
+    pub applied: watch::Receiver<u64>,
+    pub informer: String,
+}
+
+/// Waits until the cache shows every write in `pending` (see the module
+/// docs), at most until `deadline`; each write caught up is forgotten, and
+/// so is the one that timed out.
+pub(crate) async fn wait_observed<K>(
+    tracker: &Arc<WriteTracker>,
+    mut observed: Observed<K>,
+    pending: Vec<(WriteKey, Written, u64)>,
+    wait: Duration,
+) -> Result<(), CacheError>
+where
+    K: Resource + Send + Sync + 'static,
+{
+    let deadline = tokio::time::Instant::now() + wait;
+    // Marks the current value seen: every change applied from here on wakes us.
+    observed.applied.borrow_and_update();
+    for (key, written, seq) in pending {
+        loop {
+            let current = observed.store.get(key.namespace.as_deref(), &key.name);
+            if written.observed_in(current.as_deref()) {
+                tracker.forget(&key, seq);
+                break;
+            }
+            // The informer may have dropped it (a deletion after our write).
+            if tracker.pending(&key).is_none_or(|(_, s)| s != seq) {
+                break;
+            }
+            tokio::select! {
+                changed = observed.applied.changed() => {
+                    if changed.is_err() {
+                        return Err(CacheError::Stopped(observed.informer.clone()));
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    tracker.forget(&key, seq);
+                    tracing::warn!(
+                        informer = %observed.informer,
+                        namespace = ?key.namespace,
+                        name = %key.name,
+                        ?written,
+                        "the cache did not show this process's write in time"
+                    );
+                    return Err(CacheError::WriteNotObserved {
+                        informer: observed.informer.clone(),
+                        object: match &key.namespace {
+                            Some(ns) => format!("{ns}/{}", key.name),
+                            None => key.name.clone(),
+                        },
+                        written: match written {
+                            Written::Object { resource_version, .. } => {
+                                format!("resourceVersion {resource_version}")
+                            }
+                            Written::Deleted { .. } => "its deletion".to_owned(),
+                        },
+                        waited: wait,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::key::ObjectKey;
+    use crate::cache::store::Indexer;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::ObjectMeta;
+
+    fn cm(name: &str, rv: &str, uid: &str) -> Arc<ConfigMap> {
+        Arc::new(ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                resource_version: Some(rv.into()),
+                uid: Some(uid.into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })
+    }
+
+    fn key(name: &str) -> WriteKey {
+        WriteKey {
+            api_version: "v1".into(),
+            plural: "configmaps".into(),
+            namespace: Some("ns".into()),
+            name: name.into(),
+        }
+    }
+
+    fn object(rv: &str) -> Written {
+        Written::Object {
+            resource_version: rv.into(),
+            uid: Some("u1".into()),
+            vanishing: false,
+        }
+    }
+
+    fn tracker() -> Arc<WriteTracker> {
+        let t = WriteTracker::new();
+        t.watch_kind("v1", "configmaps", None);
+        Arc::new(t)
+    }
+
+    struct Fixture {
+        indexer: Indexer<ConfigMap>,
+        applied: watch::Sender<u64>,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            Self {
+                indexer: Indexer::new(),
+                applied: watch::channel(0).0,
+            }
+        }
+        fn observed(&self) -> Observed<ConfigMap> {
+            Observed {
+                store: Store::new(self.indexer.clone()),
+                applied: self.applied.subscribe(),
+                informer: "v1/ConfigMap".into(),
+            }
+        }
+        /// What the informer does: store, drop caught-up records, wake readers.
+        fn apply(&self, tracker: &WriteTracker, obj: Arc<ConfigMap>) {
+            let name = obj.metadata.name.clone().unwrap();
+            self.indexer
+                .insert(ObjectKey::new(Some("ns"), &name), Arc::clone(&obj));
+            tracker.observe(&key(&name), Some(&*obj), None, false);
+            self.applied.send_modify(|n| *n += 1);
+        }
+        fn delete(&self, tracker: &WriteTracker, obj: Arc<ConfigMap>) {
+            let name = obj.metadata.name.clone().unwrap();
+            self.indexer.remove(&format!("ns/{name}"));
+            tracker.observe::<ConfigMap>(&key(&name), None, Some(&obj), false);
+            self.applied.send_modify(|n| *n += 1);
+        }
+    }
+
+    fn deadline(secs: u64) -> Duration {
+        Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn versions_compare_as_integers_and_opaque_ones_only_equal() {
+        assert!(at_least("10", "9"));
+        assert!(at_least("10", "10"));
+        assert!(!at_least("9", "10"));
+        assert!(at_least("abc", "abc"));
+        assert!(!at_least("abd", "abc"));
+        assert!(!at_least("10", "abc"));
+    }
+
+    #[test]
+    fn deletions_are_observed_when_absent_or_replaced_by_another_uid() {
+        let deleted = Written::Deleted {
+            uid: Some("u1".into()),
+        };
+        assert!(deleted.observed_in::<ConfigMap>(None));
+        assert!(!deleted.observed_in(Some(&*cm("a", "5", "u1"))));
+        assert!(deleted.observed_in(Some(&*cm("a", "9", "u2"))));
+        assert!(!object("7").observed_in::<ConfigMap>(None));
+        assert!(!object("7").observed_in(Some(&*cm("a", "6", "u1"))));
+        assert!(object("7").observed_in(Some(&*cm("a", "8", "u1"))));
+    }
+
+    #[test]
+    fn records_only_watched_kinds_and_keeps_the_newest_version() {
+        let t = tracker();
+        let mut other = key("a");
+        other.plural = "secrets".into();
+        t.record(other.clone(), object("5"));
+        assert!(!t.any_pending());
+        t.record(key("a"), object("7"));
+        t.record(key("a"), object("5")); // an older answer arriving late
+        assert_eq!(t.pending(&key("a")).unwrap().0, object("7"));
+        t.record(key("a"), object("9"));
+        assert_eq!(t.pending(&key("a")).unwrap().0, object("9"));
+        assert_eq!(t.len(), 1);
+    }
+
+    #[test]
+    fn a_namespaced_cache_records_only_its_namespace() {
+        let t = WriteTracker::new();
+        t.watch_kind("v1", "configmaps", Some("ns"));
+        let mut elsewhere = key("a");
+        elsewhere.namespace = Some("other".into());
+        t.record(elsewhere, object("5"));
+        assert!(!t.any_pending());
+        t.record(key("a"), object("5"));
+        assert!(t.any_pending());
+    }
+
+    #[test]
+    fn records_are_bounded_and_the_oldest_goes_first() {
+        let t = WriteTracker::with_capacity(2);
+        t.watch_kind("v1", "configmaps", None);
+        t.record(key("a"), object("1"));
+        t.record(key("b"), object("2"));
+        t.record(key("c"), object("3"));
+        assert_eq!(t.len(), 2);
+        assert!(t.pending(&key("a")).is_none());
+        assert!(t.pending(&key("c")).is_some());
+    }
+
+    #[test]
+    fn the_informer_drops_records_once_caught_up() {
+        let t = tracker();
+        let f = Fixture::new();
+        t.record(key("a"), object("7"));
+        f.apply(&t, cm("a", "6", "u1"));
+        assert!(t.any_pending());
+        f.apply(&t, cm("a", "8", "u1"));
+        assert!(!t.any_pending());
+        // Deleted by someone else after our write: absent is the truth.
+        t.record(key("b"), object("10"));
+        f.delete(&t, cm("b", "11", "u1"));
+        assert!(!t.any_pending());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_waits_for_the_informer_and_wakes_on_its_change() {
+        let t = tracker();
+        let f = Arc::new(Fixture::new());
+        f.apply(&t, cm("a", "5", "u1"));
+        t.record(key("a"), object("7"));
+        let pending = t.pending_of_kind("v1", "configmaps", Some("ns"));
+        let started = tokio::time::Instant::now();
+        let wait = tokio::spawn({
+            let (t, observed) = (Arc::clone(&t), f.observed());
+            async move { wait_observed(&t, observed, pending, deadline(10)).await }
+        });
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        assert!(
+            !wait.is_finished(),
+            "returned before the informer showed rv 7"
+        );
+        f.apply(&t, cm("a", "6", "u1"));
+        tokio::task::yield_now().await;
+        assert!(!wait.is_finished(), "rv 6 is older than the write");
+        f.apply(&t, cm("a", "7", "u1"));
+        wait.await.unwrap().unwrap();
+        assert_eq!(started.elapsed(), Duration::from_secs(3));
+        assert!(!t.any_pending());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_after_a_delete_waits_until_the_object_is_gone() {
+        let t = tracker();
+        let f = Arc::new(Fixture::new());
+        f.apply(&t, cm("a", "5", "u1"));
+        t.record(
+            key("a"),
+            Written::Deleted {
+                uid: Some("u1".into()),
+            },
+        );
+        let pending = t.pending_of_kind("v1", "configmaps", None);
+        let wait = tokio::spawn({
+            let (t, observed) = (Arc::clone(&t), f.observed());
+            async move { wait_observed(&t, observed, pending, deadline(10)).await }
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!wait.is_finished());
+        f.delete(&t, cm("a", "6", "u1"));
+        wait.await.unwrap().unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_the_informer_never_shows_times_out_with_a_clear_error() {
+        let t = tracker();
+        let f = Fixture::new();
+        t.record(key("a"), object("7"));
+        let pending = t.pending_of_kind("v1", "configmaps", None);
+        let started = tokio::time::Instant::now();
+        let err = wait_observed(&t, f.observed(), pending, deadline(5))
+            .await
+            .unwrap_err();
+        assert_eq!(started.elapsed(), Duration::from_secs(5));
+        let text = err.to_string();
+        assert!(
+            text.contains("ns/a") && text.contains("resourceVersion 7"),
+            "{text}"
+        );
+        // Forgotten: the retry reads what the cache has.
+        assert!(!t.any_pending());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn dropping_the_read_ends_the_wait() {
+        let t = tracker();
+        let f = Fixture::new();
+        t.record(key("a"), object("7"));
+        let pending = t.pending_of_kind("v1", "configmaps", None);
+        let read = wait_observed(&t, f.observed(), pending, deadline(60));
+        let timed_out = tokio::time::timeout(Duration::from_secs(1), read).await;
+        assert!(timed_out.is_err());
+        assert_eq!(
+            f.applied.receiver_count(),
+            0,
+            "the dropped read let go of the informer"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn nothing_pending_returns_at_once() {
+        let t = tracker();
+        let f = Fixture::new();
+        let started = tokio::time::Instant::now();
+        wait_observed(&t, f.observed(), Vec::new(), deadline(5))
+            .await
+            .unwrap();
+        assert_eq!(started.elapsed(), Duration::ZERO);
+    }
+}
