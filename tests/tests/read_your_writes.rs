@@ -3,6 +3,9 @@
 //! "status" when the cache says it is out of date, never acts on a state
 //! older than its own write, under churn and across an apiserver restart;
 //! with the opt-out it does (the classic bug), so the test can fail.
+//!
+//! Run: `cargo test -p opkit-tests --test read_your_writes -- --nocapture`
+//! (prints the counts of both runs).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -122,7 +125,8 @@ impl Reconcile for Parents {
                 }
                 Err(e) => return Err(e.into()),
             }
-            wrote = true;
+            // Look again at once: where a stale cache says "still absent".
+            return Ok(Action::requeue_after(Duration::ZERO));
         }
         let spec = data(&parent, "spec").unwrap_or_default().to_owned();
         if data(&parent, "observed") != Some(spec.as_str()) {
@@ -297,11 +301,8 @@ async fn without_read_your_writes_the_classic_bug_shows() {
     let plane = ControlPlane::shared().await.unwrap();
     let counts = run_scenario(plane, "ryow-off", false, false).await;
     eprintln!("read-your-writes off: {counts:?}");
-    let stale_actions = get(&counts.already_exists)
-        + get(&counts.stale_status_rewrites)
-        + get(&counts.deleted_child_seen);
     assert!(
-        stale_actions > 0,
-        "the opt-out acted on no stale read; the scenario cannot tell the difference: {counts:?}"
+        get(&counts.already_exists) > 0,
+        "the opt-out created no duplicate; the scenario cannot tell the difference: {counts:?}"
     );
 }
