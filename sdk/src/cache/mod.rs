@@ -84,7 +84,7 @@ use tokio_util::sync::CancellationToken;
 
 pub use backoff::BackoffConfig;
 pub use delta_fifo::{DeletedFinalStateUnknown, DeletedObject};
-pub use error::{ApiStatus, CacheError, IndexError, ReflectorError};
+pub use error::{ApiStatus, CacheError, IndexError, ReflectorError, UnobservedWrite};
 pub use informer::{InformerOptions, SharedIndexInformer};
 pub use list_watch::ListWatch;
 pub use processor::{

@@ -1,29 +1,51 @@
-//! Read-your-own-writes: the record of this process's writes that the
-//! cache has not shown yet, and the bounded wait of a read until it has.
+//! Read-your-own-writes, on by default: after a reconciler writes through
+//! opkit, its reads of that object through the reconcile
+//! [`Context`](crate::reconcile::Context) never return the state from
+//! before the write. The classic bug it removes: create a child, read the
+//! cache before the watch delivered it, create it again (409
+//! AlreadyExists, or a duplicate with `generateName`).
 //!
 //! ```no_run
+//! use std::collections::BTreeMap;
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use kube::api::{Api, PostParams};
-//! use opkit::cache::SharedCache;
+//! use kube::api::{ObjectMeta, PostParams};
+//! use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
 //!
-//! # async fn doc(client: kube::Client, cm: ConfigMap) -> Result<(), Box<dyn std::error::Error>> {
-//! let cache = SharedCache::new(client); // read-your-writes is on by default
-//! let config_maps = cache.store::<ConfigMap>()?;
-//! cache.start()?;
-//! // Writes through the cache's client are recorded ...
-//! let api: Api<ConfigMap> = Api::namespaced(cache.client().clone(), "default");
-//! let created = api.create(&PostParams::default(), &cm).await?;
-//! // ... and a read that waits for them never misses the created object.
-//! let name = created.metadata.name.as_deref().unwrap_or_default();
-//! let seen = cache.get_fresh::<ConfigMap>(Some("default"), name).await?;
-//! assert!(seen.is_some());
-//! # let _ = config_maps;
-//! # Ok(()) }
+//! struct Children;
+//!
+//! impl Reconcile for Children {
+//!     async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
+//!         let ns = req.namespace.clone().unwrap_or_default();
+//!         let name = format!("{}-child", req.name);
+//!         // Waits (bounded) until the cache shows this process's last write
+//!         // of the child: a child created a moment ago is never "absent".
+//!         if ctx.get_named::<ConfigMap>(Some(&ns), &name).await?.is_none() {
+//!             let child = ConfigMap {
+//!                 metadata: ObjectMeta { name: Some(name), ..ObjectMeta::default() },
+//!                 data: Some(BTreeMap::from([("owner".into(), req.name.clone())])),
+//!                 ..ConfigMap::default()
+//!             };
+//!             // Writes through ctx.api / ctx.client (and the opkit::client
+//!             // helpers on such an Api) are recorded.
+//!             ctx.api::<ConfigMap>(&ns).create(&PostParams::default(), &child).await?;
+//!         }
+//!         Ok(Action::done())
+//!     }
+//! }
+//!
+//! // Opting out (e.g. to measure the cost):
+//! # fn wire(cache: opkit::cache::SharedCache) {
+//! let controller = opkit::controller::Controller::for_::<ConfigMap>(Children)
+//!     .read_your_writes(false);
+//! # let _ = (controller, cache);
+//! # }
 //! ```
 //!
 //! # How it works
 //!
-//! The cache's [`client`](super::SharedCache::client) carries a layer that
+//! The cache's [`client`](super::SharedCache::client) (what
+//! [`Context::client`](crate::reconcile::Context::client) and
+//! [`Context::api`](crate::reconcile::Context::api) hand out) carries a layer that
 //! looks at the answer of every successful create, update, patch, apply
 //! and delete (status included) of a kind the cache watches, and records,
 //! per object (API group/version, resource, namespace, name), the
@@ -42,13 +64,38 @@
 //! absent from the cache, or the cached object of that name has another
 //! uid (a newer one).
 //!
-//! The wait is bounded ([`DEFAULT_WAIT`], or the controller's setting) and
-//! ends when the read is dropped (a reconcile timeout, shutdown). On timeout
+//! The wait is bounded ([`DEFAULT_WAIT`], or
+//! [`Controller::read_your_writes_timeout`](crate::controller::Controller::read_your_writes_timeout))
+//! and ends when the read is dropped (a reconcile timeout, shutdown). On timeout
 //! the read fails with [`CacheError::WriteNotObserved`](super::CacheError::WriteNotObserved)
 //! (as controller-runtime does) rather than returning a state older than the
 //! reconciler's own write, and the record is forgotten, so the retry reads
 //! what the cache has. At most [`MAX_RECORDS`] writes are pending; past
 //! that the oldest is forgotten (its reads may then be stale).
+//!
+//! # Scope and limits
+//!
+//! - Only writes through the cache's client are recorded: a client built
+//!   elsewhere is not seen. Only kinds the cache watches in its own scope
+//!   are recorded (writes of other kinds, e.g. Events, cost nothing beyond
+//!   one lookup).
+//! - Reads through [`Context`](crate::reconcile::Context) wait;
+//!   [`Store`](super::Store) handles and [`SharedCache::get`](super::SharedCache::get)
+//!   / [`list`](super::SharedCache::list) read without waiting
+//!   ([`Context::store`](crate::reconcile::Context::store) waits once, when
+//!   it hands the handle out).
+//! - Dry runs, collection deletes and subresources other than `status` are
+//!   not recorded.
+//! - If someone else deletes the object in the instant between the
+//!   apiserver's answer to this process's write and the recording of it,
+//!   the informer may have removed the object already; a read then waits
+//!   for the bound and fails once (the record is dropped, the retry reads
+//!   the cache as it is).
+//! - Turn it off per controller with
+//!   [`Controller::read_your_writes`](crate::controller::Controller::read_your_writes)
+//!   or for the whole cache with
+//!   [`SharedCacheBuilder::read_your_writes`](super::SharedCacheBuilder::read_your_writes)
+//!   (then no client layer at all).
 
 use std::{
     collections::HashMap,
@@ -63,7 +110,7 @@ use kube::Resource;
 use parking_lot::{Mutex, RwLock};
 use tokio::sync::watch;
 
-use super::error::CacheError;
+use super::error::{CacheError, UnobservedWrite};
 use super::store::Store;
 
 /// How long a read waits for the cache to show a write of this process, by
@@ -394,7 +441,7 @@ where
                         ?written,
                         "the cache did not show this process's write in time"
                     );
-                    return Err(CacheError::WriteNotObserved {
+                    return Err(CacheError::WriteNotObserved(Box::new(UnobservedWrite {
                         informer: observed.informer.clone(),
                         object: match &key.namespace {
                             Some(ns) => format!("{ns}/{}", key.name),
@@ -407,7 +454,7 @@ where
                             Written::Deleted { .. } => "its deletion".to_owned(),
                         },
                         waited: wait,
-                    });
+                    })));
                 }
             }
         }

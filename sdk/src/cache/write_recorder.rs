@@ -166,17 +166,16 @@ impl Answer {
         if self.kind.as_deref() == Some("Status") {
             let details = self.details.unwrap_or_default();
             let name = name.or(details.name)?;
-            return delete.then(|| {
-                (
-                    WriteKey {
-                        api_version,
-                        plural,
-                        namespace,
-                        name,
-                    },
-                    Written::Deleted { uid: details.uid },
-                )
-            });
+            if !delete {
+                return None;
+            }
+            let key = WriteKey {
+                api_version,
+                plural,
+                namespace,
+                name,
+            };
+            return Some((key, Written::Deleted { uid: details.uid }));
         }
         let meta = self.metadata;
         let key = WriteKey {
