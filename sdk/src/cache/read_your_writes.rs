@@ -67,7 +67,7 @@
 //! The wait is bounded ([`DEFAULT_WAIT`], or
 //! [`Controller::read_your_writes_timeout`](crate::controller::Controller::read_your_writes_timeout))
 //! and ends when the read is dropped (a reconcile timeout, shutdown). On timeout
-//! the read fails with [`CacheError::WriteNotObserved`](super::CacheError::WriteNotObserved)
+//! the read fails with [`CacheError::WriteNotObserved`]
 //! (as controller-runtime does) rather than returning a state older than the
 //! reconciler's own write, and the record is forgotten, so the retry reads
 //! what the cache has. At most [`MAX_RECORDS`] writes are pending; past
@@ -80,7 +80,7 @@
 //!   are recorded (writes of other kinds, e.g. Events, cost nothing beyond
 //!   one lookup).
 //! - Reads through [`Context`](crate::reconcile::Context) wait;
-//!   [`Store`](super::Store) handles and [`SharedCache::get`](super::SharedCache::get)
+//!   [`Store`] handles and [`SharedCache::get`](super::SharedCache::get)
 //!   / [`list`](super::SharedCache::list) read without waiting
 //!   ([`Context::store`](crate::reconcile::Context::store) waits once, when
 //!   it hands the handle out).

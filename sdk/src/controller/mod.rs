@@ -355,9 +355,9 @@ impl<R: Reconcile> Controller<R> {
         self
     }
 
-    /// Whether reads through the reconcile [`Context`] wait until the cache
+    /// Whether reads through the reconcile [`Context`](crate::reconcile::Context) wait until the cache
     /// shows this controller's own writes (default: on; see the contract in
-    /// [`Context`]). Off, [`Context::client`] is the plain client and reads
+    /// [`Context`](crate::reconcile::Context)). Off, [`Context::client`](crate::reconcile::Context::client) is the plain client and reads
     /// return whatever the cache holds, the classic stale read after a write.
     pub fn read_your_writes(mut self, enabled: bool) -> Self {
         self.read_your_writes = match (enabled, self.read_your_writes) {
@@ -369,7 +369,7 @@ impl<R: Reconcile> Controller<R> {
     }
 
     /// How long a read waits for the cache to show this controller's write
-    /// before failing with [`CacheError::WriteNotObserved`](crate::cache::CacheError::WriteNotObserved)
+    /// before failing with [`CacheError::WriteNotObserved`]
     /// (default 10 s). Turns read-your-writes on.
     pub fn read_your_writes_timeout(mut self, wait: Duration) -> Self {
         self.read_your_writes = Some(wait);
