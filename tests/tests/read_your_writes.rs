@@ -13,13 +13,16 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use opkit::cache::SharedCache;
+use opkit::client;
 use opkit::controller::Controller;
 use opkit::envtest::ControlPlane;
 use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
 use opkit_tests::{create_namespace, eventually, init_tracing};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -305,4 +308,223 @@ async fn without_read_your_writes_the_classic_bug_shows() {
         get(&counts.already_exists) > 0,
         "the opt-out created no duplicate; the scenario cannot tell the difference: {counts:?}"
     );
+}
+
+/// A custom resource with a status subresource, for the status write paths.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
+#[kube(
+    group = "ryow.opkit.dev",
+    version = "v1",
+    kind = "Widget",
+    namespaced,
+    status = "WidgetStatus"
+)]
+struct WidgetSpec {
+    size: i32,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, Default, JsonSchema)]
+struct WidgetStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    phase: Option<String>,
+}
+
+/// The write paths, in the order each trigger walks them.
+const STEPS: [&str; 9] = [
+    "create",
+    "replace",
+    "patch",
+    "client::apply",
+    "client::add_finalizer",
+    "client::patch_status",
+    "client::apply_status",
+    "client::remove_finalizer",
+    "delete",
+];
+
+const FINALIZER: &str = "ryow.opkit.dev/hold";
+
+/// For trigger ConfigMap `t-N`: walks Widget `w-N` through every write
+/// path, one per reconcile, and reads it back through the Context right
+/// after each write.
+struct WritePaths {
+    step: Mutex<HashMap<String, usize>>,
+    /// (step, what the read returned) for every read older than the write.
+    stale: Arc<Mutex<Vec<String>>>,
+    done: Arc<AtomicUsize>,
+}
+
+impl WritePaths {
+    async fn write(
+        &self,
+        step: &str,
+        api: &Api<Widget>,
+        name: &str,
+        current: Option<&Widget>,
+    ) -> Result<Option<Widget>, Error> {
+        let widget = |size| {
+            let mut w = Widget::new(name, WidgetSpec { size });
+            w.metadata.namespace = api_namespace(current);
+            w
+        };
+        Ok(match step {
+            "create" => Some(
+                api.create(
+                    &PostParams::default(),
+                    &Widget::new(name, WidgetSpec { size: 1 }),
+                )
+                .await?,
+            ),
+            "replace" => {
+                let mut w = current
+                    .cloned()
+                    .ok_or_else(|| Error::retryable("replace: widget missing"))?;
+                w.spec.size = 2;
+                Some(api.replace(name, &PostParams::default(), &w).await?)
+            }
+            "patch" => Some(
+                api.patch(
+                    name,
+                    &PatchParams::default(),
+                    &Patch::Merge(json!({"spec": {"size": 3}})),
+                )
+                .await?,
+            ),
+            "client::apply" => Some(client::apply(api, &widget(4), "ryow-test").await?),
+            "client::add_finalizer" => {
+                let w = current.ok_or_else(|| Error::retryable("add_finalizer: widget missing"))?;
+                Some(client::add_finalizer(api, w, FINALIZER).await?)
+            }
+            "client::patch_status" => Some(
+                client::patch_status(
+                    api,
+                    name,
+                    &WidgetStatus {
+                        phase: Some("Patched".into()),
+                    },
+                )
+                .await?,
+            ),
+            "client::apply_status" => {
+                let mut w = widget(4);
+                w.status = Some(WidgetStatus {
+                    phase: Some("Applied".into()),
+                });
+                Some(client::apply_status(api, &w, "ryow-test").await?)
+            }
+            "client::remove_finalizer" => {
+                let w =
+                    current.ok_or_else(|| Error::retryable("remove_finalizer: widget missing"))?;
+                client::remove_finalizer(api, w, FINALIZER).await?
+            }
+            _ => {
+                api.delete(name, &DeleteParams::default()).await?;
+                None
+            }
+        })
+    }
+}
+
+fn api_namespace(current: Option<&Widget>) -> Option<String> {
+    current.and_then(|w| w.metadata.namespace.clone())
+}
+
+impl Reconcile for WritePaths {
+    async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
+        let Some(id) = req.name.strip_prefix("t-") else {
+            return Ok(Action::done());
+        };
+        let ns = req.namespace.clone().unwrap_or_default();
+        let name = format!("w-{id}");
+        let step = *self.step.lock().unwrap().get(&req.name).unwrap_or(&0);
+        let Some(step_name) = STEPS.get(step) else {
+            return Ok(Action::done());
+        };
+        let api = ctx.api::<Widget>(&ns);
+        let current = ctx.get_named::<Widget>(Some(&ns), &name).await?;
+        let mut with_ns = current.as_deref().cloned();
+        if let Some(w) = &mut with_ns {
+            w.metadata.namespace = Some(ns.clone());
+        }
+        let written = self.write(step_name, &api, &name, with_ns.as_ref()).await?;
+        // Read back at once.
+        let read = ctx.get_named::<Widget>(Some(&ns), &name).await?;
+        let ok = match (&written, &read) {
+            (Some(w), Some(r)) => {
+                r.resource_version().and_then(|v| v.parse::<u64>().ok())
+                    >= w.resource_version().and_then(|v| v.parse::<u64>().ok())
+            }
+            (Some(_), None) => false,
+            (None, read) => read.is_none(),
+        };
+        if !ok {
+            self.stale.lock().unwrap().push(format!(
+                "{step_name}: wrote {:?}, read {:?}",
+                written.as_ref().and_then(|w| w.resource_version()),
+                read.as_ref().map(|r| r.resource_version())
+            ));
+        }
+        self.step.lock().unwrap().insert(req.name.clone(), step + 1);
+        if step + 1 == STEPS.len() {
+            self.done.fetch_add(1, Ordering::Relaxed);
+            return Ok(Action::done());
+        }
+        Ok(Action::requeue_after(Duration::ZERO))
+    }
+}
+
+async fn run_write_paths(ns: &str, read_your_writes: bool) -> Vec<String> {
+    const TRIGGERS: usize = 16;
+    let plane = ControlPlane::shared().await.unwrap();
+    plane.install_crds(&[Widget::crd()]).await.unwrap();
+    let client = plane.client().unwrap();
+    create_namespace(&client, ns).await;
+    let cache = SharedCache::builder(client.clone()).namespace(ns).build();
+    let stale = Arc::new(Mutex::new(Vec::new()));
+    let done = Arc::new(AtomicUsize::new(0));
+    let controller = Controller::for_::<ConfigMap>(WritePaths {
+        step: Mutex::new(HashMap::new()),
+        stale: Arc::clone(&stale),
+        done: Arc::clone(&done),
+    })
+    .reads::<Widget>()
+    .max_concurrent_reconciles(4)
+    .read_your_writes(read_your_writes);
+    cache.start().unwrap();
+    let token = CancellationToken::new();
+    let run = tokio::spawn({
+        let token = token.clone();
+        let cache = cache.clone();
+        async move { controller.run_until_cancelled(&cache, token).await }
+    });
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    for i in 0..TRIGGERS {
+        cms.create(&PostParams::default(), &parent(&format!("t-{i}"), 0))
+            .await
+            .unwrap();
+    }
+    eventually("every trigger walked every write path", WAIT, || async {
+        done.load(Ordering::Relaxed) == TRIGGERS
+    })
+    .await;
+    token.cancel();
+    run.await.unwrap().unwrap();
+    cache.stop();
+    let stale = stale.lock().unwrap().clone();
+    stale
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_write_path_is_read_back() {
+    init_tracing();
+    let stale = run_write_paths("ryow-paths-on", true).await;
+    assert!(stale.is_empty(), "reads older than the write: {stale:#?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_read_your_writes_write_paths_read_stale() {
+    init_tracing();
+    let stale = run_write_paths("ryow-paths-off", false).await;
+    eprintln!("read-your-writes off, stale reads after a write: {stale:#?}");
+    assert!(!stale.is_empty(), "the opt-out read no stale state");
 }
