@@ -510,8 +510,7 @@ async fn run_write_paths(ns: &str, read_your_writes: bool) -> Vec<String> {
     token.cancel();
     run.await.unwrap().unwrap();
     cache.stop();
-    let stale = stale.lock().unwrap().clone();
-    stale
+    stale.lock().unwrap().clone()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -317,7 +317,16 @@ impl SharedCacheBuilder {
 
     /// The cache.
     pub fn build(self) -> SharedCache {
-        let writes = self.read_your_writes.then(|| Arc::new(WriteTracker::new()));
+        // The recording client needs a Tokio runtime (its request buffer is
+        // a task); without one, read-your-writes stays off rather than panic.
+        let has_runtime = tokio::runtime::Handle::try_current().is_ok();
+        if self.read_your_writes && !has_runtime {
+            tracing::warn!(
+                "SharedCache built outside a Tokio runtime: read-your-writes is off for it; \
+                 build the cache inside the runtime"
+            );
+        }
+        let writes = (self.read_your_writes && has_runtime).then(|| Arc::new(WriteTracker::new()));
         let client = match &writes {
             Some(tracker) => {
                 write_recorder::recording_client(self.client.clone(), Arc::clone(tracker))

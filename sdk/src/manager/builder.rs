@@ -153,6 +153,7 @@ pub struct ManagerBuilder {
     graceful_shutdown_timeout: Duration,
     cache_sync_timeout: Duration,
     metrics: Option<Metrics>,
+    read_your_writes: bool,
 }
 
 impl Default for ManagerBuilder {
@@ -166,6 +167,7 @@ impl Default for ManagerBuilder {
             graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             metrics: None,
+            read_your_writes: true,
         }
     }
 }
@@ -195,6 +197,16 @@ impl ManagerBuilder {
     /// Use this client.
     pub fn client(mut self, client: kube::Client) -> Self {
         self.connection = Connection::Client(client);
+        self
+    }
+
+    /// Whether the shared cache records writes through the controllers'
+    /// clients so reconcile reads see them (default: on; see
+    /// [`read_your_writes`](crate::cache::read_your_writes)). Off for every
+    /// controller of this manager; one controller opts out with
+    /// [`Controller::read_your_writes`](crate::controller::Controller::read_your_writes).
+    pub fn read_your_writes(mut self, enabled: bool) -> Self {
+        self.read_your_writes = enabled;
         self
     }
 
@@ -289,7 +301,8 @@ impl ManagerBuilder {
         )
         .await?;
 
-        let mut cache = SharedCache::builder(client.clone());
+        let mut cache =
+            SharedCache::builder(client.clone()).read_your_writes(self.read_your_writes);
         if let Some(namespace) = self.namespace {
             cache = cache.namespace(namespace);
         }
