@@ -256,6 +256,13 @@ async fn run_scenario(
     .await;
     token.cancel();
     run.await.unwrap().unwrap();
+    if restart {
+        let stats = cache.informer::<ConfigMap>().unwrap().stats();
+        assert!(
+            stats.watch_requests + stats.watch_list_requests >= 2,
+            "the restart did not break the watch: {stats:?}"
+        );
+    }
     cache.stop();
     tracing::info!(?counts, read_your_writes, restart, "scenario done");
     counts
