@@ -287,6 +287,11 @@ where
         }
     }
 
+    /// Where this informer reports the writes it shows, if anywhere.
+    pub(crate) fn write_hook(&self) -> Option<&WriteHook> {
+        self.inner.writes.as_ref()
+    }
+
     /// The store with the wake-up a read waiting for a write needs.
     pub(crate) fn observed(&self) -> Observed<K> {
         Observed {

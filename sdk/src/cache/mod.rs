@@ -500,6 +500,7 @@ impl SharedCache {
         let mut lw = ListWatch::<K>::new(self.inner.raw_client.clone(), &scope.dyntype);
         // Only an informer of the cache's own scope (what Context reads)
         // reports the writes it shows.
+        let namespace = scope.namespace.clone();
         let reads_scope = scope.labels.is_none()
             && scope.fields.is_none()
             && (scope.namespace.is_none() || scope.namespace == self.inner.namespace);
@@ -507,7 +508,6 @@ impl SharedCache {
             Some(tracker) if reads_scope => {
                 let api_version = K::api_version(&scope.dyntype).into_owned();
                 let plural = K::plural(&scope.dyntype).into_owned();
-                tracker.watch_kind(&api_version, &plural, scope.namespace.as_deref());
                 Some(informer::WriteHook {
                     tracker: Arc::clone(tracker),
                     api_version,
@@ -535,6 +535,20 @@ impl SharedCache {
         };
         let informer =
             SharedIndexInformer::with_cancel(lw, options, self.inner.cancel.child_token(), hook);
+        if let Some(hook) = informer.write_hook() {
+            let store = informer.store();
+            hook.tracker.watch_kind(
+                &hook.api_version,
+                &hook.plural,
+                namespace.as_deref(),
+                Arc::new(
+                    move |key: &read_your_writes::WriteKey, written: &read_your_writes::Written| {
+                        written
+                            .observed_in(store.get(key.namespace.as_deref(), &key.name).as_deref())
+                    },
+                ),
+            );
+        }
         if self.inner.started.load(Ordering::Acquire) {
             informer.start()?;
         }

@@ -161,13 +161,33 @@ struct WatchedKind {
     plural: String,
 }
 
+/// True when the informer's store already shows a write (the informer
+/// applied it before the write's answer was recorded).
+pub(crate) type ShownCheck = Arc<dyn Fn(&WriteKey, &Written) -> bool + Send + Sync>;
+
+/// A kind whose writes are recorded: the informer's namespace (`None`:
+/// all) and a look into its store.
+#[derive(Clone)]
+struct Watched {
+    namespace: Option<String>,
+    shown: ShownCheck,
+}
+
+impl std::fmt::Debug for Watched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Watched")
+            .field("namespace", &self.namespace)
+            .finish_non_exhaustive()
+    }
+}
+
 /// The writes of this process not yet seen by the cache.
 #[derive(Debug)]
 pub(crate) struct WriteTracker {
     records: Mutex<HashMap<WriteKey, Record>>,
     pending: AtomicUsize,
     seq: AtomicU64,
-    watched: RwLock<HashMap<WatchedKind, Option<String>>>,
+    watched: RwLock<HashMap<WatchedKind, Watched>>,
     max_records: usize,
 }
 
@@ -220,14 +240,24 @@ impl WriteTracker {
     }
 
     /// Records writes of `api_version`/`plural` from now on (in `namespace`
-    /// only, for a namespaced informer).
-    pub(crate) fn watch_kind(&self, api_version: &str, plural: &str, namespace: Option<&str>) {
+    /// only, for a namespaced informer); `shown` looks into the informer's
+    /// store.
+    pub(crate) fn watch_kind(
+        &self,
+        api_version: &str,
+        plural: &str,
+        namespace: Option<&str>,
+        shown: ShownCheck,
+    ) {
         self.watched.write().insert(
             WatchedKind {
                 api_version: api_version.to_owned(),
                 plural: plural.to_owned(),
             },
-            namespace.map(str::to_owned),
+            Watched {
+                namespace: namespace.map(str::to_owned),
+                shown,
+            },
         );
     }
 
@@ -240,26 +270,39 @@ impl WriteTracker {
             .any(|w| w.api_version == api_version && w.plural == plural)
     }
 
-    fn in_scope(&self, key: &WriteKey) -> bool {
+    /// The store check of the informer that shows `key`, if one does.
+    fn in_scope(&self, key: &WriteKey) -> Option<ShownCheck> {
         let watched = self.watched.read();
-        match watched.get(&WatchedKind {
+        let w = watched.get(&WatchedKind {
             api_version: key.api_version.clone(),
             plural: key.plural.clone(),
-        }) {
-            None => false,
-            Some(None) => true,
-            Some(Some(ns)) => key.namespace.as_deref().is_none_or(|k| k == ns),
+        })?;
+        match (&w.namespace, key.namespace.as_deref()) {
+            (Some(ns), Some(k)) if ns != k => None,
+            _ => Some(Arc::clone(&w.shown)),
         }
     }
 
     /// Records a write the apiserver answered. A record of the same object
     /// with a newer resourceVersion is kept (answers to concurrent writes
     /// may arrive out of order).
+    ///
+    /// The record is inserted first and the informer's store looked at
+    /// after: if the informer applied the write before (its answer raced the
+    /// watch event), the record goes at once; if after, the informer drops
+    /// it. Either way no record outlives the informer catching up.
     pub(crate) fn record(&self, key: WriteKey, written: Written) {
-        if !self.in_scope(&key) {
+        let Some(shown) = self.in_scope(&key) else {
             return;
-        }
+        };
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+        if self.insert(key.clone(), written.clone(), seq) && shown(&key, &written) {
+            self.forget(&key, seq);
+        }
+    }
+
+    /// Inserts a record; false when a newer one of the object was kept.
+    fn insert(&self, key: WriteKey, written: Written, seq: u64) -> bool {
         let mut records = self.records.lock();
         if let Some(existing) = records.get(&key)
             && let (
@@ -275,7 +318,7 @@ impl WriteTracker {
             && old != new
             && at_least(old, new)
         {
-            return;
+            return false;
         }
         if !records.contains_key(&key) && records.len() >= self.max_records {
             let oldest = records
@@ -296,6 +339,7 @@ impl WriteTracker {
         tracing::trace!(kind = %key.plural, namespace = ?key.namespace, name = %key.name, ?written, "recorded a write");
         records.insert(key, Record { written, seq });
         self.pending.store(records.len(), Ordering::Release);
+        true
     }
 
     /// True when some write is waiting to be observed (one atomic load).
@@ -500,9 +544,13 @@ mod tests {
         }
     }
 
+    fn never_shown() -> ShownCheck {
+        Arc::new(|_: &WriteKey, _: &Written| false)
+    }
+
     fn tracker() -> Arc<WriteTracker> {
         let t = WriteTracker::new();
-        t.watch_kind("v1", "configmaps", None);
+        t.watch_kind("v1", "configmaps", None, never_shown());
         Arc::new(t)
     }
 
@@ -586,7 +634,7 @@ mod tests {
     #[test]
     fn a_namespaced_cache_records_only_its_namespace() {
         let t = WriteTracker::new();
-        t.watch_kind("v1", "configmaps", Some("ns"));
+        t.watch_kind("v1", "configmaps", Some("ns"), never_shown());
         let mut elsewhere = key("a");
         elsewhere.namespace = Some("other".into());
         t.record(elsewhere, object("5"));
@@ -598,7 +646,7 @@ mod tests {
     #[test]
     fn records_are_bounded_and_the_oldest_goes_first() {
         let t = WriteTracker::with_capacity(2);
-        t.watch_kind("v1", "configmaps", None);
+        t.watch_kind("v1", "configmaps", None, never_shown());
         t.record(key("a"), object("1"));
         t.record(key("b"), object("2"));
         t.record(key("c"), object("3"));
@@ -620,6 +668,27 @@ mod tests {
         t.record(key("b"), object("10"));
         f.delete(&t, cm("b", "11", "u1"));
         assert!(!t.any_pending());
+    }
+
+    #[test]
+    fn a_write_the_informer_applied_before_it_was_recorded_is_not_kept() {
+        let f = Fixture::new();
+        let t = WriteTracker::new();
+        let store = Store::new(f.indexer.clone());
+        t.watch_kind(
+            "v1",
+            "configmaps",
+            None,
+            Arc::new(move |k: &WriteKey, w: &Written| {
+                w.observed_in(store.get(k.namespace.as_deref(), &k.name).as_deref())
+            }),
+        );
+        // The watch event won the race against the write's answer.
+        f.apply(&t, cm("a", "7", "u1"));
+        t.record(key("a"), object("7"));
+        assert!(!t.any_pending());
+        t.record(key("a"), object("8"));
+        assert!(t.any_pending());
     }
 
     #[tokio::test(start_paused = true)]
