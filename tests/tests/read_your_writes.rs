@@ -256,6 +256,11 @@ async fn run_scenario(
     .await;
     token.cancel();
     run.await.unwrap().unwrap();
+    // Memory: every record goes once the informer caught up.
+    eventually("no write left pending", WAIT, || async {
+        cache.pending_writes() == 0
+    })
+    .await;
     if restart {
         let stats = cache.informer::<ConfigMap>().unwrap().stats();
         assert!(
@@ -516,6 +521,10 @@ async fn run_write_paths(ns: &str, read_your_writes: bool) -> Vec<String> {
     .await;
     token.cancel();
     run.await.unwrap().unwrap();
+    eventually("no write left pending", WAIT, || async {
+        cache.pending_writes() == 0
+    })
+    .await;
     cache.stop();
     stale.lock().unwrap().clone()
 }
