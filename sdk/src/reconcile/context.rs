@@ -148,7 +148,7 @@ impl Context {
 
     /// A read-only handle to the cached objects of `K` (an informer is
     /// started and synced first if nobody watched the kind). It returns once
-    /// the cache shows this controller's writes of `K` made so far; reads
+    /// the cache shows the writes of `K` made so far through the cache's client (by any controller sharing it); reads
     /// through the handle do not wait for later writes.
     pub async fn store<K>(&self) -> Result<Store<K>, CacheError>
     where
