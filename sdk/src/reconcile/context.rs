@@ -148,8 +148,9 @@ impl Context {
 
     /// A read-only handle to the cached objects of `K` (an informer is
     /// started and synced first if nobody watched the kind). It returns once
-    /// the cache shows the writes of `K` made so far through the cache's client (by any controller sharing it); reads
-    /// through the handle do not wait for later writes.
+    /// the cache shows the writes of `K` made so far through the cache's
+    /// client (by any controller sharing it); reads through the handle do
+    /// not wait for later writes.
     pub async fn store<K>(&self) -> Result<Store<K>, CacheError>
     where
         K: Resource + DeserializeOwned + Send + Sync + 'static,
