@@ -256,10 +256,35 @@ pub enum CacheError {
         /// The namespace the cache watches.
         cached: String,
     },
+    /// A read waited for the cache to show a write this process made, and
+    /// the informer did not get there in time (see
+    /// [read-your-own-writes](super::read_your_writes)).
+    #[error("{0}")]
+    WriteNotObserved(Box<UnobservedWrite>),
     /// An operation needs a Tokio runtime and was called outside one.
     #[error("no Tokio runtime: {0} must be called from within a Tokio runtime")]
     NoRuntime(&'static str),
     /// An index error.
     #[error(transparent)]
     Index(#[from] IndexError),
+}
+
+/// What [`CacheError::WriteNotObserved`] reports: which write the cache did
+/// not show in time.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the cache ({informer}) did not show {written} of {object}, written by this process, \
+     within {waited:?}: the watch is lagging or was interrupted; the key is retried and the \
+     next read returns what the cache holds (raise the bound with \
+     Controller::read_your_writes_timeout)"
+)]
+pub struct UnobservedWrite {
+    /// The informer read.
+    pub informer: String,
+    /// `namespace/name` of the object written.
+    pub object: String,
+    /// What was written: `resourceVersion N`, or `its deletion`.
+    pub written: String,
+    /// How long the read waited.
+    pub waited: Duration,
 }

@@ -57,8 +57,10 @@ use tokio_util::sync::CancellationToken;
 use super::{
     delta_fifo::{Delta, DeltaFifo, Popped},
     error::{CacheError, IndexError},
+    key::ObjectKey,
     list_watch::ListWatch,
     processor::{Event, EventHandler, HandlerRegistration, Processor},
+    read_your_writes::{Observed, WriteKey, WriteTracker},
     reflector::{
         Reflector, ReflectorConfig, ReflectorMetrics, ReflectorStats, Transform,
         strip_managed_fields,
@@ -108,6 +110,32 @@ struct Inner<K> {
     metrics: Arc<ReflectorMetrics>,
     started: AtomicBool,
     cancel: CancellationToken,
+    /// Bumped after every batch of deltas applied: what a read waiting for
+    /// this process's write wakes on.
+    applied: watch::Sender<u64>,
+    writes: Option<WriteHook>,
+}
+
+/// Where an informer of a shared cache reports the writes it has shown.
+pub(crate) struct WriteHook {
+    pub tracker: Arc<WriteTracker>,
+    pub api_version: String,
+    pub plural: String,
+}
+
+impl WriteHook {
+    fn key(&self, key: &ObjectKey) -> WriteKey {
+        let (namespace, name) = match key.as_str().split_once('/') {
+            Some((ns, name)) => (Some(ns.to_owned()), name.to_owned()),
+            None => (None, key.as_str().to_owned()),
+        };
+        WriteKey {
+            api_version: self.api_version.clone(),
+            plural: self.plural.clone(),
+            namespace,
+            name,
+        }
+    }
 }
 
 /// One informer: a reflector, a DeltaFIFO and a store, with event handlers
@@ -149,14 +177,16 @@ where
 {
     /// A new (not yet started) informer over `lw`.
     pub fn new(lw: ListWatch<K>, options: InformerOptions<K>) -> Self {
-        Self::with_cancel(lw, options, CancellationToken::new())
+        Self::with_cancel(lw, options, CancellationToken::new(), None)
     }
 
-    /// A new informer stopped when `cancel` fires (used by the shared cache).
+    /// A new informer stopped when `cancel` fires, reporting the writes it
+    /// shows to `writes` (used by the shared cache).
     pub(crate) fn with_cancel(
         lw: ListWatch<K>,
         options: InformerOptions<K>,
         cancel: CancellationToken,
+        writes: Option<WriteHook>,
     ) -> Self {
         let indexer = Indexer::new();
         let fifo = Arc::new(DeltaFifo::new(Some(indexer.clone())));
@@ -174,6 +204,8 @@ where
                 metrics: Arc::new(ReflectorMetrics::default()),
                 started: AtomicBool::new(false),
                 cancel,
+                applied: watch::channel(0).0,
+                writes,
             }),
         }
     }
@@ -255,6 +287,20 @@ where
         }
     }
 
+    /// Where this informer reports the writes it shows, if anywhere.
+    pub(crate) fn write_hook(&self) -> Option<&WriteHook> {
+        self.inner.writes.as_ref()
+    }
+
+    /// The store with the wake-up a read waiting for a write needs.
+    pub(crate) fn observed(&self) -> Observed<K> {
+        Observed {
+            store: self.store(),
+            applied: self.inner.applied.subscribe(),
+            informer: self.inner.name.clone(),
+        }
+    }
+
     /// The resourceVersion the store is synced to.
     pub fn last_sync_resource_version(&self) -> Option<String> {
         self.inner.metrics.stats().last_sync_resource_version
@@ -330,35 +376,60 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
             is_in_initial_list,
         } = popped;
         for delta in deltas {
+            let relisted = matches!(delta, Delta::Replaced(_));
             match delta {
                 Delta::Added(obj)
                 | Delta::Updated(obj)
                 | Delta::Replaced(obj)
-                | Delta::Sync(obj) => match self.indexer.insert(key.clone(), Arc::clone(&obj)) {
-                    Some(old) => {
-                        let is_resync = same_resource_version(&*old, &*obj);
-                        self.processor.distribute(
-                            Event::Update {
-                                old,
-                                new: obj,
+                | Delta::Sync(obj) => {
+                    let old = self.indexer.insert(key.clone(), Arc::clone(&obj));
+                    self.observe_write(&key, Some(&*obj), None, relisted);
+                    match old {
+                        Some(old) => {
+                            let is_resync = same_resource_version(&*old, &*obj);
+                            self.processor.distribute(
+                                Event::Update {
+                                    old,
+                                    new: obj,
+                                    is_resync,
+                                },
                                 is_resync,
+                            );
+                        }
+                        None => self.processor.distribute(
+                            Event::Add {
+                                obj,
+                                is_in_initial_list,
                             },
-                            is_resync,
-                        );
+                            false,
+                        ),
                     }
-                    None => self.processor.distribute(
-                        Event::Add {
-                            obj,
-                            is_in_initial_list,
-                        },
-                        false,
-                    ),
-                },
+                }
                 Delta::Deleted(obj) => {
                     self.indexer.remove(key.as_str());
+                    self.observe_write(&key, None, Some(obj.object()), obj.is_tombstone());
                     self.processor.distribute(Event::Delete { obj }, false);
                 }
             }
+        }
+        // After the store changed: wakes reads waiting for a write.
+        self.applied.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// Drops the record of a write of this process once the store shows it
+    /// (nothing when no write is pending: one atomic load).
+    fn observe_write(
+        &self,
+        key: &ObjectKey,
+        current: Option<&K>,
+        deleted: Option<&K>,
+        relisted: bool,
+    ) {
+        if let Some(hook) = &self.writes
+            && hook.tracker.any_pending()
+        {
+            hook.tracker
+                .observe(&hook.key(key), current, deleted, relisted);
         }
     }
 }

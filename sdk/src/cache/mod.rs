@@ -59,9 +59,11 @@ mod informer;
 mod key;
 mod list_watch;
 mod processor;
+pub mod read_your_writes;
 mod reflector;
 mod start;
 mod store;
+mod write_recorder;
 
 use std::{
     any::{Any, TypeId},
@@ -82,12 +84,13 @@ use tokio_util::sync::CancellationToken;
 
 pub use backoff::BackoffConfig;
 pub use delta_fifo::{DeletedFinalStateUnknown, DeletedObject};
-pub use error::{ApiStatus, CacheError, IndexError, ReflectorError};
+pub use error::{ApiStatus, CacheError, IndexError, ReflectorError, UnobservedWrite};
 pub use informer::{InformerOptions, SharedIndexInformer};
 pub use list_watch::ListWatch;
 pub use processor::{
     Event, EventHandler, HandlerFn, HandlerRegistration, MINIMUM_RESYNC_PERIOD, handler_fn,
 };
+use read_your_writes::{WriteTracker, wait_observed};
 pub use reflector::{
     ReflectorConfig, ReflectorStats, StreamingList, Transform, strip_managed_fields,
 };
@@ -231,7 +234,11 @@ where
 }
 
 struct CacheInner {
+    /// What users write through: records writes when read-your-writes is on.
     client: Client,
+    /// What informers list and watch through.
+    raw_client: Client,
+    writes: Option<Arc<WriteTracker>>,
     informers: Mutex<HashMap<InformerKey, Arc<dyn AnyInformer>>>,
     started: AtomicBool,
     cancel: CancellationToken,
@@ -253,6 +260,7 @@ impl Drop for CacheInner {
 /// Builds a [`SharedCache`] with non-default settings.
 pub struct SharedCacheBuilder {
     client: Client,
+    read_your_writes: bool,
     namespace: Option<String>,
     reflector: ReflectorConfig,
     strip_managed_fields: bool,
@@ -266,11 +274,22 @@ impl fmt::Debug for SharedCacheBuilder {
             .field("reflector", &self.reflector)
             .field("strip_managed_fields", &self.strip_managed_fields)
             .field("default_resync", &self.default_resync)
+            .field("read_your_writes", &self.read_your_writes)
             .finish()
     }
 }
 
 impl SharedCacheBuilder {
+    /// Record the writes made through [`SharedCache::client`] so reads
+    /// through a reconcile's [`Context`](crate::reconcile::Context) wait
+    /// until the cache shows them (default: on; see
+    /// [`read_your_writes`]). Off: the client is the one given, nothing is
+    /// recorded, and no read waits.
+    pub fn read_your_writes(mut self, enabled: bool) -> Self {
+        self.read_your_writes = enabled;
+        self
+    }
+
     /// Watch only `namespace` by default (cluster-scoped kinds are still
     /// watched cluster-wide): [`informer`](SharedCache::informer),
     /// [`store`](SharedCache::store) and the reads use this scope.
@@ -299,9 +318,27 @@ impl SharedCacheBuilder {
 
     /// The cache.
     pub fn build(self) -> SharedCache {
+        // The recording client needs a Tokio runtime (its request buffer is
+        // a task); without one, read-your-writes stays off rather than panic.
+        let has_runtime = tokio::runtime::Handle::try_current().is_ok();
+        if self.read_your_writes && !has_runtime {
+            tracing::warn!(
+                "SharedCache built outside a Tokio runtime: read-your-writes is off for it; \
+                 build the cache inside the runtime"
+            );
+        }
+        let writes = (self.read_your_writes && has_runtime).then(|| Arc::new(WriteTracker::new()));
+        let client = match &writes {
+            Some(tracker) => {
+                write_recorder::recording_client(self.client.clone(), Arc::clone(tracker))
+            }
+            None => self.client.clone(),
+        };
         SharedCache {
             inner: Arc::new(CacheInner {
-                client: self.client,
+                client,
+                raw_client: self.client,
+                writes,
                 informers: Mutex::new(HashMap::new()),
                 started: AtomicBool::new(false),
                 cancel: CancellationToken::new(),
@@ -353,6 +390,7 @@ impl SharedCache {
     pub fn builder(client: Client) -> SharedCacheBuilder {
         SharedCacheBuilder {
             client,
+            read_your_writes: true,
             namespace: None,
             reflector: ReflectorConfig::default(),
             strip_managed_fields: true,
@@ -360,9 +398,28 @@ impl SharedCache {
         }
     }
 
-    /// The client informers list and watch through.
+    /// The client to write through: with read-your-writes on (the
+    /// default), it records every write of a kind this cache watches, so
+    /// reads through a reconcile's [`Context`](crate::reconcile::Context)
+    /// wait until the cache shows it (see [`read_your_writes`]).
     pub fn client(&self) -> &Client {
         &self.inner.client
+    }
+
+    /// The client as given, recording nothing (informers watch through it).
+    pub(crate) fn raw_client(&self) -> &Client {
+        &self.inner.raw_client
+    }
+
+    /// True when writes through [`client`](Self::client) are recorded.
+    pub fn reads_your_writes(&self) -> bool {
+        self.inner.writes.is_some()
+    }
+
+    /// The number of writes through [`client`](Self::client) the cache has
+    /// not shown yet (0 when read-your-writes is off).
+    pub fn pending_writes(&self) -> usize {
+        self.inner.writes.as_ref().map_or(0, |w| w.len())
     }
 
     /// The namespace this cache is scoped to (`None`: all namespaces).
@@ -441,7 +498,25 @@ impl SharedCache {
                 .cloned()
                 .ok_or_else(|| CacheError::NoInformer(key.describe()));
         }
-        let mut lw = ListWatch::<K>::new(self.inner.client.clone(), &scope.dyntype);
+        let mut lw = ListWatch::<K>::new(self.inner.raw_client.clone(), &scope.dyntype);
+        // Only an informer of the cache's own scope (what Context reads)
+        // reports the writes it shows.
+        let namespace = scope.namespace.clone();
+        let reads_scope = scope.labels.is_none()
+            && scope.fields.is_none()
+            && (scope.namespace.is_none() || scope.namespace == self.inner.namespace);
+        let hook = match &self.inner.writes {
+            Some(tracker) if reads_scope => {
+                let api_version = K::api_version(&scope.dyntype).into_owned();
+                let plural = K::plural(&scope.dyntype).into_owned();
+                Some(informer::WriteHook {
+                    tracker: Arc::clone(tracker),
+                    api_version,
+                    plural,
+                })
+            }
+            _ => None,
+        };
         if let Some(ns) = scope.namespace {
             lw = lw.namespace(ns);
         }
@@ -460,7 +535,21 @@ impl SharedCache {
             default_resync: self.inner.default_resync,
         };
         let informer =
-            SharedIndexInformer::with_cancel(lw, options, self.inner.cancel.child_token());
+            SharedIndexInformer::with_cancel(lw, options, self.inner.cancel.child_token(), hook);
+        if let Some(hook) = informer.write_hook() {
+            let store = informer.store();
+            hook.tracker.watch_kind(
+                &hook.api_version,
+                &hook.plural,
+                namespace.as_deref(),
+                Arc::new(
+                    move |key: &read_your_writes::WriteKey, written: &read_your_writes::Written| {
+                        written
+                            .observed_in(store.get(key.namespace.as_deref(), &key.name).as_deref())
+                    },
+                ),
+            );
+        }
         if self.inner.started.load(Ordering::Acquire) {
             informer.start()?;
         }
@@ -568,6 +657,42 @@ impl SharedCache {
             .downcast_ref::<SharedIndexInformer<K>>()
             .map(SharedIndexInformer::store)
             .ok_or_else(|| CacheError::NoInformer(key.describe()))
+    }
+
+    /// Waits (at most `wait`) until the informer of `K` in the cache's
+    /// scope shows every write of this process through
+    /// [`client`](Self::client) of the object `name` in `namespace`, or with
+    /// `name` `None` of every object of `K` in `namespace` (`None`: all).
+    /// Returns at once when no such write is pending.
+    pub(crate) async fn wait_for_writes<K>(
+        &self,
+        namespace: Option<&str>,
+        name: Option<&str>,
+        wait: Duration,
+    ) -> Result<(), CacheError>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        let Some(tracker) = &self.inner.writes else {
+            return Ok(());
+        };
+        if !tracker.any_pending() {
+            return Ok(());
+        }
+        let dyntype = K::DynamicType::default();
+        let api_version = K::api_version(&dyntype);
+        let plural = K::plural(&dyntype);
+        let mut pending = tracker.pending_of_kind(&api_version, &plural, namespace);
+        if let Some(name) = name {
+            pending.retain(|(key, _, _)| key.name == name);
+        }
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let informer = self.informer::<K>()?;
+        wait_observed(tracker, informer.observed(), pending, wait).await
     }
 
     /// Checks that `namespace` is within the cache's scope.

@@ -109,6 +109,7 @@ pub struct Controller<R> {
     reconcile_timeout: Option<Duration>,
     cache_sync_timeout: Duration,
     shutdown_timeout: Duration,
+    read_your_writes: Option<Duration>,
     primary: OwnerKind,
     stats: Arc<ReconcileStats>,
     observer: Option<Arc<dyn ReconcileObserver>>,
@@ -169,6 +170,7 @@ impl<R: Reconcile> Controller<R> {
             reconcile_timeout: None,
             cache_sync_timeout: Duration::from_secs(120),
             shutdown_timeout: Duration::from_secs(30),
+            read_your_writes: Some(crate::cache::read_your_writes::DEFAULT_WAIT),
             primary,
             stats: Arc::default(),
             observer: None,
@@ -353,6 +355,27 @@ impl<R: Reconcile> Controller<R> {
         self
     }
 
+    /// Whether reads through the reconcile [`Context`](crate::reconcile::Context) wait until the cache
+    /// shows this controller's own writes (default: on; see the contract in
+    /// [`Context`](crate::reconcile::Context)). Off, [`Context::client`](crate::reconcile::Context::client) is the plain client and reads
+    /// return whatever the cache holds, the classic stale read after a write.
+    pub fn read_your_writes(mut self, enabled: bool) -> Self {
+        self.read_your_writes = match (enabled, self.read_your_writes) {
+            (false, _) => None,
+            (true, Some(wait)) => Some(wait),
+            (true, None) => Some(crate::cache::read_your_writes::DEFAULT_WAIT),
+        };
+        self
+    }
+
+    /// How long a read waits for the cache to show this controller's write
+    /// before failing with [`CacheError::WriteNotObserved`]
+    /// (default 10 s). Turns read-your-writes on.
+    pub fn read_your_writes_timeout(mut self, wait: Duration) -> Self {
+        self.read_your_writes = Some(wait);
+        self
+    }
+
     /// How long in-flight reconciles may take to finish at shutdown (default
     /// 30 s) when the controller runs on its own. Under a
     /// [`Manager`](crate::manager::Manager) the manager's graceful shutdown
@@ -513,6 +536,7 @@ impl<R: Reconcile> Controller<R> {
             reconcile_timeout: self.reconcile_timeout,
             cache_sync_timeout: self.cache_sync_timeout,
             shutdown_timeout: self.shutdown_timeout,
+            read_your_writes: self.read_your_writes,
         };
         for watch in self.watches {
             match watch(cache, &target) {
@@ -547,6 +571,7 @@ pub(crate) struct Prepared<R> {
     reconcile_timeout: Option<Duration>,
     cache_sync_timeout: Duration,
     shutdown_timeout: Duration,
+    read_your_writes: Option<Duration>,
 }
 
 impl<R> Drop for Prepared<R> {
@@ -579,6 +604,7 @@ impl<R: Reconcile> Prepared<R> {
             reconcile_timeout: self.reconcile_timeout,
             cache_sync_timeout: self.cache_sync_timeout,
             shutdown_timeout: self.shutdown_timeout,
+            read_your_writes: self.read_your_writes,
         };
         workers.run(&self.watches, token, gate).await
     }
@@ -596,6 +622,7 @@ struct Workers<'a, R> {
     reconcile_timeout: Option<Duration>,
     cache_sync_timeout: Duration,
     shutdown_timeout: Duration,
+    read_your_writes: Option<Duration>,
 }
 
 impl<R: Reconcile> Workers<'_, R> {
@@ -655,6 +682,7 @@ impl<R: Reconcile> Workers<'_, R> {
             cache: self.cache.clone(),
             recorder,
             read_sync_timeout: self.cache_sync_timeout,
+            read_your_writes: self.read_your_writes,
         });
         let mut tasks = tokio::task::JoinSet::new();
         for _ in 0..self.count {

@@ -83,6 +83,7 @@ fn shared() -> Arc<ControllerShared> {
             .unwrap(),
         cache: SharedCache::new(client),
         read_sync_timeout: Duration::from_secs(1),
+        read_your_writes: Some(Duration::from_secs(1)),
     })
 }
 

@@ -157,6 +157,7 @@ pub struct ManagerBuilder {
     cache_sync_timeout: Duration,
     metrics: Option<Metrics>,
     webhook_server: Option<WebhookServer>,
+    read_your_writes: bool,
 }
 
 impl Default for ManagerBuilder {
@@ -171,6 +172,7 @@ impl Default for ManagerBuilder {
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             metrics: None,
             webhook_server: None,
+            read_your_writes: true,
         }
     }
 }
@@ -200,6 +202,16 @@ impl ManagerBuilder {
     /// Use this client.
     pub fn client(mut self, client: kube::Client) -> Self {
         self.connection = Connection::Client(client);
+        self
+    }
+
+    /// Whether the shared cache records writes through the controllers'
+    /// clients so reconcile reads see them (default: on; see
+    /// [`read_your_writes`](crate::cache::read_your_writes)). Off for every
+    /// controller of this manager; one controller opts out with
+    /// [`Controller::read_your_writes`](crate::controller::Controller::read_your_writes).
+    pub fn read_your_writes(mut self, enabled: bool) -> Self {
+        self.read_your_writes = enabled;
         self
     }
 
@@ -304,7 +316,8 @@ impl ManagerBuilder {
             None => None,
         };
 
-        let mut cache = SharedCache::builder(client.clone());
+        let mut cache =
+            SharedCache::builder(client.clone()).read_your_writes(self.read_your_writes);
         if let Some(namespace) = self.namespace {
             cache = cache.namespace(namespace);
         }

@@ -18,6 +18,9 @@ pub(crate) struct ControllerShared {
     pub recorder: EventRecorder,
     /// How long a read of a kind nobody watched waits for its new informer.
     pub read_sync_timeout: Duration,
+    /// How long a read waits for the cache to show this process's writes;
+    /// `None`: read-your-writes is off for this controller.
+    pub read_your_writes: Option<Duration>,
 }
 
 /// Handed to each [`reconcile`](super::Reconcile::reconcile): cache-backed
@@ -32,6 +35,27 @@ pub(crate) struct ControllerShared {
 /// controller's cache-sync timeout) until that informer has synced, as
 /// controller-runtime's cache does; declare it with `reads` to pay that
 /// wait at start instead.
+///
+/// # Contract: reads see this process's writes
+///
+/// Once a write made through [`client`](Self::client) or [`api`](Self::api)
+/// (create, replace, patch, server-side apply, delete, their status forms,
+/// and every [`client`](crate::client) helper called on such an `Api`)
+/// returns, a read of that object through this `Context`
+/// ([`get`](Self::get), [`get_named`](Self::get_named), [`list`](Self::list),
+/// [`by_index`](Self::by_index), [`store`](Self::store)) never returns the
+/// state from before the write: it waits until the cache has caught up
+/// (a deleted object is then absent, or replaced by a newer one of the same
+/// name). The wait is woken by the informer, is skipped when nothing of
+/// the kind is pending (one atomic load), ends when the reconcile is
+/// dropped (timeout, shutdown), and is bounded by
+/// [`read_your_writes_timeout`](crate::controller::Controller::read_your_writes_timeout)
+/// (default 10 s): then the read fails with
+/// [`CacheError::WriteNotObserved`] and the key is retried. Writes through
+/// another client (one you built yourself) are not tracked. Turn it off
+/// with [`Controller::read_your_writes`](crate::controller::Controller::read_your_writes)`(false)`,
+/// or for the whole cache with [`SharedCacheBuilder::read_your_writes`](crate::cache::SharedCacheBuilder::read_your_writes).
+/// How it works: [`read_your_writes`](crate::cache::read_your_writes).
 ///
 /// ```
 /// use k8s_openapi::api::apps::v1::Deployment;
@@ -88,7 +112,9 @@ impl Context {
         K::Scope: 'static,
     {
         self.check_namespace(namespace)?;
-        Ok(self.store::<K>().await?.get(namespace, name))
+        let store = self.synced_store::<K>().await?;
+        self.wait_for_writes::<K>(namespace, Some(name)).await?;
+        Ok(store.get(namespace, name))
     }
 
     /// The cached objects of `K` in `namespace` (`None`: all the cache holds).
@@ -99,7 +125,8 @@ impl Context {
         K::Scope: 'static,
     {
         self.check_namespace(namespace)?;
-        let store = self.store::<K>().await?;
+        let store = self.synced_store::<K>().await?;
+        self.wait_for_writes::<K>(namespace, None).await?;
         Ok(match namespace {
             Some(ns) => store.list_namespace(ns),
             None => store.list(),
@@ -114,12 +141,28 @@ impl Context {
         K::DynamicType: Default,
         K::Scope: 'static,
     {
-        Ok(self.store::<K>().await?.by_index(index, value)?)
+        let store = self.synced_store::<K>().await?;
+        self.wait_for_writes::<K>(None, None).await?;
+        Ok(store.by_index(index, value)?)
     }
 
     /// A read-only handle to the cached objects of `K` (an informer is
-    /// started and synced first if nobody watched the kind).
+    /// started and synced first if nobody watched the kind). It returns once
+    /// the cache shows the writes of `K` made so far through the cache's
+    /// client (by any controller sharing it); reads through the handle do
+    /// not wait for later writes.
     pub async fn store<K>(&self) -> Result<Store<K>, CacheError>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        let store = self.synced_store::<K>().await?;
+        self.wait_for_writes::<K>(None, None).await?;
+        Ok(store)
+    }
+
+    async fn synced_store<K>(&self) -> Result<Store<K>, CacheError>
     where
         K: Resource + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default,
@@ -129,6 +172,27 @@ impl Context {
             .cache
             .synced_store::<K>(self.shared.read_sync_timeout)
             .await
+    }
+
+    async fn wait_for_writes<K>(
+        &self,
+        namespace: Option<&str>,
+        name: Option<&str>,
+    ) -> Result<(), CacheError>
+    where
+        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        match self.shared.read_your_writes {
+            Some(wait) => {
+                self.shared
+                    .cache
+                    .wait_for_writes::<K>(namespace, name, wait)
+                    .await
+            }
+            None => Ok(()),
+        }
     }
 
     fn check_namespace(&self, namespace: Option<&str>) -> Result<(), CacheError> {
@@ -141,9 +205,36 @@ impl Context {
         }
     }
 
-    /// A client for writes (and reads the cache does not hold).
+    /// A client for writes (and reads the cache does not hold). With
+    /// read-your-writes on (the default), its writes of watched kinds are
+    /// recorded, and this controller's later reads wait until the cache
+    /// shows them; with it off, the plain client.
     pub fn client(&self) -> kube::Client {
-        self.shared.cache.client().clone()
+        match self.shared.read_your_writes {
+            Some(_) => self.shared.cache.client().clone(),
+            None => self.shared.cache.raw_client().clone(),
+        }
+    }
+
+    /// An `Api` for objects of `K` in `namespace`, over [`client`](Self::client):
+    /// the natural way to write (`create`, `replace`, `patch`, `delete`,
+    /// their `_status` forms, and the [`client`](crate::client) helpers).
+    pub fn api<K>(&self, namespace: &str) -> kube::Api<K>
+    where
+        K: Resource<Scope = kube::core::NamespaceResourceScope>,
+        K::DynamicType: Default,
+    {
+        kube::Api::namespaced(self.client(), namespace)
+    }
+
+    /// An `Api` for a cluster-scoped kind `K` (or all namespaces of a
+    /// namespaced one), over [`client`](Self::client).
+    pub fn cluster_api<K>(&self) -> kube::Api<K>
+    where
+        K: Resource,
+        K::DynamicType: Default,
+    {
+        kube::Api::all(self.client())
     }
 
     /// Records Kubernetes Events (events.k8s.io/v1) about objects, reported
