@@ -5,7 +5,7 @@ CARGO ?= cargo
 OPKIT_CACHE ?= $(HOME)/.cache/opkit
 export OPKIT_CACHE
 
-.PHONY: help demo test controlplane dev-cluster check-orphans lint bench bench-workqueue bench-informer
+.PHONY: help demo test controlplane cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer
 
 help:
 	@echo "make demo          run the Memcached operator on a local control plane (builds what is missing)"
@@ -17,6 +17,11 @@ help:
 
 controlplane:
 	@tests/controlplane/build.sh >/dev/null
+
+# The rest of the local cluster: kube-controller-manager, kube-scheduler,
+# kubelet, kube-proxy, kubectl, containerd, runc, CNI plugins and images.
+cluster-assets: controlplane
+	@tests/node/build-node.sh >/dev/null
 
 # The Memcached operator (examples/memcached) on a local control plane.
 demo: controlplane
