@@ -47,13 +47,19 @@
 //! real time.
 
 mod assets;
+mod cluster;
 mod control_plane;
 mod crds;
 mod error;
+mod footprint;
 mod kubeconfig;
 mod pki;
 mod process;
 
 pub use assets::{Binaries, DEFAULT_KUBERNETES_VERSION, find_binaries};
+pub use cluster::{
+    Cluster, ClusterBuilder, DEFAULT_NODE_ASSETS, Footprint, ImageArchive, NODE_NAME, NodeAssets,
+    POD_CIDR, SERVICE_CIDR, find_node_assets,
+};
 pub use control_plane::{ControlPlane, ControlPlaneBuilder};
 pub use error::{Error, Result};
