@@ -89,6 +89,9 @@ disabled_plugins = [
 
 [plugins.'io.containerd.cri.v1.runtime']
   enable_selinux = false
+  # Without CAP_SYS_RESOURCE (as in some VMs) a process may not lower its
+  # oom_score_adj; the kubelet asks -998 for sandboxes. Clamp to containerd's.
+  restrict_oom_score_adj = true
   [plugins.'io.containerd.cri.v1.runtime'.containerd]
     default_runtime_name = "runc"
     [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
