@@ -8,7 +8,7 @@ export OPKIT_CACHE
 .PHONY: help demo test controlplane cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer
 
 help:
-	@echo "make demo          run the Memcached operator on a local control plane (builds what is missing)"
+	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
 	@echo "make test          build the control plane if missing, run every test, check for leftovers"
 	@echo "make controlplane  build kube-apiserver and etcd into $(OPKIT_CACHE)/controlplane"
 	@echo "make dev-cluster   start a local control plane and keep it running until Ctrl-C"
@@ -23,8 +23,9 @@ controlplane:
 cluster-assets: controlplane
 	@tests/node/build-node.sh >/dev/null
 
-# The Memcached operator (examples/memcached) on a local control plane.
-demo: controlplane
+# The Memcached operator (examples/memcached) on a local cluster: real
+# controllers, scheduler, kubelet and memcached pods (builds what is missing).
+demo: cluster-assets
 	@$(CARGO) run --quiet -p memcached-operator --example demo
 
 test: controlplane
