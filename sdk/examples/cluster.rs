@@ -27,10 +27,12 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("image:      {image} (imagePullPolicy: IfNotPresent)");
         }
     }
+    let kubectl = opkit::envtest::find_node_assets()?.bin("kubectl");
     println!("logs:       {}", cluster.dir_path()?.display());
     println!("kubeconfig: {}", cluster.kubeconfig_path().display());
     println!(
-        "try:        kubectl --kubeconfig {} get nodes,pods -A",
+        "try:        {} --kubeconfig {} get nodes,pods -A",
+        kubectl.display(),
         cluster.kubeconfig_path().display()
     );
     println!("press Ctrl-C to stop");

@@ -114,7 +114,6 @@ impl ControlPlaneBuilder {
                 path: std::env::temp_dir(),
                 source,
             })?;
-        super::footprint::record(&format!("dir {}", dir.path().display()));
         let pki = match self.pki.clone() {
             Some(pki) => pki,
             None => Arc::new(Pki::generate(&[])?),

@@ -10,6 +10,7 @@ use crate::envtest::footprint::{record, record_process, start_time, still_runnin
 pub struct Footprint {
     dir: PathBuf,
     processes: Vec<(u32, u64)>,
+    init: Option<u32>,
     pub(crate) link: Option<String>,
     pub(crate) cgroup: Option<String>,
 }
@@ -20,6 +21,7 @@ impl Footprint {
         Self {
             dir,
             processes: Vec::new(),
+            init: None,
             link: None,
             cgroup: None,
         }
@@ -32,10 +34,16 @@ impl Footprint {
         }
     }
 
+    /// Notes the node namespaces' init (not spawned by envtest directly).
+    pub(crate) fn add_init(&mut self, pid: u32) {
+        self.init = Some(pid);
+        self.add_process(pid);
+    }
+
     /// Writes the link and cgroup to the run's footprint file (processes
     /// spawned by envtest are recorded when spawned).
     pub(crate) fn record(&self) {
-        if let Some(&(pid, _)) = self.processes.first() {
+        if let Some(pid) = self.init {
             record_process(pid, "node-namespaces-init");
         }
         if let Some(link) = &self.link {

@@ -162,7 +162,7 @@ impl ClusterBuilder {
                 dir.path().join("node-init.log"),
                 self.start_timeout,
             )?;
-            footprint.add_process(namespaces.init_pid());
+            footprint.add_init(namespaces.init_pid());
             let link = NodeLink::create(&slot.link_name(), &namespaces, slot.host_address())?;
             footprint.link = Some(slot.link_name());
             node::prepare_namespaces(&namespaces, slot.node_address())?;
