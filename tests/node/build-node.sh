@@ -16,7 +16,8 @@
 #   tests/node/build-node.sh              # build if missing, print the dir
 #   OPKIT_CACHE=/some/dir tests/node/build-node.sh
 #
-# Debian packages it needs (runc, memcached, iptables, nftables, conntrack)
+# Debian packages it needs (runc, memcached, iptables, nftables, conntrack,
+# iproute2, util-linux)
 # are installed with apt-get when missing. The build is atomic and runs under
 # a lock; a warm run returns at once.
 set -euo pipefail
@@ -55,6 +56,8 @@ ensure_packages() {
   command -v iptables >/dev/null || missing+=(iptables)
   command -v nft >/dev/null || missing+=(nftables)
   command -v conntrack >/dev/null || missing+=(conntrack)
+  command -v ip >/dev/null || missing+=(iproute2)
+  command -v nsenter >/dev/null || missing+=(util-linux)
   [ "${#missing[@]}" -eq 0 ] && return 0
   echo "build-node.sh: installing Debian packages: ${missing[*]}" >&2
   export DEBIAN_FRONTEND=noninteractive

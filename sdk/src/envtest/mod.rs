@@ -33,7 +33,9 @@
 //!   TokenRequest API issues real tokens.
 //! - No controller-manager or scheduler: nothing garbage-collects owned
 //!   objects, finalizes namespaces, or runs Pods. Test your operator's
-//!   behaviour, not the built-in controllers'.
+//!   behaviour, not the built-in controllers'. When a test needs them, a
+//!   [`Cluster`] runs kube-controller-manager, kube-scheduler and a real
+//!   node (containerd, kubelet, kube-proxy) as well.
 //!
 //! Identities: [`ControlPlane::client`] is an admin in `system:masters`;
 //! [`ControlPlane::client_as`] acts as any user and groups, subject to RBAC;
