@@ -105,7 +105,7 @@ impl ControlPlaneBuilder {
             Some(b) => b,
             None => find_binaries(&self.kubernetes_version)?,
         };
-        remove_stale_dirs();
+        remove_stale_dirs(DIR_PREFIX);
         let dir = tempfile::Builder::new()
             .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
             .tempdir()
@@ -669,15 +669,16 @@ async fn wait_for_apiserver(
     .await
 }
 
-/// Removes directories left by control planes of processes that no longer
-/// run (a `shared()` one, or one whose process was killed).
-fn remove_stale_dirs() {
+/// Removes directories named `<prefix><pid>-...` in the temporary directory
+/// whose process no longer runs (a `shared()` control plane, or one whose
+/// process was killed).
+pub(crate) fn remove_stale_dirs(prefix: &str) {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(DIR_PREFIX)) else {
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
             continue;
         };
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {

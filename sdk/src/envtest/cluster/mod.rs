@@ -77,6 +77,8 @@ pub const POD_CIDR: &str = "10.244.0.0/24";
 pub const SERVICE_CIDR: &str = "10.0.0.0/24";
 /// The `kubernetes` Service's cluster IP.
 const KUBERNETES_SERVICE_IP: &str = "10.0.0.1";
+/// Prefix of each cluster's directory (followed by the owning process id).
+const DIR_PREFIX: &str = "opkit-cluster-";
 /// How often readiness is polled.
 const POLL_INTERVAL: Duration = Duration::from_millis(100);
 
@@ -138,8 +140,9 @@ impl ClusterBuilder {
             Some(a) => a,
             None => find_node_assets()?,
         };
+        super::control_plane::remove_stale_dirs(DIR_PREFIX);
         let dir = tempfile::Builder::new()
-            .prefix(&format!("opkit-cluster-{}-", std::process::id()))
+            .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
             .tempdir()
             .map_err(|source| Error::Io {
                 what: "creating the cluster's directory",

@@ -1,7 +1,6 @@
 //! The node's own namespaces (PID, mount, network), the link that joins them
 //! to the host, and the slot lease that keeps concurrent clusters apart.
 
-use std::fs::File;
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -38,44 +37,50 @@ pub(crate) fn run(step: &'static str, program: &str, args: &[String]) -> Result<
     }
 }
 
-/// An exclusive lease on one slot number, held (by an advisory lock on a
-/// file) for the cluster's life and released by the kernel if it dies. The
-/// slot picks the cluster's link addresses, link name and cgroup name, so
-/// whatever a crashed holder of the slot left behind can be cleared safely.
+/// An exclusive lease on one slot number, held for the cluster's life by
+/// binding the abstract Unix socket `opkit-cluster-slot-<n>` (exclusive
+/// while bound, released by the kernel when the holder dies, and nothing on
+/// any file system). The slot picks the cluster's link addresses, link name
+/// and cgroup name, so whatever a crashed holder of the slot left behind can
+/// be cleared safely.
 #[derive(Debug)]
 pub(crate) struct SlotLease {
-    _file: File,
+    _socket: std::os::unix::net::UnixListener,
     index: u8,
 }
 
 impl SlotLease {
     /// Takes the first free slot.
     pub fn take() -> Result<Self> {
-        let dir = std::env::temp_dir().join("opkit-cluster-slots");
-        std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
-            what: "creating the cluster slot directory",
-            path: dir.clone(),
-            source,
-        })?;
+        use std::os::linux::net::SocketAddrExt;
+        use std::os::unix::net::{SocketAddr, UnixListener};
         for index in 1..=SLOTS {
-            let path = dir.join(format!("slot-{index}.lock"));
-            let file = File::options()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(&path)
-                .map_err(|source| Error::Io {
-                    what: "opening a cluster slot lock",
-                    path: path.clone(),
+            let name = format!("opkit-cluster-slot-{index}");
+            let address =
+                SocketAddr::from_abstract_name(name.as_bytes()).map_err(|source| Error::Io {
+                    what: "naming a cluster slot",
+                    path: PathBuf::from(&name),
                     source,
                 })?;
-            if try_lock(&file) {
-                return Ok(Self { _file: file, index });
+            match UnixListener::bind_addr(&address) {
+                Ok(socket) => {
+                    return Ok(Self {
+                        _socket: socket,
+                        index,
+                    });
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
+                Err(source) => {
+                    return Err(Error::Io {
+                        what: "taking a cluster slot",
+                        path: PathBuf::from(name),
+                        source,
+                    });
+                }
             }
         }
         Err(Error::Unsupported(format!(
-            "all {SLOTS} cluster slots in {} are taken",
-            dir.display()
+            "all {SLOTS} cluster slots are taken (abstract sockets opkit-cluster-slot-N)"
         )))
     }
 
@@ -99,13 +104,6 @@ impl SlotLease {
     pub fn cgroup_name(&self) -> String {
         format!("opkit-cluster-{}", self.index)
     }
-}
-
-#[allow(unsafe_code)]
-fn try_lock(file: &File) -> bool {
-    use std::os::fd::AsRawFd;
-    // SAFETY: flock on a file descriptor we own; no memory is passed.
-    unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) == 0 }
 }
 
 /// The node's PID, mount and network namespaces, held by the `pause`
