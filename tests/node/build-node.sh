@@ -165,7 +165,9 @@ pack_image "$tmp/images/memcached.tar" "opkit.local/memcached:$memcached_version
 rootfs=$(mktemp -d "$tmp/rootfs.XXXXXX")
 mkdir -p "$rootfs/bin" "$rootfs/tmp"
 chmod 1777 "$rootfs/tmp"
-(cd "$tmp" && apt-get download -qq busybox-static >&2)
+# apt-get download needs the package lists; fetch them once if it fails.
+(cd "$tmp" && { apt-get download -qq busybox-static >&2 ||
+  { apt-get update -qq >&2 && apt-get download -qq busybox-static >&2; }; })
 deb=$(ls "$tmp"/busybox-static_*.deb)
 busybox_version=$(dpkg-deb -f "$deb" Version | sed 's/[^A-Za-z0-9._-]/_/g')
 dpkg-deb -x "$deb" "$tmp/busybox-deb"
