@@ -125,7 +125,8 @@ async fn controllers_run_without_a_node() {
 }
 
 /// One cluster with a node, in stages: a pod runs and becomes Ready; a
-/// Service routes to it from another pod through kube-proxy; owner
+/// Service routes to it from another pod through kube-proxy; pods reach the
+/// apiserver through the `kubernetes` Service and nothing outside; owner
 /// references cascade; a namespace deletes; the node goes NotReady when its
 /// kubelet dies; stopping leaves nothing.
 #[tokio::test]
@@ -214,6 +215,46 @@ async fn cluster_runs_pods_and_stops_clean() {
         output.starts_with("VERSION 1."),
         "memcached answered through the Service: {output:?}"
     );
+
+    // Pods reach the apiserver through the `kubernetes` Service, and nothing
+    // beyond the machine: the node has no route out.
+    let reach: Pod = from_json(json!({
+        "metadata": { "name": "reach" },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "reach",
+                "image": busybox,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", concat!(
+                    "nc -w 3 $KUBERNETES_SERVICE_HOST $KUBERNETES_SERVICE_PORT </dev/null; echo \"apiserver=$?\"; ",
+                    "nc -w 3 203.0.113.1 80 </dev/null; echo \"outside=$?\""
+                )]
+            }]
+        }
+    }));
+    pods.create(&PostParams::default(), &reach).await.unwrap();
+    eventually(
+        "the reach pod to finish",
+        Duration::from_secs(60),
+        || async {
+            matches!(
+                pod_phase(&pods, "reach").await.as_str(),
+                "Succeeded" | "Failed"
+            )
+        },
+    )
+    .await;
+    let output = pods.logs("reach", &LogParams::default()).await.unwrap();
+    assert!(
+        output.contains("apiserver=0"),
+        "the kubernetes Service from a pod: {output}"
+    );
+    assert!(
+        output.contains("Network is unreachable"),
+        "no route out: {output}"
+    );
+    assert!(output.contains("outside=1"), "no route out: {output}");
 
     // The garbage collector follows owner references.
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
