@@ -277,3 +277,24 @@ fn remove_link(name: &str) {
         let _ = Command::new("ip").args(["link", "del", name]).output();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slot_leases_are_exclusive_and_released_on_drop() {
+        let first = SlotLease::take().unwrap();
+        let second = SlotLease::take().unwrap();
+        assert_ne!(first.host_address(), second.host_address());
+        assert_ne!(first.link_name(), second.link_name());
+        let freed = first.link_name();
+        drop(first);
+        let again = SlotLease::take().unwrap();
+        assert_eq!(again.link_name(), freed, "the lowest free slot is reused");
+        assert_eq!(
+            again.node_address().octets()[..3],
+            again.host_address().octets()[..3]
+        );
+    }
+}
