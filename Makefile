@@ -5,38 +5,52 @@ CARGO ?= cargo
 OPKIT_CACHE ?= $(HOME)/.cache/opkit
 export OPKIT_CACHE
 
-.PHONY: help demo test controlplane dev-cluster check-orphans lint bench bench-workqueue bench-informer
+.PHONY: help demo test controlplane cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer
 
 help:
-	@echo "make demo          run the Memcached operator on a local control plane (builds what is missing)"
+	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
 	@echo "make test          build the control plane if missing, run every test, check for leftovers"
 	@echo "make controlplane  build kube-apiserver and etcd into $(OPKIT_CACHE)/controlplane"
 	@echo "make dev-cluster   start a local control plane and keep it running until Ctrl-C"
+	@echo "make cluster       start a local single-node cluster (real kubelet, containerd) until Ctrl-C"
+	@echo "make cluster-assets build the cluster's components and images into $(OPKIT_CACHE)/cluster"
 	@echo "make lint          cargo fmt --check and clippy with warnings denied"
 	@echo "make bench         run the benchmarks and print ratio tables"
 
 controlplane:
 	@tests/controlplane/build.sh >/dev/null
 
-# The Memcached operator (examples/memcached) on a local control plane.
-demo: controlplane
+# The rest of the local cluster: kube-controller-manager, kube-scheduler,
+# kubelet, kube-proxy, kubectl, containerd, runc, CNI plugins and images.
+cluster-assets: controlplane
+	@tests/node/build-node.sh >/dev/null
+
+# The Memcached operator (examples/memcached) on a local cluster: real
+# controllers, scheduler, kubelet and memcached pods (builds what is missing).
+demo: cluster-assets
 	@$(CARGO) build -p memcached-operator --example demo
 	@$(CARGO) run --quiet -p memcached-operator --example demo
 
-test: controlplane
-	$(CARGO) test --workspace --all-features
-	@$(MAKE) --no-print-directory check-orphans
+# Every test, then the leftover check. The run records what it starts in
+# a directory of its own (OPKIT_RUN_DIR), and check-orphans judges only that.
+test: cluster-assets
+	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/opkit-run.XXXXXX"); \
+	OPKIT_RUN_DIR=$$run $(CARGO) test --workspace --all-features; rc=$$?; \
+	OPKIT_RUN_DIR=$$run tests/check-orphans.sh || rc=1; \
+	rm -rf "$$run"; exit $$rc
 
-# Fails if an etcd or kube-apiserver from the build cache is still running
-# (a test that leaked one, or a `make dev-cluster` left open elsewhere).
+# Needs OPKIT_RUN_DIR: the directory a test run recorded into.
 check-orphans:
-	@left=$$(pgrep -af "$(OPKIT_CACHE)/controlplane/[^ ]*/bin/(etcd|kube-apiserver)" || true); \
-	if [ -n "$$left" ]; then echo "left running after the tests:"; echo "$$left"; exit 1; fi; \
-	echo "check-orphans: no etcd or kube-apiserver left running"
+	@tests/check-orphans.sh
 
 dev-cluster: controlplane
 	@$(CARGO) build -p opkit --features envtest --example dev_cluster
 	@$(CARGO) run --quiet -p opkit --features envtest --example dev_cluster
+
+# A whole local cluster (control plane, controllers, scheduler, one node) until
+# Ctrl-C; prints the kubeconfig. Needs root.
+cluster: cluster-assets
+	@$(CARGO) run --quiet -p opkit --features envtest --example cluster
 
 lint:
 	$(CARGO) fmt --all --check

@@ -1,27 +1,29 @@
-//! `make demo`: the Memcached operator against a local control plane, in a
+//! `make demo`: the Memcached operator on a local single-node cluster, in a
 //! few readable lines.
 //!
-//! Starts a real etcd + kube-apiserver (opkit::envtest), installs the CRD
-//! generated from the Rust types, runs the operator (the same
-//! `add_controllers` its binary runs, with leader election), creates a
-//! Memcached, scales it, deletes it, and shuts everything down. Set
-//! `RUST_LOG=info` to see the operator's own logs as well.
-//!
-//! No kube-controller-manager runs here, so nothing turns a Deployment into
-//! pods or reports its replicas. Where the demo needs replicas reported it
-//! says so and writes the Deployment's status itself, as the Deployment
-//! controller would once the pods were up.
+//! Starts a whole cluster built from source (`opkit::envtest::Cluster`:
+//! etcd, kube-apiserver, kube-controller-manager, kube-scheduler, and a node
+//! with containerd, the kubelet and kube-proxy), installs the CRD generated
+//! from the Rust types, runs the operator (the same `add_controllers` its
+//! binary runs, with leader election), creates a Memcached, scales it,
+//! deletes it, and shuts everything down. Every replica is a real memcached
+//! (Debian's, packed into a local image) in a real pod; `Available` comes
+//! from the real Deployment controller. Set `RUST_LOG=info` to see the
+//! operator's own logs as well.
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, Service};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{
+    Api, DeleteParams, ListParams, LogParams, ObjectMeta, Patch, PatchParams, PostParams,
+};
 use kube::{CustomResourceExt, ResourceExt};
-use memcached_operator::api::memcached::{AVAILABLE, Memcached, MemcachedSpec, PROGRESSING};
+use memcached_operator::api::memcached::{AVAILABLE, Memcached, MemcachedSpec};
+use memcached_operator::controllers::memcached::IMAGE_ENV;
 use opkit::conditions;
-use opkit::envtest::ControlPlane;
+use opkit::envtest::{Cluster, NODE_NAME};
 use opkit::manager::{LeaderElection, Manager};
 use serde_json::json;
 
@@ -30,19 +32,22 @@ type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
 const NS: &str = "demo";
 const NAME: &str = "sample";
 
-/// Polls `check` until it returns `Some`, for at most 30 s.
+/// How long any one step may take (pods start, images are local).
+const STEP: Duration = Duration::from_secs(90);
+
+/// Polls `check` until it returns `Some`, for at most [`STEP`].
 async fn wait_for<T, F, Fut>(what: &str, mut check: F) -> Result<T>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + STEP;
     loop {
         if let Some(value) = check().await {
             return Ok(value);
         }
         if Instant::now() > deadline {
-            return Err(format!("timed out after 30s waiting for {what}").into());
+            return Err(format!("timed out after {STEP:?} waiting for {what}").into());
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -59,26 +64,67 @@ fn condition(m: &Memcached, type_: &str) -> String {
         )
 }
 
-/// Writes the Deployment's status as kube-controller-manager's Deployment
-/// controller would once `replicas` pods were available.
-async fn report_replicas(deployments: &Api<Deployment>) -> Result<i32> {
-    let deployment = deployments.get(NAME).await?;
-    let replicas = deployment
-        .spec
-        .as_ref()
-        .and_then(|s| s.replicas)
-        .unwrap_or(1);
-    let status = json!({ "status": {
-        "observedGeneration": deployment.metadata.generation,
-        "replicas": replicas,
-        "updatedReplicas": replicas,
-        "readyReplicas": replicas,
-        "availableReplicas": replicas,
-    }});
-    deployments
-        .patch_status(NAME, &PatchParams::default(), &Patch::Merge(&status))
+/// The Memcached's pods once `count` of them are running and ready:
+/// `name (IP)` of each, made by the ReplicaSet the Deployment controller
+/// created, placed by the scheduler, run by the kubelet.
+async fn running_pods(pods: &Api<Pod>, count: usize) -> Result<Vec<String>> {
+    let selector = format!("app.kubernetes.io/instance={NAME}");
+    wait_for(&format!("{count} running memcached pods"), || async {
+        let list = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .ok()?;
+        let ready: Vec<String> = list
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| {
+                let status = p.status.as_ref();
+                status.and_then(|s| s.phase.as_deref()) == Some("Running")
+                    && status
+                        .and_then(|s| s.conditions.as_ref())
+                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .map(|p| {
+                let ip = p.status.as_ref().and_then(|s| s.pod_ip.clone());
+                format!("{} ({})", p.name_any(), ip.unwrap_or_default())
+            })
+            .collect();
+        (ready.len() == count).then_some(ready)
+    })
+    .await
+}
+
+/// Asks memcached for its version through the Service, from a client pod
+/// (a static busybox), and returns the answer.
+async fn ask_through_service(pods: &Api<Pod>, busybox: &str, service_ip: &str) -> Result<String> {
+    let client: Pod = serde_json::from_value(json!({
+        "metadata": { "name": "memcached-client" },
+        "spec": {
+            "restartPolicy": "Never",
+            "securityContext": { "runAsNonRoot": true, "runAsUser": 1001 },
+            "containers": [{
+                "name": "client",
+                "image": busybox,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", format!("printf 'version\\r\\nquit\\r\\n' | nc -w 5 {service_ip} 11211")]
+            }]
+        }
+    }))?;
+    pods.create(&PostParams::default(), &client).await?;
+    wait_for("the client pod to finish", || async {
+        let phase = pods.get("memcached-client").await.ok()?.status?.phase?;
+        matches!(phase.as_str(), "Succeeded" | "Failed").then_some(())
+    })
+    .await?;
+    let answer = pods
+        .logs("memcached-client", &LogParams::default())
+        .await?
+        .trim()
+        .to_owned();
+    pods.delete("memcached-client", &DeleteParams::default())
         .await?;
-    Ok(replicas)
+    Ok(answer)
 }
 
 async fn wait_available(memcacheds: &Api<Memcached>) -> Result<Memcached> {
@@ -92,26 +138,59 @@ async fn wait_available(memcacheds: &Api<Memcached>) -> Result<Memcached> {
     .await
 }
 
-#[tokio::main]
-async fn main() -> Result<()> {
+fn main() -> Result<()> {
+    // The operator takes its memcached image from the environment; on this
+    // cluster it is the locally built one (there is no registry). Set while
+    // the process has a single thread, before the runtime starts.
+    let assets = opkit::envtest::find_node_assets()?;
+    let images = assets.images()?;
+    let image_of = |name: &str| {
+        images
+            .iter()
+            .find(|i| i.name == name)
+            .map(|i| i.reference.clone())
+            .ok_or_else(|| format!("no {name} image in {}", assets.root.display()))
+    };
+    let memcached_image = image_of("memcached")?;
+    let busybox_image = image_of("busybox")?;
+    // SAFETY: no other thread exists yet, so nothing reads the environment
+    // while it changes.
+    unsafe { std::env::set_var(IMAGE_ENV, &memcached_image) };
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(demo(&busybox_image))
+}
+
+async fn demo(busybox_image: &str) -> Result<()> {
     if std::env::var_os("RUST_LOG").is_some() {
         tracing_subscriber::fmt()
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .init();
     }
-    println!("opkit demo: the Memcached operator (examples/memcached) on a local control plane\n");
+    println!("opkit demo: the Memcached operator (examples/memcached) on a local cluster\n");
 
     let begun = Instant::now();
-    let plane = ControlPlane::start().await?;
-    let client = plane.client()?;
+    let cluster = Cluster::start().await?;
+    let client = cluster.client()?;
     let version = client.apiserver_version().await?;
+    let node = Api::<Node>::all(client.clone()).get(NODE_NAME).await?;
+    let runtime = node
+        .status
+        .as_ref()
+        .and_then(|s| s.node_info.as_ref())
+        .map(|i| i.container_runtime_version.clone())
+        .unwrap_or_default();
     println!(
-        "✓ kube-apiserver {} + etcd running on {} ({:.1}s)",
+        "✓ cluster {} up in {:.1}s: etcd, kube-apiserver, kube-controller-manager, kube-scheduler;",
         version.git_version,
-        plane.server_url(),
-        begun.elapsed().as_secs_f64()
+        cluster.started_in().as_secs_f64()
     );
-    plane.install_crds(&memcached_operator::crds()).await?;
+    println!("  node {NODE_NAME} Ready ({runtime}, kubelet, kube-proxy; images built locally)");
+    cluster
+        .control_plane()
+        .install_crds(&memcached_operator::crds())
+        .await?;
     println!(
         "✓ CRD {} installed (generated from the Rust types)",
         Memcached::crd_name()
@@ -151,7 +230,9 @@ async fn main() -> Result<()> {
 
     let memcacheds: Api<Memcached> = Api::namespaced(client.clone(), NS);
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), NS);
+    let replica_sets: Api<ReplicaSet> = Api::namespaced(client.clone(), NS);
     let services: Api<Service> = Api::namespaced(client.clone(), NS);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
 
     println!("\n→ create Memcached {NS}/{NAME} with spec.size 9");
     match memcacheds
@@ -199,27 +280,38 @@ async fn main() -> Result<()> {
         services.get_opt(NAME).await.ok().flatten()
     })
     .await?;
-    let port = service
-        .spec
-        .as_ref()
+    let service_spec = service.spec.as_ref();
+    let port = service_spec
         .and_then(|s| s.ports.as_ref())
         .and_then(|p| p.first())
         .map(|p| p.port)
         .unwrap_or_default();
-    println!("✓ operator created Service {NS}/{NAME} on port {port}");
-    let waiting = wait_for("Progressing=True", || async {
-        let m = memcacheds.get(NAME).await.ok()?;
-        conditions::is_true(&m.status.as_ref()?.conditions, PROGRESSING).then_some(m)
+    let service_ip = service_spec
+        .and_then(|s| s.cluster_ip.clone())
+        .unwrap_or_default();
+    println!("✓ operator created Service {NS}/{NAME} at {service_ip}:{port}");
+    let replica_set = wait_for("the ReplicaSet", || async {
+        let list = replica_sets.list(&ListParams::default()).await.ok()?;
+        list.items.into_iter().find(|rs| {
+            rs.owner_references()
+                .iter()
+                .any(|r| r.kind == "Deployment" && r.name == NAME)
+        })
     })
     .await?;
-    println!("  status: {}", condition(&waiting, PROGRESSING));
-
-    let replicas = report_replicas(&deployments).await?;
     println!(
-        "  [no kube-controller-manager runs here; standing in for its Deployment controller: {replicas}/{replicas} replicas available]"
+        "✓ kube-controller-manager created ReplicaSet {NS}/{}",
+        replica_set.name_any()
+    );
+    let running = running_pods(&pods, 3).await?;
+    println!(
+        "✓ scheduler placed and kubelet runs 3 memcached pods: {}",
+        running.join(", ")
     );
     let available = wait_available(&memcacheds).await?;
     println!("✓ status: {}", condition(&available, AVAILABLE));
+    let answer = ask_through_service(&pods, busybox_image, &service_ip).await?;
+    println!("✓ a client pod asked memcached through the Service: {answer:?}");
 
     println!("\n→ scale: spec.size 3 → 5");
     memcacheds
@@ -243,19 +335,8 @@ async fn main() -> Result<()> {
             .unwrap_or_default(),
         scaled.metadata.generation.unwrap_or_default()
     );
-    let waiting = wait_for("Available=False while scaling", || async {
-        let m = memcacheds.get(NAME).await.ok()?;
-        let status = m.status.as_ref()?;
-        (status.observed_generation == m.metadata.generation
-            && !conditions::is_true(&status.conditions, AVAILABLE))
-        .then_some(m)
-    })
-    .await?;
-    println!("  status: {}", condition(&waiting, PROGRESSING));
-    let replicas = report_replicas(&deployments).await?;
-    println!(
-        "  [standing in for the Deployment controller: {replicas}/{replicas} replicas available]"
-    );
+    let running = running_pods(&pods, 5).await?;
+    println!("✓ 5 memcached pods running: {}", running.join(", "));
     let available = wait_available(&memcacheds).await?;
     println!("✓ status: {}", condition(&available, AVAILABLE));
 
@@ -287,15 +368,32 @@ async fn main() -> Result<()> {
         event.reason.unwrap_or_default(),
         event.note.unwrap_or_default()
     );
+    wait_for(
+        "the garbage collector to remove the ReplicaSet and pods",
+        || async {
+            let sets = replica_sets.list(&ListParams::default()).await.ok()?;
+            let left = pods.list(&ListParams::default()).await.ok()?;
+            (sets.items.is_empty() && left.items.is_empty()).then_some(())
+        },
+    )
+    .await?;
+    println!(
+        "✓ garbage collector removed the ReplicaSet and its pods; the kubelet stopped their containers"
+    );
     println!("✓ Memcached {NS}/{NAME} is gone");
 
     let _ = stop.send(());
     operator.await??;
     println!("\n✓ operator stopped gracefully (Lease released)");
-    plane.stop();
-    println!(
-        "✓ control plane stopped; nothing left running ({:.1}s in all)",
-        begun.elapsed().as_secs_f64()
-    );
-    Ok(())
+    cluster.stop();
+    let left = cluster.footprint().remaining();
+    if left.is_empty() {
+        println!(
+            "✓ cluster stopped; no process, mount, namespace, link, cgroup or directory left ({:.1}s in all)",
+            begun.elapsed().as_secs_f64()
+        );
+        Ok(())
+    } else {
+        Err(format!("the cluster left behind: {left:?}").into())
+    }
 }

@@ -3,10 +3,12 @@
 //! Deployment included), then the operator binary run out of cluster **as
 //! its ServiceAccount**, with a token from the TokenRequest API.
 //!
-//! No container engine and no kube-controller-manager run here: the image
-//! is not built, and the operator's own Deployment is accepted but never
-//! runs a pod. `support::mark_deployment_available` stands in for the
-//! Deployment controller where the test needs replicas reported.
+//! The reconciling test runs on a whole local cluster
+//! (`opkit::envtest::Cluster`): the Memcached's Deployment really rolls out
+//! memcached pods (the locally built image, passed to the operator as
+//! `$MEMCACHED_IMAGE`) and `Available` comes from the real Deployment
+//! controller. The operator's own image is not built, so its Deployment
+//! from `deploy/` is applied with 0 replicas; the binary runs out of cluster.
 
 mod support;
 
@@ -20,12 +22,11 @@ use k8s_openapi::api::rbac::v1::ClusterRole;
 use kube::ResourceExt;
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use memcached_operator::api::memcached::{AVAILABLE, DEGRADED, Memcached, MemcachedSpec};
+use memcached_operator::controllers::memcached::IMAGE_ENV;
 use opkit::conditions;
-use opkit::envtest::ControlPlane;
+use opkit::envtest::{Cluster, ControlPlane};
 use serde_json::json;
-use support::{
-    create_namespace, delete_and_expect_finalized, eventually, mark_deployment_available,
-};
+use support::{create_namespace, delete_and_expect_finalized, eventually, running_pods};
 
 /// The files `make deploy` applies, in its order.
 const MANIFESTS: [&str; 5] = [
@@ -82,8 +83,9 @@ struct Operator {
 }
 
 impl Operator {
-    /// Runs the operator binary as the ServiceAccount from `deploy/`.
-    async fn start(plane: &ControlPlane, name: &str) -> Self {
+    /// Runs the operator binary as the ServiceAccount from `deploy/`, with
+    /// `env` added to its environment.
+    async fn start(plane: &ControlPlane, name: &str, env: &[(&str, &str)]) -> Self {
         let admin = plane.client().expect("admin client");
         let accounts: Api<ServiceAccount> = Api::namespaced(admin, memcached_operator::NAMESPACE);
         let request = TokenRequest {
@@ -128,6 +130,7 @@ impl Operator {
                 "json",
             ])
             .env("RUST_LOG", "info")
+            .envs(env.iter().copied())
             .stdout(Stdio::from(out))
             .stderr(Stdio::from(err))
             .spawn()
@@ -203,13 +206,23 @@ fn forbidden_lines(log: &str) -> Vec<&str> {
 
 #[tokio::test]
 async fn deployed_operator_reconciles_as_its_service_account_without_forbidden_errors() {
-    let plane = ControlPlane::start()
-        .await
-        .expect("start etcd and kube-apiserver");
-    apply_manifests(&plane, |_| {}).await;
+    let cluster = Cluster::start().await.expect("start the local cluster");
+    let plane = cluster.control_plane();
+    // The operator's own image is not built: its Deployment runs no pod.
+    apply_manifests(plane, |object| {
+        if object
+            .types
+            .as_ref()
+            .is_some_and(|t| t.kind == "Deployment")
+        {
+            object.data["spec"]["replicas"] = json!(0);
+        }
+    })
+    .await;
     let admin = plane.client().expect("admin client");
     create_namespace(&admin, "shop").await;
-    let operator = Operator::start(&plane, "ok").await;
+    let image = cluster.image("memcached").expect("the memcached image");
+    let operator = Operator::start(plane, "ok", &[(IMAGE_ENV, image)]).await;
 
     let memcacheds: Api<Memcached> = Api::namespaced(admin.clone(), "shop");
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), "shop");
@@ -239,7 +252,8 @@ async fn deployed_operator_reconciles_as_its_service_account_without_forbidden_e
     .await;
     assert_eq!(service.owner_references()[0].uid, uid);
 
-    mark_deployment_available(&admin, "shop", "cache").await;
+    // The Deployment controller, scheduler and kubelet run 3 memcached pods.
+    running_pods(&admin, "shop", "cache", 3).await;
     eventually("status Available=True, Degraded=False", || async {
         let status = memcacheds.get("cache").await.ok()?.status?;
         let healthy = conditions::is_true(&status.conditions, AVAILABLE)
@@ -261,6 +275,7 @@ async fn deployed_operator_reconciles_as_its_service_account_without_forbidden_e
         (d.spec?.replicas == Some(5)).then_some(())
     })
     .await;
+    running_pods(&admin, "shop", "cache", 5).await;
 
     delete_and_expect_finalized(&admin, "shop", "cache", &uid).await;
 
@@ -312,7 +327,7 @@ async fn a_missing_rule_is_a_clear_forbidden_error_naming_verb_and_resource() {
     .await;
     let admin = plane.client().expect("admin client");
     create_namespace(&admin, "shop").await;
-    let operator = Operator::start(&plane, "forbidden").await;
+    let operator = Operator::start(&plane, "forbidden", &[]).await;
 
     let memcacheds: Api<Memcached> = Api::namespaced(admin.clone(), "shop");
     memcacheds

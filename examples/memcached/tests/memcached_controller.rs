@@ -1,6 +1,7 @@
-//! The Memcached controller in-process, against a real kube-apiserver and
-//! etcd (`opkit::envtest`): what it creates, the conditions it reports, a
-//! scale, the schema's validation, and the finalizer.
+//! The Memcached controller in-process, on a whole local cluster
+//! (`opkit::envtest::Cluster`): what it creates, the conditions it reports
+//! from the real Deployment controller's status while real memcached pods
+//! start, a scale, the schema's validation, and the finalizer.
 
 mod support;
 
@@ -9,20 +10,31 @@ use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use memcached_operator::api::memcached::{AVAILABLE, Memcached, MemcachedSpec, PROGRESSING};
-use memcached_operator::controllers::memcached::FINALIZER;
+use memcached_operator::controllers::memcached::{FINALIZER, IMAGE_ENV};
 use opkit::conditions;
-use opkit::envtest::ControlPlane;
+use opkit::envtest::Cluster;
 use opkit::manager::Manager;
 use serde_json::json;
-use support::{
-    create_namespace, delete_and_expect_finalized, eventually, mark_deployment_available,
-};
+use support::{create_namespace, delete_and_expect_finalized, eventually, running_pods};
+
+/// Whether the Memcached reports `Available` with `available/size` replicas.
+fn available_with(m: &Memcached, replicas: &str) -> bool {
+    m.status.as_ref().is_some_and(|status| {
+        status.observed_generation == m.metadata.generation
+            && conditions::find(&status.conditions, AVAILABLE)
+                .is_some_and(|c| c.status == "True" && c.message.contains(replicas))
+            && !conditions::is_true(&status.conditions, PROGRESSING)
+    })
+}
 
 #[tokio::test]
 async fn memcached_lifecycle() {
-    let plane = ControlPlane::start()
-        .await
-        .expect("start etcd and kube-apiserver");
+    let cluster = Cluster::start().await.expect("start the local cluster");
+    let image = cluster.image("memcached").expect("the memcached image");
+    // SAFETY: this binary's only test sets the variable before the operator
+    // (the only reader) starts; no other thread reads the environment.
+    unsafe { std::env::set_var(IMAGE_ENV, image) };
+    let plane = cluster.control_plane();
     plane
         .install_crds(&memcached_operator::crds())
         .await
@@ -79,28 +91,22 @@ async fn memcached_lifecycle() {
     .await;
     assert_eq!(service.owner_references()[0].uid, uid);
 
-    // No Deployment controller runs here: the Memcached waits, Progressing.
-    let waiting = eventually("Progressing=True", || async {
+    // The Deployment controller, scheduler and kubelet start 2 real
+    // memcached pods; `Available` follows the Deployment's real status.
+    let with_finalizer = eventually("the finalizer", || async {
         let m = memcacheds.get("sample").await.ok()?;
-        let status = m.status.clone()?;
-        conditions::is_true(&status.conditions, PROGRESSING).then_some(m)
+        m.finalizers().iter().any(|f| f == FINALIZER).then_some(m)
     })
     .await;
-    assert!(waiting.finalizers().iter().any(|f| f == FINALIZER));
-    let status = waiting.status.expect("status");
-    assert!(!conditions::is_true(&status.conditions, AVAILABLE));
-
-    // Standing in for the Deployment controller: the replicas are up.
-    mark_deployment_available(&client, "cache", "sample").await;
-    eventually("Available=True", || async {
-        let status = memcacheds.get("sample").await.ok()?.status?;
-        let available = conditions::is_true(&status.conditions, AVAILABLE)
-            && !conditions::is_true(&status.conditions, PROGRESSING);
-        available.then_some(())
+    assert_eq!(with_finalizer.spec.size, 2, "the Memcached keeps its spec");
+    running_pods(&client, "cache", "sample", 2).await;
+    eventually("Available=True with 2/2 replicas", || async {
+        let m = memcacheds.get("sample").await.ok()?;
+        available_with(&m, "2/2").then_some(())
     })
     .await;
 
-    // Scale: the Deployment follows, and the Memcached waits again.
+    // Scale: the Deployment follows, 2 more pods start, Available again.
     memcacheds
         .patch(
             "sample",
@@ -114,12 +120,10 @@ async fn memcached_lifecycle() {
         (d.spec?.replicas == Some(4)).then_some(())
     })
     .await;
-    eventually("Available=False while scaling", || async {
+    running_pods(&client, "cache", "sample", 4).await;
+    eventually("Available=True with 4/4 replicas", || async {
         let m = memcacheds.get("sample").await.ok()?;
-        let status = m.status?;
-        let scaling = status.observed_generation == m.metadata.generation
-            && !conditions::is_true(&status.conditions, AVAILABLE);
-        scaling.then_some(())
+        available_with(&m, "4/4").then_some(())
     })
     .await;
 

@@ -31,6 +31,14 @@ pub struct ControlPlaneBuilder {
     etcd_compaction_interval: Option<Duration>,
     extra_apiserver_args: Vec<String>,
     start_timeout: Duration,
+    /// Where kube-apiserver listens and what it advertises (loopback unless
+    /// a [`Cluster`](super::Cluster) gives it the host end of its node link).
+    pub(crate) address: Ipv4Addr,
+    /// Key material made by the caller (a cluster signs more with its CA).
+    pub(crate) pki: Option<Arc<Pki>>,
+    /// Serve a whole cluster: ServiceAccount admission on, Node authorizer
+    /// and NodeRestriction admission for the kubelet.
+    pub(crate) cluster_mode: bool,
 }
 
 impl Default for ControlPlaneBuilder {
@@ -41,6 +49,9 @@ impl Default for ControlPlaneBuilder {
             etcd_compaction_interval: None,
             extra_apiserver_args: Vec::new(),
             start_timeout: Duration::from_secs(60),
+            address: Ipv4Addr::LOCALHOST,
+            pki: None,
+            cluster_mode: false,
         }
     }
 }
@@ -94,7 +105,7 @@ impl ControlPlaneBuilder {
             Some(b) => b,
             None => find_binaries(&self.kubernetes_version)?,
         };
-        remove_stale_dirs();
+        remove_stale_dirs(DIR_PREFIX);
         let dir = tempfile::Builder::new()
             .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
             .tempdir()
@@ -103,7 +114,10 @@ impl ControlPlaneBuilder {
                 path: std::env::temp_dir(),
                 source,
             })?;
-        let pki = Pki::generate()?;
+        let pki = match self.pki.clone() {
+            Some(pki) => pki,
+            None => Arc::new(Pki::generate(&[])?),
+        };
         let files = write_pki(dir.path(), &pki)?;
         let begun = Instant::now();
         let mut attempt = 0;
@@ -146,8 +160,14 @@ impl ControlPlaneBuilder {
         )?;
         wait_for_etcd(&etcd, &etcd_url, self.start_timeout).await?;
 
-        let server_url = format!("https://127.0.0.1:{apiserver_port}");
-        let mut apiserver_args = apiserver_args(apiserver_port, &etcd_url, files);
+        let server_url = format!("https://{}:{apiserver_port}", self.address);
+        let mut apiserver_args = apiserver_args(
+            self.address,
+            apiserver_port,
+            &etcd_url,
+            files,
+            self.cluster_mode,
+        );
         if let Some(interval) = self.etcd_compaction_interval {
             apiserver_args.push(format!(
                 "--etcd-compaction-interval={}ms",
@@ -517,16 +537,21 @@ fn etcd_args(data_dir: &Path, client_url: &str, peer_port: u16) -> Vec<String> {
     ]
 }
 
-fn apiserver_args(port: u16, etcd_url: &str, files: &PkiFiles) -> Vec<String> {
-    vec![
-        "--advertise-address=127.0.0.1".to_owned(),
-        "--bind-address=127.0.0.1".to_owned(),
+fn apiserver_args(
+    address: Ipv4Addr,
+    port: u16,
+    etcd_url: &str,
+    files: &PkiFiles,
+    cluster_mode: bool,
+) -> Vec<String> {
+    let mut args = vec![
+        format!("--advertise-address={address}"),
+        format!("--bind-address={address}"),
         format!("--secure-port={port}"),
         format!("--etcd-servers={etcd_url}"),
         format!("--tls-cert-file={}", files.serving_cert.display()),
         format!("--tls-private-key-file={}", files.serving_key.display()),
         format!("--client-ca-file={}", files.ca.display()),
-        "--authorization-mode=RBAC".to_owned(),
         "--service-account-issuer=https://kubernetes.default.svc.cluster.local".to_owned(),
         format!("--service-account-key-file={}", files.sa_pub.display()),
         format!(
@@ -535,11 +560,21 @@ fn apiserver_args(port: u16, etcd_url: &str, files: &PkiFiles) -> Vec<String> {
         ),
         "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
         "--allow-privileged=true".to_owned(),
+        "--profiling=false".to_owned(),
+    ];
+    if cluster_mode {
+        // A whole cluster: the controller-manager creates every namespace's
+        // `default` ServiceAccount, so ServiceAccount admission stays on; the
+        // kubelet is authorized by the Node authorizer and NodeRestriction.
+        args.push("--authorization-mode=Node,RBAC".to_owned());
+        args.push("--enable-admission-plugins=NodeRestriction".to_owned());
+    } else {
         // No controller-manager runs to create each namespace's `default`
         // ServiceAccount, so the admission plugin would reject every Pod.
-        "--disable-admission-plugins=ServiceAccount".to_owned(),
-        "--profiling=false".to_owned(),
-    ]
+        args.push("--authorization-mode=RBAC".to_owned());
+        args.push("--disable-admission-plugins=ServiceAccount".to_owned());
+    }
+    args
 }
 
 fn spawn_apiserver(binaries: &Binaries, dir: &Path, args: &[String]) -> Result<ChildProcess> {
@@ -634,15 +669,16 @@ async fn wait_for_apiserver(
     .await
 }
 
-/// Removes directories left by control planes of processes that no longer
-/// run (a `shared()` one, or one whose process was killed).
-fn remove_stale_dirs() {
+/// Removes directories named `<prefix><pid>-...` in the temporary directory
+/// whose process no longer runs (a `shared()` control plane, or one whose
+/// process was killed).
+pub(crate) fn remove_stale_dirs(prefix: &str) {
     let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
         return;
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(DIR_PREFIX)) else {
+        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(prefix)) else {
             continue;
         };
         let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {

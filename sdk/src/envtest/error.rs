@@ -21,6 +21,41 @@ pub enum Error {
         searched: String,
     },
 
+    /// The cluster's node components and images were not found.
+    #[error(
+        "the local cluster's components were not found; looked in: {searched}.\n\
+         Build them with `make cluster-assets` (or `tests/node/build-node.sh`) in the opkit \
+         repository, or point OPKIT_CLUSTER_ASSETS at the directory that script printed"
+    )]
+    MissingNodeAssets {
+        /// Where they were looked for.
+        searched: String,
+    },
+
+    /// A cluster cannot run on this machine as it is (not root, no cgroups, ...).
+    #[error("cannot start a local cluster here: {0}")]
+    Unsupported(String),
+
+    /// A step of setting up or tearing down the cluster's node failed.
+    #[error("cluster node: {step} failed: {detail}")]
+    NodeSetup {
+        /// What was being done.
+        step: &'static str,
+        /// What went wrong (a command's output, an OS error).
+        detail: String,
+    },
+
+    /// The cluster did not reach the expected state in time.
+    #[error("cluster: {what} did not happen within {waited:?}; last seen: {last_seen}")]
+    ClusterTimeout {
+        /// What was awaited.
+        what: &'static str,
+        /// How long we waited.
+        waited: Duration,
+        /// The last observation.
+        last_seen: String,
+    },
+
     /// A file or directory operation failed.
     #[error("{what} ({path}): {source}")]
     Io {

@@ -33,7 +33,9 @@
 //!   TokenRequest API issues real tokens.
 //! - No controller-manager or scheduler: nothing garbage-collects owned
 //!   objects, finalizes namespaces, or runs Pods. Test your operator's
-//!   behaviour, not the built-in controllers'.
+//!   behaviour, not the built-in controllers'. When a test needs them, a
+//!   [`Cluster`] runs kube-controller-manager, kube-scheduler and a real
+//!   node (containerd, kubelet, kube-proxy) as well.
 //!
 //! Webhooks: [`ControlPlane::install_webhooks`] points the apiserver at a
 //! webhook server on loopback (see [`crate::webhook`]), trusting a
@@ -51,14 +53,20 @@
 //! real time.
 
 mod assets;
+mod cluster;
 mod control_plane;
 mod crds;
 mod error;
+mod footprint;
 mod kubeconfig;
 mod pki;
 mod process;
 mod webhooks;
 
 pub use assets::{Binaries, DEFAULT_KUBERNETES_VERSION, find_binaries};
+pub use cluster::{
+    Cluster, ClusterBuilder, DEFAULT_NODE_ASSETS, Footprint, ImageArchive, NODE_NAME, NodeAssets,
+    POD_CIDR, SERVICE_CIDR, find_node_assets,
+};
 pub use control_plane::{ControlPlane, ControlPlaneBuilder};
 pub use error::{Error, Result};

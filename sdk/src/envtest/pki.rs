@@ -7,8 +7,12 @@ use rcgen::{
 
 use super::error::{Error, Result};
 
-/// PEM-encoded key material for one control plane.
+/// PEM-encoded key material for one control plane, and the CA that signs
+/// more certificates for a cluster's components.
 pub(crate) struct Pki {
+    /// The CA's parameters and key, for [`Pki::client_certificate`] and
+    /// [`Pki::serving_certificate`].
+    issuer: Issuer<'static, KeyPair>,
     /// The CA that signs the serving and client certificates (PEM).
     pub ca_pem: String,
     /// kube-apiserver's serving certificate for `127.0.0.1` and `localhost`.
@@ -34,8 +38,10 @@ fn cert_err(what: &'static str) -> impl FnOnce(rcgen::Error) -> Error {
 
 impl Pki {
     /// Generates a fresh CA, serving certificate, admin client certificate and
-    /// service-account signing key (all ECDSA P-256).
-    pub fn generate() -> Result<Self> {
+    /// service-account signing key (all ECDSA P-256). The serving certificate
+    /// names `127.0.0.1`, `localhost`, `kubernetes.default.svc` and
+    /// `extra_sans` (IP addresses or DNS names).
+    pub fn generate(extra_sans: &[String]) -> Result<Self> {
         let ca_key = KeyPair::generate().map_err(cert_err("the CA key"))?;
         let mut ca_params =
             CertificateParams::new(Vec::<String>::new()).map_err(cert_err("the CA"))?;
@@ -52,12 +58,17 @@ impl Pki {
         let issuer = Issuer::new(ca_params, ca_key);
 
         let serving_key = KeyPair::generate().map_err(cert_err("the serving key"))?;
-        let mut serving = CertificateParams::new(vec![
+        let mut sans = vec![
             "127.0.0.1".to_owned(),
             "localhost".to_owned(),
+            "kubernetes".to_owned(),
+            "kubernetes.default".to_owned(),
             "kubernetes.default.svc".to_owned(),
-        ])
-        .map_err(cert_err("the serving certificate"))?;
+            "kubernetes.default.svc.cluster.local".to_owned(),
+        ];
+        sans.extend(extra_sans.iter().cloned());
+        let mut serving =
+            CertificateParams::new(sans).map_err(cert_err("the serving certificate"))?;
         serving
             .distinguished_name
             .push(DnType::CommonName, "kube-apiserver");
@@ -88,6 +99,7 @@ impl Pki {
         let sa_key = KeyPair::generate().map_err(cert_err("the service-account signing key"))?;
 
         Ok(Self {
+            issuer,
             ca_pem: ca_cert.pem(),
             serving_cert_pem: serving_cert.pem(),
             serving_key_pem: serving_key.serialize_pem(),
@@ -99,13 +111,71 @@ impl Pki {
     }
 }
 
+impl Pki {
+    /// A client certificate for `common_name` in `organizations` (RBAC's
+    /// user and groups), signed by the CA: `(certificate PEM, key PEM)`.
+    pub fn client_certificate(
+        &self,
+        common_name: &str,
+        organizations: &[&str],
+    ) -> Result<(String, String)> {
+        let key = KeyPair::generate().map_err(cert_err("a client key"))?;
+        let mut params = CertificateParams::new(Vec::<String>::new())
+            .map_err(cert_err("a client certificate"))?;
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        for org in organizations {
+            params
+                .distinguished_name
+                .push(DnType::OrganizationName, *org);
+        }
+        params.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .map_err(cert_err("a client certificate"))?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+
+    /// A serving certificate for `sans` (IP addresses or DNS names), signed
+    /// by the CA: `(certificate PEM, key PEM)`.
+    pub fn serving_certificate(
+        &self,
+        common_name: &str,
+        sans: &[String],
+    ) -> Result<(String, String)> {
+        let key = KeyPair::generate().map_err(cert_err("a serving key"))?;
+        let mut params =
+            CertificateParams::new(sans.to_vec()).map_err(cert_err("a serving certificate"))?;
+        params
+            .distinguished_name
+            .push(DnType::CommonName, common_name);
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .map_err(cert_err("a serving certificate"))?;
+        Ok((cert.pem(), key.serialize_pem()))
+    }
+}
+
+impl std::fmt::Debug for Pki {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pki").finish_non_exhaustive()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn generates_distinct_pem_material() {
-        let pki = Pki::generate().unwrap();
+        let pki = Pki::generate(&["10.0.0.1".to_owned()]).unwrap();
         for pem in [&pki.ca_pem, &pki.serving_cert_pem, &pki.admin_cert_pem] {
             assert!(pem.starts_with("-----BEGIN CERTIFICATE-----"), "{pem}");
         }
@@ -121,5 +191,12 @@ mod tests {
                 .starts_with("-----BEGIN PUBLIC KEY-----")
         );
         assert_ne!(pki.serving_key_pem, pki.admin_key_pem);
+        let (cert, key) = pki.client_certificate("system:kube-proxy", &[]).unwrap();
+        assert!(cert.starts_with("-----BEGIN CERTIFICATE-----"));
+        assert!(key.starts_with("-----BEGIN PRIVATE KEY-----"));
+        let (cert, _) = pki
+            .serving_certificate("kubelet", &["198.18.1.2".to_owned()])
+            .unwrap();
+        assert!(cert.starts_with("-----BEGIN CERTIFICATE-----"));
     }
 }

@@ -100,6 +100,7 @@ impl ChildProcess {
             source,
         })?;
         tracing::debug!(process = name, pid = child.id(), log = %log.display(), "started");
+        super::footprint::record_process(child.id(), name);
         Ok(Self {
             name,
             log,

@@ -36,8 +36,19 @@ use crate::api::memcached::{AVAILABLE, DEGRADED, Memcached, MemcachedStatus, PRO
 
 /// The finalizer that lets the reconciler clean up before a Memcached goes.
 pub const FINALIZER: &str = "cache.example.com/finalizer";
-/// The memcached image the Deployment runs.
+/// The memcached image the Deployment runs, unless [`IMAGE_ENV`] names another.
 pub const IMAGE: &str = "memcached:1.6.38-alpine";
+/// The environment variable that overrides [`IMAGE`] (e.g. a mirror, or the
+/// locally built image of opkit's local cluster, which has no registry).
+pub const IMAGE_ENV: &str = "MEMCACHED_IMAGE";
+
+/// The memcached image: `$MEMCACHED_IMAGE` when set and not empty, else [`IMAGE`].
+pub fn image() -> String {
+    std::env::var(IMAGE_ENV)
+        .ok()
+        .filter(|image| !image.is_empty())
+        .unwrap_or_else(|| IMAGE.to_owned())
+}
 /// The port memcached listens on.
 pub const PORT: i32 = 11211;
 
@@ -215,7 +226,7 @@ pub fn desired_deployment(memcached: &Memcached) -> Deployment {
                     }),
                     containers: vec![Container {
                         name: "memcached".to_owned(),
-                        image: Some(IMAGE.to_owned()),
+                        image: Some(image()),
                         command: Some(
                             ["memcached", "--memory-limit=64", "-o", "modern", "-v"]
                                 .map(str::to_owned)

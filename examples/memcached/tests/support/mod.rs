@@ -4,30 +4,40 @@
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Namespace, Service};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::events::v1::Event;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use memcached_operator::api::memcached::Memcached;
-use serde_json::json;
 
 /// How long anything the operator does may take.
 pub const WAIT: Duration = Duration::from_secs(30);
+/// How long pods may take to start on the local cluster's node.
+pub const POD_WAIT: Duration = Duration::from_secs(120);
 
 /// Polls `check` every 100 ms until it returns `Some`; panics naming
 /// `what` after [`WAIT`].
-pub async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
 {
-    let deadline = tokio::time::Instant::now() + WAIT;
+    eventually_within(what, WAIT, check).await
+}
+
+/// [`eventually`] with its own time limit.
+pub async fn eventually_within<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
     loop {
         if let Some(value) = check().await {
             return value;
         }
         assert!(
             tokio::time::Instant::now() < deadline,
-            "timed out after {WAIT:?} waiting for {what}"
+            "timed out after {within:?} waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
@@ -48,28 +58,32 @@ pub async fn create_namespace(client: &kube::Client, name: &str) {
         .unwrap_or_else(|e| panic!("creating namespace {name}: {e}"));
 }
 
-/// Stands in for kube-controller-manager's Deployment controller, which
-/// does not run under envtest: reports every replica of the Deployment's
-/// current generation as available, through the status subresource,
-/// exactly as that controller would once the pods were up.
-pub async fn mark_deployment_available(admin: &kube::Client, namespace: &str, name: &str) {
-    let api: Api<Deployment> = Api::namespaced(admin.clone(), namespace);
-    let deployment = api.get(name).await.expect("read the Deployment");
-    let replicas = deployment
-        .spec
-        .as_ref()
-        .and_then(|s| s.replicas)
-        .unwrap_or(1);
-    let status = json!({ "status": {
-        "observedGeneration": deployment.metadata.generation,
-        "replicas": replicas,
-        "updatedReplicas": replicas,
-        "readyReplicas": replicas,
-        "availableReplicas": replicas,
-    }});
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
-        .await
-        .expect("patch the Deployment's status");
+/// Waits until `count` pods of Memcached `namespace/name` run and are
+/// Ready: made by the real Deployment controller's ReplicaSet, scheduled,
+/// and run by the kubelet (on a [`opkit::envtest::Cluster`]).
+pub async fn running_pods(client: &kube::Client, namespace: &str, name: &str, count: usize) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let selector = format!("app.kubernetes.io/instance={name}");
+    let what = format!("{count} running memcached pods of {namespace}/{name}");
+    eventually_within(&what, POD_WAIT, || async {
+        let list = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .ok()?;
+        let ready = list
+            .items
+            .iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .count();
+        (ready == count).then_some(())
+    })
+    .await;
 }
 
 /// Deletes Memcached `namespace/name` (uid `uid`) and checks its finalizer

@@ -1,0 +1,550 @@
+//! [`Cluster`]: a whole single-node Kubernetes cluster from source — the
+//! control plane, kube-controller-manager, kube-scheduler, and a node
+//! (containerd, runc, the kubelet, kube-proxy, CNI bridge networking) in
+//! namespaces of its own.
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::Pod;
+//! use kube::api::{Api, ListParams};
+//! use opkit::envtest::Cluster;
+//!
+//! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
+//! let cluster = Cluster::start().await?;
+//! println!("memcached image: {:?}", cluster.image("memcached"));
+//! let pods: Api<Pod> = Api::namespaced(cluster.client()?, "default");
+//! println!("{} pods", pods.list(&ListParams::default()).await?.items.len());
+//! # Ok(()) }
+//! ```
+//!
+//! # What runs
+//!
+//! - etcd and kube-apiserver, as in [`ControlPlane`], but listening on the
+//!   host's end of the node link (`198.18.<slot>.1`) with ServiceAccount
+//!   admission, the Node authorizer and NodeRestriction on.
+//! - kube-controller-manager (each controller with its own service account)
+//!   and kube-scheduler, on the host.
+//! - The node `opkit-node`, inside PID, mount and network namespaces the
+//!   cluster creates: containerd with runc and overlayfs, the kubelet
+//!   (cgroupfs driver, pods under the cgroup `/opkit-cluster-<slot>`),
+//!   kube-proxy (nftables mode), and a CNI bridge (`10.244.0.0/24`). A veth
+//!   pair joins the node (`198.18.<slot>.2`) to the host; the node has no
+//!   default route, so nothing leaves the machine.
+//! - Images are built by `tests/node/build-node.sh` (pause, a memcached
+//!   packed from Debian's binary, a static busybox) and imported into
+//!   containerd at start; pods use them with `imagePullPolicy: IfNotPresent`.
+//!
+//! Stopping (or dropping) the cluster kills the namespaces' init, and with it
+//! every process, mount, bridge and rule inside; then it removes the link,
+//! the cgroups and the directory. If the test process dies instead, the
+//! kernel does the same (the next cluster in the same slot clears the link
+//! and cgroups). Needs root.
+
+mod assets;
+mod cgroups;
+mod controllers;
+mod files;
+mod footprint;
+mod namespaces;
+mod node;
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{Node as NodeObject, ServiceAccount};
+use kube::api::Api;
+use tempfile::TempDir;
+
+pub use assets::{DEFAULT_NODE_ASSETS, ImageArchive, NodeAssets, find_node_assets};
+pub use footprint::Footprint;
+
+use super::control_plane::{ControlPlane, ControlPlaneBuilder};
+use super::error::{Error, Result};
+use super::pki::Pki;
+use super::process::ChildProcess;
+use cgroups::NodeCgroups;
+use controllers::Controllers;
+use files::ClusterFiles;
+use namespaces::{NodeLink, NodeNamespaces, SlotLease};
+use node::{Node, NodeDirs};
+
+/// The node's name.
+pub const NODE_NAME: &str = "opkit-node";
+/// The pod network on the node's bridge.
+pub const POD_CIDR: &str = "10.244.0.0/24";
+/// The Service IP range (`kubernetes` is `10.0.0.1`).
+pub const SERVICE_CIDR: &str = "10.0.0.0/24";
+/// The `kubernetes` Service's cluster IP.
+const KUBERNETES_SERVICE_IP: &str = "10.0.0.1";
+/// Prefix of each cluster's directory (followed by the owning process id).
+const DIR_PREFIX: &str = "opkit-cluster-";
+/// How often readiness is polled.
+const POLL_INTERVAL: Duration = Duration::from_millis(100);
+
+/// Options for starting a [`Cluster`]; see [`Cluster::builder`].
+#[derive(Debug, Clone)]
+pub struct ClusterBuilder {
+    plane: ControlPlaneBuilder,
+    with_node: bool,
+    assets: Option<NodeAssets>,
+    start_timeout: Duration,
+}
+
+impl Default for ClusterBuilder {
+    fn default() -> Self {
+        Self {
+            plane: ControlPlaneBuilder::default(),
+            with_node: true,
+            assets: None,
+            start_timeout: Duration::from_secs(90),
+        }
+    }
+}
+
+impl ClusterBuilder {
+    /// Control plane and controllers only, on loopback: Deployments get
+    /// ReplicaSets and Pods, the garbage collector and namespace deletion
+    /// work, but no Pod is scheduled or runs. Needs no root.
+    pub fn without_node(mut self) -> Self {
+        self.with_node = false;
+        self
+    }
+
+    /// Use these node assets instead of looking for them.
+    pub fn node_assets(mut self, assets: NodeAssets) -> Self {
+        self.assets = Some(assets);
+        self
+    }
+
+    /// Adjust the control plane (extra apiserver flags, binaries, ...).
+    pub fn control_plane(
+        mut self,
+        f: impl FnOnce(ControlPlaneBuilder) -> ControlPlaneBuilder,
+    ) -> Self {
+        self.plane = f(self.plane);
+        self
+    }
+
+    /// How long to wait for each stage (default 90 s).
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = timeout;
+        self
+    }
+
+    /// Starts everything and waits until the `default` ServiceAccount exists
+    /// and (with a node) the node is `Ready`.
+    pub async fn start(self) -> Result<Cluster> {
+        let begun = Instant::now();
+        let assets = match self.assets.clone() {
+            Some(a) => a,
+            None => find_node_assets()?,
+        };
+        super::control_plane::remove_stale_dirs(DIR_PREFIX);
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
+            .tempdir()
+            .map_err(|source| Error::Io {
+                what: "creating the cluster's directory",
+                path: std::env::temp_dir(),
+                source,
+            })?;
+        let mut footprint = Footprint::new(dir.path().to_owned());
+        let mut parts = Parts::default();
+        if self.with_node {
+            if !is_root() {
+                return Err(Error::Unsupported(
+                    "running a node needs root (namespaces, cgroups, mounts); use `without_node()` \
+                     for the control plane and controllers alone"
+                        .to_owned(),
+                ));
+            }
+            let slot = SlotLease::take()?;
+            let namespaces = NodeNamespaces::create(
+                &assets.bin("pause"),
+                dir.path().join("node-init.log"),
+                self.start_timeout,
+            )?;
+            footprint.add_init(namespaces.init_pid());
+            let link = NodeLink::create(&slot.link_name(), &namespaces, slot.host_address())?;
+            footprint.link = Some(slot.link_name());
+            node::prepare_namespaces(&namespaces, slot.node_address())?;
+            let cgroups = NodeCgroups::create(&slot.cgroup_name())?;
+            footprint.cgroup = Some(slot.cgroup_name());
+            parts.slot = Some(slot);
+            parts.namespaces = Some(namespaces);
+            parts.link = Some(link);
+            parts.cgroups = Some(cgroups);
+        }
+        let address = parts
+            .slot
+            .as_ref()
+            .map_or(Ipv4Addr::LOCALHOST, SlotLease::host_address);
+        let node_address = parts.slot.as_ref().map(SlotLease::node_address);
+        let pki = Arc::new(Pki::generate(&[
+            address.to_string(),
+            KUBERNETES_SERVICE_IP.to_owned(),
+        ])?);
+        let files = ClusterFiles::write_certificates(
+            dir.path(),
+            &pki,
+            node_address.unwrap_or(Ipv4Addr::LOCALHOST),
+        )?;
+        let mut plane_builder = self
+            .plane
+            .clone()
+            .apiserver_arg(format!(
+                "--kubelet-client-certificate={}",
+                files.apiserver_kubelet_client_cert.display()
+            ))
+            .apiserver_arg(format!(
+                "--kubelet-client-key={}",
+                files.apiserver_kubelet_client_key.display()
+            ))
+            .apiserver_arg(format!(
+                "--kubelet-certificate-authority={}",
+                files.ca.display()
+            ))
+            .apiserver_arg("--kubelet-preferred-address-types=InternalIP".to_owned());
+        plane_builder.address = address;
+        plane_builder.pki = Some(Arc::clone(&pki));
+        plane_builder.cluster_mode = true;
+        let plane = plane_builder.start().await?;
+        footprint.add_process(plane.pids().0);
+        footprint.add_process(plane.pids().1);
+        files.write_kubeconfigs(&pki, plane.server_url())?;
+
+        let controllers = Controllers::start(&assets, &files, dir.path())?;
+        footprint.add_process(controllers.controller_manager.pid());
+        footprint.add_process(controllers.scheduler.pid());
+        let images = if self.with_node {
+            assets.images()?
+        } else {
+            Vec::new()
+        };
+        let mut cluster = Cluster {
+            node: Mutex::new(None),
+            namespaces: Mutex::new(parts.namespaces.take()),
+            link: Mutex::new(parts.link.take()),
+            cgroups: Mutex::new(parts.cgroups.take()),
+            controllers: Mutex::new(Some(controllers)),
+            plane,
+            images,
+            node_address,
+            started_in: Duration::ZERO,
+            start_timeout: self.start_timeout,
+            footprint,
+            dir: Mutex::new(Some(dir)),
+            slot: Mutex::new(parts.slot.take()),
+        };
+        cluster.wait_for_default_service_account().await?;
+        if let Some(node_address) = node_address {
+            cluster.start_node(&assets, &files, node_address)?;
+            cluster.wait_for_node_ready().await?;
+        }
+        cluster.footprint.record();
+        cluster.started_in = begun.elapsed();
+        tracing::info!(
+            apiserver = %cluster.plane.server_url(),
+            node = node_address.is_some(),
+            elapsed_ms = cluster.started_in.as_millis() as u64,
+            "cluster ready"
+        );
+        Ok(cluster)
+    }
+}
+
+/// What is made before the [`Cluster`] value exists (dropped in reverse on
+/// an early error).
+#[derive(Default)]
+struct Parts {
+    namespaces: Option<NodeNamespaces>,
+    link: Option<NodeLink>,
+    cgroups: Option<NodeCgroups>,
+    slot: Option<SlotLease>,
+}
+
+impl Drop for Parts {
+    fn drop(&mut self) {
+        self.namespaces.take();
+        self.link.take();
+        self.cgroups.take();
+        self.slot.take();
+    }
+}
+
+fn is_root() -> bool {
+    #[allow(unsafe_code)]
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe {
+        libc::geteuid() == 0
+    }
+}
+
+/// A running single-node cluster. Everything it started is stopped and
+/// removed on [`stop`](Self::stop) or drop, even when a test panics.
+#[derive(Debug)]
+pub struct Cluster {
+    // Field order is drop order: node processes, then their namespaces (which
+    // takes every container with them), the link, the cgroups, the
+    // controllers, the control plane, the directory, and last the slot.
+    node: Mutex<Option<Node>>,
+    namespaces: Mutex<Option<NodeNamespaces>>,
+    link: Mutex<Option<NodeLink>>,
+    cgroups: Mutex<Option<NodeCgroups>>,
+    controllers: Mutex<Option<Controllers>>,
+    plane: ControlPlane,
+    images: Vec<ImageArchive>,
+    node_address: Option<Ipv4Addr>,
+    started_in: Duration,
+    start_timeout: Duration,
+    footprint: Footprint,
+    dir: Mutex<Option<TempDir>>,
+    slot: Mutex<Option<SlotLease>>,
+}
+
+impl Cluster {
+    /// Options for starting a cluster.
+    pub fn builder() -> ClusterBuilder {
+        ClusterBuilder::default()
+    }
+
+    /// Starts a cluster with a node and the default options.
+    pub async fn start() -> Result<Self> {
+        Self::builder().start().await
+    }
+
+    fn start_node(
+        &mut self,
+        assets: &NodeAssets,
+        files: &ClusterFiles,
+        node_address: Ipv4Addr,
+    ) -> Result<()> {
+        let root = self.dir_path()?.join("node");
+        let dirs = NodeDirs { root };
+        let cgroup_root = self
+            .cgroups
+            .lock()
+            .ok()
+            .and_then(|c| c.as_ref().map(NodeCgroups::cgroup_root))
+            .ok_or(Error::Stopped)?;
+        let guard = self.namespaces.lock().map_err(|_| Error::Stopped)?;
+        let namespaces = guard.as_ref().ok_or(Error::Stopped)?;
+        let node = Node::start(
+            namespaces,
+            assets,
+            files,
+            &dirs,
+            &self.images,
+            node_address,
+            &cgroup_root,
+            self.start_timeout,
+        )?;
+        drop(guard);
+        for p in [&node.containerd, &node.proxy]
+            .into_iter()
+            .chain(node.kubelet.as_ref())
+        {
+            self.footprint.add_process(p.pid());
+        }
+        if let Ok(mut slot) = self.node.lock() {
+            *slot = Some(node);
+        }
+        Ok(())
+    }
+
+    /// The control plane (etcd and kube-apiserver) of this cluster.
+    pub fn control_plane(&self) -> &ControlPlane {
+        &self.plane
+    }
+
+    /// A client authenticated as the admin (`system:masters`).
+    pub fn client(&self) -> Result<kube::Client> {
+        self.plane.client()
+    }
+
+    /// The admin kubeconfig file; `kubectl --kubeconfig <path>` works with it.
+    pub fn kubeconfig_path(&self) -> &Path {
+        self.plane.kubeconfig_path()
+    }
+
+    /// The node's IP address, `None` for a cluster started `without_node()`.
+    pub fn node_address(&self) -> Option<Ipv4Addr> {
+        self.node_address
+    }
+
+    /// The reference of a built image by short name (`pause`, `memcached`,
+    /// `busybox`), as pods must name it.
+    pub fn image(&self, name: &str) -> Option<&str> {
+        self.images
+            .iter()
+            .find(|i| i.name == name)
+            .map(|i| i.reference.as_str())
+    }
+
+    /// How long [`ClusterBuilder::start`] took.
+    pub fn started_in(&self) -> Duration {
+        self.started_in
+    }
+
+    /// What this cluster started and made, to check that stopping removed it.
+    pub fn footprint(&self) -> &Footprint {
+        &self.footprint
+    }
+
+    /// The cluster's directory (logs of every component are here).
+    pub fn dir_path(&self) -> Result<PathBuf> {
+        self.dir
+            .lock()
+            .ok()
+            .and_then(|d| d.as_ref().map(|d| d.path().to_owned()))
+            .ok_or(Error::Stopped)
+    }
+
+    /// Kills the kubelet alone, as when it crashes: the node's containers go
+    /// on running, and the node controller marks the node `NotReady` once
+    /// its lease expires (about 16 s).
+    pub fn stop_kubelet(&self) {
+        if let Ok(mut node) = self.node.lock()
+            && let Some(node) = node.as_mut()
+        {
+            node.stop_kubelet();
+        }
+    }
+
+    async fn wait_for_default_service_account(&self) -> Result<()> {
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client()?, "default");
+        self.wait_for("the `default` ServiceAccount to be created", || {
+            let accounts = accounts.clone();
+            async move {
+                match accounts.get_opt("default").await {
+                    Ok(Some(_)) => Ok(()),
+                    Ok(None) => Err("not yet created".to_owned()),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        })
+        .await
+    }
+
+    async fn wait_for_node_ready(&self) -> Result<()> {
+        let nodes: Api<NodeObject> = Api::all(self.client()?);
+        self.wait_for("the node to become Ready", || {
+            let nodes = nodes.clone();
+            async move {
+                let node = nodes
+                    .get_opt(NODE_NAME)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| "not registered yet".to_owned())?;
+                let ready = node
+                    .status
+                    .and_then(|s| s.conditions)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|c| c.type_ == "Ready");
+                match ready {
+                    Some(c) if c.status == "True" => Ok(()),
+                    Some(c) => Err(format!(
+                        "Ready={} ({})",
+                        c.status,
+                        c.message.unwrap_or_default()
+                    )),
+                    None => Err("no Ready condition yet".to_owned()),
+                }
+            }
+        })
+        .await
+    }
+
+    /// Polls `probe` until it succeeds, failing early (with its log) if a
+    /// process of the cluster exits.
+    async fn wait_for<F, Fut>(&self, what: &'static str, mut probe: F) -> Result<()>
+    where
+        F: FnMut() -> Fut,
+        Fut: std::future::Future<Output = std::result::Result<(), String>>,
+    {
+        let begun = Instant::now();
+        loop {
+            self.check_alive()?;
+            let last_seen = match probe().await {
+                Ok(()) => return Ok(()),
+                Err(e) => e,
+            };
+            if begun.elapsed() > self.start_timeout {
+                return Err(Error::ClusterTimeout {
+                    what,
+                    waited: self.start_timeout,
+                    last_seen: format!(
+                        "{last_seen}; logs are in {}",
+                        self.dir_path().unwrap_or_default().display()
+                    ),
+                });
+            }
+            tokio::time::sleep(POLL_INTERVAL).await;
+        }
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        let check = |p: &ChildProcess| match p.exit_status() {
+            Some(status) => Err(p.exited_early(status)),
+            None => Ok(()),
+        };
+        if let Ok(c) = self.controllers.lock()
+            && let Some(c) = c.as_ref()
+        {
+            check(&c.controller_manager)?;
+            check(&c.scheduler)?;
+        }
+        if let Ok(n) = self.node.lock()
+            && let Some(n) = n.as_ref()
+        {
+            check(&n.containerd)?;
+            check(&n.proxy)?;
+            if let Some(k) = n.kubelet.as_ref() {
+                check(k)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Stops everything and removes what the cluster made: the node's
+    /// namespaces (and every process, mount and rule in them), the link, the
+    /// cgroups, the controllers, the control plane and the directory.
+    /// Dropping the cluster does the same; calling `stop` twice is harmless.
+    pub fn stop(&self) {
+        if let Ok(mut node) = self.node.lock() {
+            node.take();
+        }
+        if let Ok(mut namespaces) = self.namespaces.lock() {
+            namespaces.take();
+        }
+        if let Ok(mut link) = self.link.lock() {
+            link.take();
+        }
+        if let Ok(mut cgroups) = self.cgroups.lock() {
+            cgroups.take();
+        }
+        if let Ok(mut controllers) = self.controllers.lock() {
+            controllers.take();
+        }
+        self.plane.stop();
+        if let Ok(mut dir) = self.dir.lock()
+            && let Some(dir) = dir.take()
+        {
+            let path = dir.path().to_owned();
+            if let Err(error) = dir.close() {
+                tracing::warn!(path = %path.display(), %error, "could not remove the cluster's directory");
+            }
+        }
+        if let Ok(mut slot) = self.slot.lock() {
+            slot.take();
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

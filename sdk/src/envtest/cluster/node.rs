@@ -1,0 +1,413 @@
+//! The node: containerd, the kubelet and kube-proxy, run inside the node's
+//! namespaces with every directory under the cluster's own directory.
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use crate::envtest::error::{Error, Result};
+use crate::envtest::process::ChildProcess;
+
+use super::assets::{ImageArchive, NodeAssets};
+use super::files::{ClusterFiles, write};
+use super::namespaces::{NodeNamespaces, kill_entered, run};
+use super::{NODE_NAME, POD_CIDR, SERVICE_CIDR};
+
+/// Where the node's processes keep their state.
+#[derive(Debug, Clone)]
+pub(crate) struct NodeDirs {
+    pub root: PathBuf,
+}
+
+impl NodeDirs {
+    fn containerd(&self) -> PathBuf {
+        self.root.join("containerd")
+    }
+    /// containerd's CRI socket.
+    pub fn containerd_socket(&self) -> PathBuf {
+        self.containerd().join("containerd.sock")
+    }
+    fn kubelet(&self) -> PathBuf {
+        self.root.join("kubelet")
+    }
+    fn cni_conf(&self) -> PathBuf {
+        self.root.join("cni").join("net.d")
+    }
+}
+
+/// Sets up the inside of the node's namespaces: private `/run`, `/var/lib`
+/// and `/var/log` (so nothing the node writes there reaches the host), the
+/// link's address, a route for Service IPs (kube-proxy rewrites them before
+/// a packet leaves) and forwarding for the pod bridge. There is no default
+/// route: nothing inside can reach beyond the host's end of the link.
+pub(crate) fn prepare_namespaces(namespaces: &NodeNamespaces, node: Ipv4Addr) -> Result<()> {
+    let script = format!(
+        "mount -t tmpfs -o mode=755 opkit-node-run /run\n\
+         mount -t tmpfs -o mode=755 opkit-node-var-lib /var/lib\n\
+         mount -t tmpfs -o mode=755 opkit-node-var-log /var/log\n\
+         ip link set lo up\n\
+         ip addr add {node}/24 dev eth0\n\
+         ip link set eth0 up\n\
+         ip route add {SERVICE_CIDR} dev eth0\n\
+         echo 1 > /proc/sys/net/ipv4/ip_forward\n\
+         if [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]; then echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables; fi\n"
+    );
+    namespaces.run_script("preparing the node namespaces", &script)?;
+    Ok(())
+}
+
+fn containerd_config(assets: &NodeAssets, dirs: &NodeDirs, pause_image: &str) -> String {
+    let cd = dirs.containerd();
+    format!(
+        r#"version = 3
+root = "{root}"
+state = "{state}"
+disabled_plugins = [
+  "io.containerd.snapshotter.v1.btrfs",
+  "io.containerd.snapshotter.v1.zfs",
+  "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.blockfile",
+  "io.containerd.snapshotter.v1.erofs",
+  "io.containerd.tracing.processor.v1.otlp",
+  "io.containerd.internal.v1.tracing",
+  "io.containerd.nri.v1.nri",
+]
+
+[grpc]
+  address = "{socket}"
+
+[ttrpc]
+  address = "{ttrpc}"
+
+[debug]
+  level = "warn"
+
+[plugins.'io.containerd.cri.v1.images']
+  snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.pinned_images]
+    sandbox = "{pause_image}"
+
+[plugins.'io.containerd.cri.v1.runtime']
+  enable_selinux = false
+  # Without CAP_SYS_RESOURCE (as in some VMs) a process may not lower its
+  # oom_score_adj; the kubelet asks -998 for sandboxes. Clamp to containerd's.
+  restrict_oom_score_adj = true
+  [plugins.'io.containerd.cri.v1.runtime'.containerd]
+    default_runtime_name = "runc"
+    [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.runc.options]
+        BinaryName = "{runc}"
+        SystemdCgroup = false
+  [plugins.'io.containerd.cri.v1.runtime'.cni]
+    bin_dirs = ["{cni_bin}"]
+    conf_dir = "{cni_conf}"
+
+[plugins.'io.containerd.grpc.v1.cri']
+  disable_tcp_service = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+"#,
+        root = cd.join("root").display(),
+        state = cd.join("state").display(),
+        socket = dirs.containerd_socket().display(),
+        ttrpc = cd.join("containerd.ttrpc.sock").display(),
+        runc = assets.bin("runc").display(),
+        cni_bin = assets.cni_dir().display(),
+        cni_conf = dirs.cni_conf().display(),
+    )
+}
+
+fn cni_config(dirs: &NodeDirs) -> String {
+    serde_json::json!({
+        "cniVersion": "1.0.0",
+        "name": "opkit",
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": "cni0",
+                "isGateway": true,
+                // Pod traffic to the host's end of the link leaves as the
+                // node's address; this NAT lives inside the node's namespace.
+                "ipMasq": true,
+                "hairpinMode": true,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{ "subnet": POD_CIDR }]],
+                    "routes": [{ "dst": "0.0.0.0/0" }],
+                    "dataDir": dirs.root.join("cni").join("ipam").display().to_string(),
+                }
+            },
+            { "type": "portmap", "capabilities": { "portMappings": true } }
+        ]
+    })
+    .to_string()
+}
+
+fn kubelet_config(
+    files: &ClusterFiles,
+    dirs: &NodeDirs,
+    node: Ipv4Addr,
+    cgroup_root: &str,
+) -> String {
+    serde_json::json!({
+        "kind": "KubeletConfiguration",
+        "apiVersion": "kubelet.config.k8s.io/v1beta1",
+        // cgroups v1 hosts need this from Kubernetes 1.35 on.
+        "failCgroupV1": false,
+        "cgroupDriver": "cgroupfs",
+        "cgroupRoot": cgroup_root,
+        "containerRuntimeEndpoint": format!("unix://{}", dirs.containerd_socket().display()),
+        "address": node.to_string(),
+        "port": 10250,
+        "readOnlyPort": 0,
+        "healthzBindAddress": "127.0.0.1",
+        "healthzPort": 10248,
+        "tlsCertFile": files.kubelet_serving_cert.display().to_string(),
+        "tlsPrivateKeyFile": files.kubelet_serving_key.display().to_string(),
+        "authentication": {
+            "x509": { "clientCAFile": files.ca.display().to_string() },
+            "webhook": { "enabled": false },
+            "anonymous": { "enabled": false }
+        },
+        "authorization": { "mode": "AlwaysAllow" },
+        "failSwapOn": false,
+        "resolvConf": dirs.root.join("resolv.conf").display().to_string(),
+        "clusterDomain": "cluster.local",
+        "volumePluginDir": dirs.kubelet().join("volume-plugins").display().to_string(),
+        "podLogsDir": dirs.root.join("pod-logs").display().to_string(),
+        "nodeStatusUpdateFrequency": "4s",
+        "nodeStatusReportFrequency": "10s",
+        "nodeLeaseDurationSeconds": 10,
+        "serializeImagePulls": false,
+        "imageGCHighThresholdPercent": 100,
+        "imageGCLowThresholdPercent": 99,
+        "evictionHard": {
+            "memory.available": "100Mi",
+            "nodefs.available": "1%",
+            "imagefs.available": "1%",
+            "nodefs.inodesFree": "1%"
+        },
+        "protectKernelDefaults": false,
+        "shutdownGracePeriod": "0s",
+        "logging": { "format": "text" }
+    })
+    .to_string()
+}
+
+fn proxy_config(files: &ClusterFiles) -> String {
+    serde_json::json!({
+        "kind": "KubeProxyConfiguration",
+        "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
+        "clientConnection": { "kubeconfig": files.proxy_kubeconfig.display().to_string() },
+        "mode": "nftables",
+        "hostnameOverride": NODE_NAME,
+        "clusterCIDR": POD_CIDR,
+        "healthzBindAddress": "127.0.0.1:10256",
+        "metricsBindAddress": "127.0.0.1:10249",
+        // Leave the host-wide conntrack limits and timeouts as they are.
+        "conntrack": {
+            "maxPerCore": 0,
+            "min": 0,
+            "tcpEstablishedTimeout": "0s",
+            "tcpCloseWaitTimeout": "0s"
+        }
+    })
+    .to_string()
+}
+
+/// The node's running processes (each an `nsenter` whose child runs inside).
+#[derive(Debug)]
+pub(crate) struct Node {
+    pub containerd: ChildProcess,
+    pub kubelet: Option<ChildProcess>,
+    pub proxy: ChildProcess,
+}
+
+impl Node {
+    /// Starts containerd, imports the images, then starts the kubelet and
+    /// kube-proxy.
+    #[allow(clippy::too_many_arguments)]
+    pub fn start(
+        namespaces: &NodeNamespaces,
+        assets: &NodeAssets,
+        files: &ClusterFiles,
+        dirs: &NodeDirs,
+        images: &[ImageArchive],
+        node: Ipv4Addr,
+        cgroup_root: &str,
+        timeout: Duration,
+    ) -> Result<Self> {
+        for dir in [
+            dirs.containerd(),
+            dirs.kubelet(),
+            dirs.cni_conf(),
+            dirs.root.join("pod-logs"),
+        ] {
+            std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+                what: "creating a node directory",
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        let pause = images
+            .iter()
+            .find(|i| i.name == "pause")
+            .ok_or_else(|| Error::NodeSetup {
+                step: "finding the pause image",
+                detail: "images/refs lists no pause.tar".to_owned(),
+            })?;
+        let containerd_toml = dirs.containerd().join("config.toml");
+        write(
+            &containerd_toml,
+            &containerd_config(assets, dirs, &pause.reference),
+        )?;
+        write(
+            &dirs.cni_conf().join("10-opkit.conflist"),
+            &cni_config(dirs),
+        )?;
+        write(&dirs.root.join("resolv.conf"), "")?;
+        let kubelet_yaml = dirs.kubelet().join("config.json");
+        write(
+            &kubelet_yaml,
+            &kubelet_config(files, dirs, node, cgroup_root),
+        )?;
+        let proxy_yaml = dirs.root.join("kube-proxy.json");
+        write(&proxy_yaml, &proxy_config(files))?;
+
+        // containerd finds the shim, and CNI plugins find iptables, on PATH.
+        let path = format!(
+            "PATH={}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            assets.root.join("bin").display()
+        );
+        let containerd = ChildProcess::spawn(
+            "containerd",
+            Path::new("nsenter"),
+            &namespaces.enter(
+                Path::new("/usr/bin/env"),
+                &[
+                    path.clone(),
+                    assets.bin("containerd").display().to_string(),
+                    format!("--config={}", containerd_toml.display()),
+                ],
+            ),
+            dirs.root.join("containerd.log"),
+        )?;
+        wait_for_containerd(&containerd, assets, dirs, timeout)?;
+        import_images(assets, dirs, images)?;
+
+        let kubelet = spawn_kubelet(namespaces, assets, files, dirs, node, &path)?;
+        let proxy = ChildProcess::spawn(
+            "kube-proxy",
+            Path::new("nsenter"),
+            &namespaces.enter(
+                Path::new("/usr/bin/env"),
+                &[
+                    path,
+                    assets.bin("kube-proxy").display().to_string(),
+                    format!("--config={}", proxy_yaml.display()),
+                    "--v=1".to_owned(),
+                ],
+            ),
+            dirs.root.join("kube-proxy.log"),
+        )?;
+        Ok(Self {
+            containerd,
+            kubelet: Some(kubelet),
+            proxy,
+        })
+    }
+
+    /// Kills the kubelet (only it: containers keep running, as when a real
+    /// kubelet dies).
+    pub fn stop_kubelet(&mut self) {
+        if let Some(kubelet) = self.kubelet.take() {
+            kill_entered(&kubelet);
+        }
+    }
+}
+
+fn spawn_kubelet(
+    namespaces: &NodeNamespaces,
+    assets: &NodeAssets,
+    files: &ClusterFiles,
+    dirs: &NodeDirs,
+    node: Ipv4Addr,
+    path: &str,
+) -> Result<ChildProcess> {
+    ChildProcess::spawn(
+        "kubelet",
+        Path::new("nsenter"),
+        &namespaces.enter(
+            Path::new("/usr/bin/env"),
+            &[
+                path.to_owned(),
+                assets.bin("kubelet").display().to_string(),
+                format!("--config={}", dirs.kubelet().join("config.json").display()),
+                format!("--kubeconfig={}", files.kubelet_kubeconfig.display()),
+                format!("--root-dir={}", dirs.kubelet().display()),
+                format!("--cert-dir={}", dirs.kubelet().join("pki").display()),
+                format!("--node-ip={node}"),
+                format!("--hostname-override={NODE_NAME}"),
+                "--v=1".to_owned(),
+            ],
+        ),
+        dirs.root.join("kubelet.log"),
+    )
+}
+
+fn wait_for_containerd(
+    containerd: &ChildProcess,
+    assets: &NodeAssets,
+    dirs: &NodeDirs,
+    timeout: Duration,
+) -> Result<()> {
+    let begun = Instant::now();
+    let args = [
+        format!("--address={}", dirs.containerd_socket().display()),
+        "version".to_owned(),
+    ];
+    loop {
+        if let Some(status) = containerd.exit_status() {
+            return Err(containerd.exited_early(status));
+        }
+        let last = match run(
+            "asking containerd its version",
+            &assets.bin("ctr").display().to_string(),
+            &args,
+        ) {
+            Ok(_) => return Ok(()),
+            Err(e) => e.to_string(),
+        };
+        if begun.elapsed() > timeout {
+            return Err(Error::NotReady {
+                name: "containerd",
+                waited: timeout,
+                last_error: last,
+                log: containerd.log_path().to_owned(),
+                tail: containerd.log_tail(),
+            });
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Imports every built image into containerd's `k8s.io` namespace, where the
+/// kubelet's CRI calls find them (no registry is involved).
+fn import_images(assets: &NodeAssets, dirs: &NodeDirs, images: &[ImageArchive]) -> Result<()> {
+    let ctr = assets.bin("ctr").display().to_string();
+    for image in images {
+        run(
+            "importing an image into containerd",
+            &ctr,
+            &[
+                format!("--address={}", dirs.containerd_socket().display()),
+                "--namespace=k8s.io".to_owned(),
+                "images".to_owned(),
+                "import".to_owned(),
+                image.path.display().to_string(),
+            ],
+        )?;
+    }
+    Ok(())
+}
