@@ -170,7 +170,7 @@ async fn main() {
     let api: Api<ConfigMap> = Api::namespaced(client, &ns);
 
     let (derived, writer) = reflector::store();
-    let derived_stream = reflector(
+    let derived_stream = reflector::reflector(
         writer,
         watcher(api.clone(), watcher::Config::default().labels("bench=derived")),
     )

@@ -401,6 +401,7 @@ async fn run_peer(
             }
         })
         .await;
+    let sent_s = (now_ns() - stream_start) as f64 / 1e9;
     for &i in &targets {
         wl.versions[i] = version;
     }
@@ -410,6 +411,12 @@ async fn run_peer(
         Some(t) => targets.len() as f64 / ((t - stream_start) as f64 / 1e9),
         None => f64::NAN,
     };
+    eprintln!(
+        "bench-e2e:   {}: {} updates sent in {sent_s:.2} s, all reconciled after {:.2} s",
+        peer.label,
+        targets.len(),
+        stream_done.map_or(f64::NAN, |t| (t - stream_start) as f64 / 1e9)
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
 
     // 3. single updates under background churn
