@@ -28,7 +28,7 @@ target=${CARGO_TARGET_DIR:-$repo/target}/peers
 go=$("$repo/tests/controlplane/ensure-go.sh")
 mkdir -p "$target"
 echo "bench-e2e: building the controller-runtime peer" >&2
-(cd "$here/e2e-controller-runtime" && GOTOOLCHAIN=${GOTOOLCHAIN:-auto} GOFLAGS=-mod=mod CGO_ENABLED=0 \
+(cd "$here/e2e-controller-runtime" && GOTOOLCHAIN=${GOTOOLCHAIN:-auto} GOFLAGS=-mod=mod \
   "$go" build -trimpath -o "$target/e2e-controller-runtime" .)
 
 # The two Rust workspaces share one target directory (common dependencies

@@ -131,14 +131,14 @@ func (r *reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 func ptr[T any](v T) *T { return &v }
 
 func main() {
-	kubeconfig := flag.String("kubeconfig", "", "kubeconfig path")
+	// -kubeconfig is controller-runtime's own flag (pkg/client/config).
 	namespace := flag.String("namespace", "", "namespace of the ConfigMaps")
 	salt := flag.String("salt", "", "mixed into the hash, so that every run has work to do")
 	workers := flag.Int("workers", 4, "concurrent reconciles")
 	flag.Parse()
 
 	ctrl.SetLogger(logr.Discard())
-	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
+	cfg, err := clientcmd.BuildConfigFromFlags("", flag.Lookup("kubeconfig").Value.String())
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "kubeconfig:", err)
 		os.Exit(1)

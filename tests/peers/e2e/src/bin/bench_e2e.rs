@@ -115,6 +115,8 @@ struct Reported {
     start_times: Vec<i128>,
     /// Highest request count the peer reported.
     requests: u64,
+    /// The peer closed its stdout (it exited).
+    exited: bool,
 }
 
 fn parse_line(line: &str, probes: &HashSet<String>, rep: &mut Reported) {
@@ -295,6 +297,10 @@ async fn wait_converged(
     loop {
         {
             let r = rep.lock().expect("lock");
+            if r.exited {
+                eprintln!("bench-e2e: the peer exited before converging");
+                return None;
+            }
             pending.retain(|&k| {
                 let (name, hash) = &expected[k];
                 match r.converged.get(name).and_then(|v| {
@@ -367,6 +373,7 @@ async fn run_peer(
             while let Ok(Some(line)) = lines.next_line().await {
                 parse_line(&line, &probe_names, &mut rep.lock().expect("lock"));
             }
+            rep.lock().expect("lock").exited = true;
         })
     };
 
