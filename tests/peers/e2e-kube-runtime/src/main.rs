@@ -57,7 +57,11 @@ fn now_ns() -> u128 {
 /// FNV-1a 64 over salt, a newline and the payload, as hex.
 fn source_hash(salt: &str, payload: &str) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in salt.bytes().chain(std::iter::once(b'\n')).chain(payload.bytes()) {
+    for b in salt
+        .bytes()
+        .chain(std::iter::once(b'\n'))
+        .chain(payload.bytes())
+    {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -84,9 +88,7 @@ async fn reconcile(src: Arc<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action, Error> 
     let hash = source_hash(&ctx.salt, payload);
     let derived_name = format!("{name}-derived");
     let ns = src.namespace().unwrap_or_default();
-    let derived = ctx
-        .derived
-        .get(&ObjectRef::new(&derived_name).within(&ns));
+    let derived = ctx.derived.get(&ObjectRef::new(&derived_name).within(&ns));
     match derived {
         None => {
             let cm = ConfigMap {
@@ -109,12 +111,14 @@ async fn reconcile(src: Arc<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action, Error> 
             };
             ctx.api.create(&PostParams::default(), &cm).await?;
         }
-        Some(d)
-            if d.data.as_ref().and_then(|m| m.get("source-hash")) != Some(&hash) =>
-        {
+        Some(d) if d.data.as_ref().and_then(|m| m.get("source-hash")) != Some(&hash) => {
             let patch = serde_json::json!({"data": {"source-hash": hash}});
             ctx.api
-                .patch(&derived_name, &PatchParams::default(), &Patch::Merge(&patch))
+                .patch(
+                    &derived_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
                 .await?;
         }
         Some(_) => {}
@@ -172,7 +176,10 @@ async fn main() {
     let (derived, writer) = reflector::store();
     let derived_stream = reflector::reflector(
         writer,
-        watcher(api.clone(), watcher::Config::default().labels("bench=derived")),
+        watcher(
+            api.clone(),
+            watcher::Config::default().labels("bench=derived"),
+        ),
     )
     .touched_objects();
     let ctx = Arc::new(Ctx {

@@ -44,7 +44,11 @@ fn now_ns() -> u128 {
 /// FNV-1a 64 over salt, a newline and the payload, as hex.
 fn source_hash(salt: &str, payload: &str) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in salt.bytes().chain(std::iter::once(b'\n')).chain(payload.bytes()) {
+    for b in salt
+        .bytes()
+        .chain(std::iter::once(b'\n'))
+        .chain(payload.bytes())
+    {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -110,8 +114,12 @@ impl Reconcile for Derive {
             }
             Some(d) if d.data.as_ref().and_then(|m| m.get("source-hash")) != Some(&hash) => {
                 let patch = serde_json::json!({"data": {"source-hash": hash}});
-                api.patch(&derived_name, &PatchParams::default(), &Patch::Merge(&patch))
-                    .await?;
+                api.patch(
+                    &derived_name,
+                    &PatchParams::default(),
+                    &Patch::Merge(&patch),
+                )
+                .await?;
             }
             Some(_) => {}
         }

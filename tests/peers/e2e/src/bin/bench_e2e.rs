@@ -78,7 +78,11 @@ fn percentile(v: &[f64], p: f64) -> f64 {
 /// FNV-1a 64 over salt, a newline and the payload, as hex (the peers' hash).
 fn source_hash(salt: &str, payload: &str) -> String {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in salt.bytes().chain(std::iter::once(b'\n')).chain(payload.bytes()) {
+    for b in salt
+        .bytes()
+        .chain(std::iter::once(b'\n'))
+        .chain(payload.bytes())
+    {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -87,9 +91,8 @@ fn source_hash(salt: &str, payload: &str) -> String {
 
 /// ~256 bytes of varied text for source `i`, version `v`.
 fn payload(i: usize, v: u64) -> String {
-    let mut x = (i as u64 ^ v.wrapping_mul(0xD1B5_4A32_D192_ED03))
-        .wrapping_mul(0x9E37_79B9_7F4A_7C15)
-        | 1;
+    let mut x =
+        (i as u64 ^ v.wrapping_mul(0xD1B5_4A32_D192_ED03)).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..256)
         .map(|_| {
             x ^= x << 13;
@@ -412,8 +415,7 @@ async fn run_peer(
     for &i in &targets {
         wl.versions[i] = version;
     }
-    let stream_done =
-        wait_converged(&rep, wl, salt, &targets, stream_start, timeout).await;
+    let stream_done = wait_converged(&rep, wl, salt, &targets, stream_start, timeout).await;
     let changes_per_s = match stream_done {
         Some(t) => targets.len() as f64 / ((t - stream_start) as f64 / 1e9),
         None => f64::NAN,
@@ -435,7 +437,8 @@ async fn run_peer(
         let churn_version = wl.next_version;
         wl.next_version += 1;
         tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_micros(1_000_000 / churn_per_s.max(1)));
+            let mut tick =
+                tokio::time::interval(Duration::from_micros(1_000_000 / churn_per_s.max(1)));
             let mut touched = Vec::new();
             while !stop.load(std::sync::atomic::Ordering::Relaxed) && hi > lo {
                 tick.tick().await;
@@ -521,11 +524,21 @@ async fn main() {
         .split(',')
         .map(|s| s.trim().parse().expect("size"))
         .collect();
-    let reps: usize = arg(&args, "--reps").and_then(|s| s.parse().ok()).unwrap_or(3);
-    let workers: usize = arg(&args, "--workers").and_then(|s| s.parse().ok()).unwrap_or(4);
-    let updates: usize = arg(&args, "--updates").and_then(|s| s.parse().ok()).unwrap_or(2000);
-    let probes: usize = arg(&args, "--probes").and_then(|s| s.parse().ok()).unwrap_or(100);
-    let churn: u64 = arg(&args, "--churn").and_then(|s| s.parse().ok()).unwrap_or(50);
+    let reps: usize = arg(&args, "--reps")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
+    let workers: usize = arg(&args, "--workers")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let updates: usize = arg(&args, "--updates")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(2000);
+    let probes: usize = arg(&args, "--probes")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let churn: u64 = arg(&args, "--churn")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(50);
 
     eprintln!("bench-e2e: starting a control plane");
     let cp = ControlPlane::start().await.expect("control plane");
@@ -541,12 +554,23 @@ async fn main() {
     for &n in &sizes {
         let t = Instant::now();
         let mut wl = populate(&client, &format!("e2e-{n}"), n).await;
-        eprintln!("bench-e2e: created {n} source ConfigMaps in {:?}", t.elapsed());
+        eprintln!(
+            "bench-e2e: created {n} source ConfigMaps in {:?}",
+            t.elapsed()
+        );
         // One unmeasured run creates the derived objects, so that every
         // measured run does the same work (update, not create).
         eprintln!("bench-e2e: {n}: warm-up run ({})", peers[0].label);
         let _ = run_peer(
-            &peers[0], &kubeconfig, &mut wl, "warm-up", workers, 0, 0, churn, false,
+            &peers[0],
+            &kubeconfig,
+            &mut wl,
+            "warm-up",
+            workers,
+            0,
+            0,
+            churn,
+            false,
         )
         .await;
         let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); peers.len()];
@@ -556,7 +580,15 @@ async fn main() {
                 let salt = format!("rep{r}-{}", peers[p].label);
                 let updates = updates.min(n.saturating_sub(PROBE_OBJECTS));
                 match run_peer(
-                    &peers[p], &kubeconfig, &mut wl, &salt, workers, updates, probes, churn, true,
+                    &peers[p],
+                    &kubeconfig,
+                    &mut wl,
+                    &salt,
+                    workers,
+                    updates,
+                    probes,
+                    churn,
+                    true,
                 )
                 .await
                 {
@@ -576,7 +608,10 @@ async fn main() {
                         );
                         samples[p].push(s);
                     }
-                    None => eprintln!("  {n:>6} {:<20} rep {r}: FAILED (see above)", peers[p].label),
+                    None => eprintln!(
+                        "  {n:>6} {:<20} rep {r}: FAILED (see above)",
+                        peers[p].label
+                    ),
                 }
             }
         }
@@ -667,9 +702,16 @@ async fn main() {
                 ("p99", s.p99_ms <= q.p99_ms),
                 ("CPU", s.cpu_s <= q.cpu_s),
                 ("RSS", s.rss_mib <= q.rss_mib),
-                ("requests/reconcile", s.requests_per_reconcile <= q.requests_per_reconcile),
+                (
+                    "requests/reconcile",
+                    s.requests_per_reconcile <= q.requests_per_reconcile,
+                ),
             ];
-            let behind: Vec<&str> = ahead.iter().filter(|(_, ok)| !ok).map(|(l, _)| *l).collect();
+            let behind: Vec<&str> = ahead
+                .iter()
+                .filter(|(_, ok)| !ok)
+                .map(|(l, _)| *l)
+                .collect();
             println!(
                 "ahead of kube-runtime at {n} on every line: {}{}",
                 verdict(behind.is_empty()),
