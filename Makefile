@@ -5,7 +5,7 @@ CARGO ?= cargo
 OPKIT_CACHE ?= $(HOME)/.cache/opkit
 export OPKIT_CACHE
 
-.PHONY: help demo test controlplane cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer
+.PHONY: help demo test controlplane cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e
 
 help:
 	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
@@ -16,6 +16,7 @@ help:
 	@echo "make cluster-assets build the cluster's components and images into $(OPKIT_CACHE)/cluster"
 	@echo "make lint          cargo fmt --check and clippy with warnings denied"
 	@echo "make bench         run the benchmarks and print ratio tables"
+	@echo "make bench-e2e     one operator in opkit, controller-runtime and kube-runtime, end to end"
 
 controlplane:
 	@tests/controlplane/build.sh >/dev/null
@@ -56,10 +57,15 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
-bench: bench-workqueue bench-informer
+bench: bench-workqueue bench-informer bench-e2e
 
 bench-workqueue:
 	@tests/peers/bench-workqueue.sh
 
 bench-informer: controlplane
 	@tests/peers/bench-informer.sh
+
+# The same operator in opkit, controller-runtime and kube-runtime against one
+# control plane (issue 13). SIZES=1000,10000 REPS=3 by default.
+bench-e2e: controlplane
+	@tests/peers/bench-e2e.sh
