@@ -4,6 +4,9 @@ CARGO ?= cargo
 # Where the control plane (and, if needed, a Go toolchain) is built and kept.
 OPKIT_CACHE ?= $(HOME)/.cache/opkit
 export OPKIT_CACHE
+# Test and demo builds do not need incremental state (it costs GBs of disk).
+CARGO_INCREMENTAL ?= 0
+export CARGO_INCREMENTAL
 
 .PHONY: help demo test controlplane cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e
 
