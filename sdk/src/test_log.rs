@@ -83,8 +83,17 @@ impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Layer {
 /// Captures every event on this thread until the guard is dropped (use a
 /// current-thread runtime, the default of `#[tokio::test]`).
 pub(crate) fn capture() -> (Captured, tracing::subscriber::DefaultGuard) {
+    // Callsite interest and the max level are cached process-wide: with no
+    // global subscriber, a callsite first hit by another test's thread can be
+    // cached as "never" and this thread's capture miss it. A global registry
+    // (enabled for everything, writing nowhere) keeps every callsite live.
+    static GLOBAL: std::sync::Once = std::sync::Once::new();
+    GLOBAL.call_once(|| {
+        let _ = tracing::subscriber::set_global_default(tracing_subscriber::registry());
+    });
     let captured = Captured::default();
     let subscriber = tracing_subscriber::registry().with(Layer(captured.clone()));
     let guard = tracing::subscriber::set_default(subscriber);
+    tracing::callsite::rebuild_interest_cache();
     (captured, guard)
 }
