@@ -1,8 +1,7 @@
 #![allow(unused_imports)]
 use k8s_openapi::api::core::v1::ConfigMap;
 use opkit::Controller;
-use opkit::controller::Context;
-use opkit::reconcile::{Action, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
 
 #[derive(Controller)]
 #[controller(for = ConfigMap, rbac(get, list on "deploymnets.apps"))]
