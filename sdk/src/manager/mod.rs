@@ -5,7 +5,7 @@
 //! use k8s_openapi::api::apps::v1::Deployment;
 //! use k8s_openapi::api::core::v1::Service;
 //! use opkit::controller::Controller;
-//! //! use opkit::manager::{LeaderElection, Manager, ManagerError};
+//! use opkit::manager::{LeaderElection, Manager, ManagerError};
 //! use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
 //!
 //! struct Web;
