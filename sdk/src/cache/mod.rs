@@ -696,7 +696,7 @@ impl SharedCache {
     }
 
     /// Checks that `namespace` is within the cache's scope.
-    fn check_namespace(&self, namespace: Option<&str>) -> Result<(), CacheError> {
+    pub(crate) fn check_namespace(&self, namespace: Option<&str>) -> Result<(), CacheError> {
         match (&self.inner.namespace, namespace) {
             (Some(cached), Some(asked)) if cached != asked => Err(CacheError::NamespaceNotCached {
                 namespace: asked.to_owned(),

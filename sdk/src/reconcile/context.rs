@@ -111,7 +111,7 @@ impl Context {
         K::DynamicType: Default,
         K::Scope: 'static,
     {
-        self.check_namespace(namespace)?;
+        self.shared.cache.check_namespace(namespace)?;
         let store = self.synced_store::<K>().await?;
         self.wait_for_writes::<K>(namespace, Some(name)).await?;
         Ok(store.get(namespace, name))
@@ -124,7 +124,7 @@ impl Context {
         K::DynamicType: Default,
         K::Scope: 'static,
     {
-        self.check_namespace(namespace)?;
+        self.shared.cache.check_namespace(namespace)?;
         let store = self.synced_store::<K>().await?;
         self.wait_for_writes::<K>(namespace, None).await?;
         Ok(match namespace {
@@ -192,16 +192,6 @@ impl Context {
                     .await
             }
             None => Ok(()),
-        }
-    }
-
-    fn check_namespace(&self, namespace: Option<&str>) -> Result<(), CacheError> {
-        match (self.shared.cache.namespace(), namespace) {
-            (Some(cached), Some(asked)) if cached != asked => Err(CacheError::NamespaceNotCached {
-                namespace: asked.to_owned(),
-                cached: cached.to_owned(),
-            }),
-            _ => Ok(()),
         }
     }
 
