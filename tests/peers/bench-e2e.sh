@@ -12,6 +12,8 @@
 #   tests/peers/bench-e2e.sh                         # sizes 1000,10000, REPS=3
 #   SIZES=200 REPS=1 tests/peers/bench-e2e.sh        # a quick look
 #   WORKERS=4 UPDATES=2000 PROBES=100 CHURN=50 tests/peers/bench-e2e.sh
+#   RYOW_OFF=1 tests/peers/bench-e2e.sh              # + opkit with read-your-
+#                                                    #   own-writes off (its cost)
 #
 # Peers (each its own module/workspace, never built by `make test`):
 #   tests/peers/e2e                    opkit peer + this driver
@@ -38,9 +40,14 @@ CARGO_TARGET_DIR="$target" cargo build --quiet --release --manifest-path "$here/
 echo "bench-e2e: building the kube-runtime peer (release)" >&2
 CARGO_TARGET_DIR="$target" cargo build --quiet --release --manifest-path "$here/e2e-kube-runtime/Cargo.toml"
 
+ryow_off=()
+if [ "${RYOW_OFF:-0}" = 1 ]; then
+  ryow_off=(--peer "opkit-ryow-off=$target/release/e2e-opkit --read-your-writes false")
+fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 "$target/release/bench-e2e" \
   --peer "opkit=$target/release/e2e-opkit" \
+  "${ryow_off[@]}" \
   --peer "controller-runtime=$target/e2e-controller-runtime" \
   --peer "kube-runtime=$target/release/e2e-kube-runtime" \
   --sizes "${SIZES:-1000,10000}" --reps "${REPS:-3}" --workers "${WORKERS:-4}" \

@@ -17,7 +17,9 @@
 //! W <name> <hash> <unix ns> <requests so far>               source converged
 //! ```
 //!
-//! `e2e-opkit --kubeconfig K --namespace NS --salt S [--workers 4]`
+//! `e2e-opkit --kubeconfig K --namespace NS --salt S [--workers 4]
+//! [--read-your-writes true|false]` (default true, opkit's default; false
+//! measures what read-your-own-writes costs)
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -153,6 +155,11 @@ async fn main() {
     let workers: usize = arg(&args, "--workers")
         .and_then(|s| s.parse().ok())
         .unwrap_or(4);
+    let read_your_writes = match arg(&args, "--read-your-writes").as_deref() {
+        None | Some("true") => true,
+        Some("false") => false,
+        Some(other) => panic!("--read-your-writes takes true or false, not {other:?}"),
+    };
 
     let config = opkit::config::load(&opkit::config::ConfigSource::File {
         path: kubeconfig.into(),
@@ -168,13 +175,17 @@ async fn main() {
         .expect("client")
         .with_layer(&count)
         .build();
-    let cache = SharedCache::builder(client).namespace(ns).build();
+    let cache = SharedCache::builder(client)
+        .namespace(ns)
+        .read_your_writes(read_your_writes)
+        .build();
     let controller = Controller::for_with::<ConfigMap>(
         Derive { salt },
         LabelSelector::new(Selector::from_iter([("bench", "src")])),
     )
     .owns::<ConfigMap>()
-    .max_concurrent_reconciles(workers);
+    .max_concurrent_reconciles(workers)
+    .read_your_writes(read_your_writes);
     controller
         .run(&cache, std::future::pending())
         .await

@@ -1,4 +1,4 @@
-//! `bench-e2e --peer LABEL=PATH ... [--sizes 1000,10000] [--reps 3]
+//! `bench-e2e --peer LABEL=PATH[ ARGS] ... [--sizes 1000,10000] [--reps 3]
 //! [--workers 4] [--updates 2000] [--probes 100] [--churn 50]`
 //!
 //! The end-to-end benchmark of issue 13. Starts ONE real control plane
@@ -27,6 +27,11 @@
 //! requests per reconcile (requests counted by the peer's own HTTP client
 //! ÷ reconciles it started, over the whole run). Prints Markdown tables of
 //! the medians, with ratios against controller-runtime.
+//!
+//! A peer's PATH may be followed by extra arguments for it, separated by
+//! spaces (`--peer "opkit-ryow-off=PATH --read-your-writes false"`). With a
+//! peer labelled `opkit-ryow-off` the driver also prints what opkit's
+//! read-your-own-writes default costs (opkit ÷ opkit-ryow-off).
 
 use std::collections::{HashMap, HashSet};
 use std::process::Stdio;
@@ -190,6 +195,8 @@ struct Sample {
 struct Peer {
     label: String,
     path: String,
+    /// Extra arguments given after the path.
+    extra_args: Vec<String>,
 }
 
 struct Workload {
@@ -362,6 +369,7 @@ async fn run_peer(
             "--workers",
             &workers.to_string(),
         ])
+        .args(&peer.extra_args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
@@ -511,10 +519,12 @@ async fn main() {
         .filter(|(_, a)| *a == "--peer")
         .filter_map(|(i, _)| args.get(i + 1))
         .map(|p| {
-            let (label, path) = p.split_once('=').expect("--peer LABEL=PATH");
+            let (label, command) = p.split_once('=').expect("--peer LABEL=PATH[ ARGS]");
+            let mut words = command.split_whitespace().map(str::to_string);
             Peer {
                 label: label.to_string(),
-                path: path.to_string(),
+                path: words.next().expect("--peer LABEL=PATH: the path is empty"),
+                extra_args: words.collect(),
             }
         })
         .collect();
@@ -678,6 +688,23 @@ async fn main() {
         return;
     };
     let kr = peers.iter().position(|p| p.label == "kube-runtime");
+    if let Some(off) = peers.iter().position(|p| p.label == "opkit-ryow-off") {
+        for (n, runs, med) in &rows {
+            let (on, off) = (med[o], med[off]);
+            println!(
+                "read-your-own-writes cost at {n} ({runs} runs), opkit ÷ opkit-ryow-off: converge {:.2}×, \
+                 changes/s {:.2}×, latency p50 {:+.1} ms, p99 {:.2}×, client CPU {:.2}×, peak RSS {:.2}×, \
+                 requests/reconcile {:.2}×",
+                on.converge_s / off.converge_s,
+                on.changes_per_s / off.changes_per_s,
+                on.p50_ms - off.p50_ms,
+                on.p99_ms / off.p99_ms,
+                on.cpu_s / off.cpu_s,
+                on.rss_mib / off.rss_mib,
+                on.requests_per_reconcile / off.requests_per_reconcile,
+            );
+        }
+    }
     let verdict = |ok: bool| if ok { "met" } else { "MISSED" };
     for (n, runs, med) in &rows {
         let (s, b) = (med[o], med[base]);
