@@ -6,8 +6,11 @@
 //! order, so every observation (`get`, `done`, `len`, ...) sees every add that
 //! happened before it.
 //!
-//! Idle getters wait on a `tokio::sync::Notify`; an add wakes at most as many
-//! of them as items became ready. Time-based work (delayed items, parked
+//! A getter that finds nothing yields to its thread's other tasks once
+//! (they are often the producers) and looks again before it goes idle. Idle
+//! getters wait on a `tokio::sync::Notify`; an add wakes at most as many of
+//! them as items became ready. The lock, the inbox and the `Notify` sit on
+//! cache lines of their own ([`CacheAligned`]). Time-based work (delayed items, parked
 //! items, the throttle) needs no background task: exactly one idle getter,
 //! the one "on duty", sleeps until the earliest deadline and is poked when an
 //! earlier one appears. Due timers are also promoted at the start of every
