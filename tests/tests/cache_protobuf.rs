@@ -16,7 +16,7 @@ use k8s_openapi::{
 use kube::{
     Client, Resource,
     api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams},
-    client::{Body, ClientBuilder},
+    client::{Body, ClientBuilder, DynBody},
     core::DynamicObject,
 };
 use opkit::{
@@ -32,7 +32,7 @@ const WAIT: Duration = Duration::from_secs(30);
 fn recording_client(config: &kube::Config) -> (Client, Arc<Mutex<Vec<String>>>) {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let log = Arc::clone(&seen);
-    let layer = tower::util::MapResponseLayer::new(move |res: http::Response<Body>| {
+    let layer = tower::util::MapResponseLayer::new(move |res: http::Response<Box<DynBody>>| {
         let ct = res
             .headers()
             .get(http::header::CONTENT_TYPE)
@@ -71,7 +71,10 @@ where
     informer
 }
 
-fn by_name<K: Resource + Clone>(informer: &SharedIndexInformer<K>) -> BTreeMap<String, K> {
+fn by_name<K>(informer: &SharedIndexInformer<K>) -> BTreeMap<String, K>
+where
+    K: Resource + DeserializeOwned + Clone + Send + Sync + 'static,
+{
     informer
         .store()
         .list()

@@ -50,7 +50,15 @@
 //!
 //! Memory: objects are stored once, as `Arc<K>`, shared by the store, the
 //! queue and every notification; `metadata.managedFields` is stripped before
-//! storing unless [`SharedCacheBuilder::keep_managed_fields`] is set.
+//! storing unless [`SharedCacheBuilder::keep_managed_fields`] is set. A
+//! per-kind transform ([`SharedCacheBuilder::transform`], client-go's
+//! `SetTransform`) can slim objects further before they are stored.
+//!
+//! Wire format: `ConfigMap` and `Secret` are listed and watched as
+//! protobuf, as client-go does for built-in kinds (a third of the API
+//! server's CPU of JSON for the same list, and less decoding here); every
+//! other kind, custom resources included, as JSON. A server answering JSON
+//! is read as JSON. [`ReflectorConfig::protobuf`] turns protobuf off.
 
 mod backoff;
 mod delta_fifo;
