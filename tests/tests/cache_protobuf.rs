@@ -54,16 +54,18 @@ fn informer<K>(client: Client, ns: &str, protobuf: bool, streaming: bool) -> Sha
 where
     K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Send + Sync + 'static,
 {
-    let mut options = InformerOptions::<K>::default();
-    options.transform = None;
-    options.reflector = ReflectorConfig {
-        protobuf,
-        streaming_list: if streaming {
-            StreamingList::Auto
-        } else {
-            StreamingList::Off
+    let options = InformerOptions::<K> {
+        transform: None,
+        reflector: ReflectorConfig {
+            protobuf,
+            streaming_list: if streaming {
+                StreamingList::Auto
+            } else {
+                StreamingList::Off
+            },
+            ..ReflectorConfig::default()
         },
-        ..ReflectorConfig::default()
+        ..InformerOptions::default()
     };
     let informer =
         SharedIndexInformer::new(ListWatch::<K>::new(client, &()).namespace(ns), options);
