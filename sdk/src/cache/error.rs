@@ -137,6 +137,15 @@ pub enum ReflectorError {
         #[source]
         source: serde_json::Error,
     },
+    /// A protobuf response (not a single object: those are skipped) could
+    /// not be decoded.
+    #[error("could not decode {what} (protobuf): {reason}")]
+    DecodeProtobuf {
+        /// What was being decoded.
+        what: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// The request could not be built (bad selector characters, ...).
     #[error("could not build the request: {0}")]
     Request(#[source] http::Error),

@@ -39,7 +39,10 @@ use serde::{
     de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor},
 };
 
-use super::error::{ApiStatus, ReflectorError};
+use super::{
+    error::{ApiStatus, ReflectorError},
+    protobuf,
+};
 
 const JSON: &str = "application/json";
 const META_LIST: &str =
@@ -61,6 +64,8 @@ pub struct ListWatch<K> {
     kind: String,
     api_version: String,
     ns_template: String,
+    /// Set for kinds decoded from protobuf (and not turned off).
+    protobuf: Option<protobuf::Codec<K>>,
     _k: PhantomData<fn() -> K>,
 }
 
@@ -78,6 +83,7 @@ impl<K> Clone for ListWatch<K> {
             kind: self.kind.clone(),
             api_version: self.api_version.clone(),
             ns_template: self.ns_template.clone(),
+            protobuf: self.protobuf,
             _k: PhantomData,
         }
     }
@@ -89,10 +95,15 @@ impl<K> fmt::Debug for ListWatch<K> {
     }
 }
 
-impl<K: Resource> ListWatch<K> {
+impl<K: Resource + 'static> ListWatch<K> {
     /// Lists and watches `K` (described by `dyntype`: `&()` for typed
     /// resources, an [`ApiResource`](kube::core::ApiResource) for
     /// `DynamicObject`) in all namespaces.
+    ///
+    /// Built-in kinds opkit decodes from protobuf (`ConfigMap`, `Secret`)
+    /// are requested as protobuf, with JSON accepted too; everything else,
+    /// custom resources included, as JSON (see
+    /// [`ReflectorConfig::protobuf`](super::ReflectorConfig::protobuf)).
     pub fn new(client: Client, dyntype: &K::DynamicType) -> Self {
         Self {
             client,
@@ -104,6 +115,7 @@ impl<K: Resource> ListWatch<K> {
             kind: K::kind(dyntype).into_owned(),
             api_version: K::api_version(dyntype).into_owned(),
             ns_template: K::url_path(dyntype, Some(NS_PLACEHOLDER)),
+            protobuf: protobuf::codec::<K>(),
             _k: PhantomData,
         }
     }
@@ -152,6 +164,38 @@ impl<K> ListWatch<K> {
     /// The field selector, if any.
     pub fn field_selector(&self) -> Option<&str> {
         self.field_selector.as_deref()
+    }
+
+    /// True when lists and watches ask for protobuf (a built-in kind opkit
+    /// decodes from protobuf, not turned off); the response's content type
+    /// still decides, so a JSON answer is read as JSON.
+    pub fn is_protobuf(&self) -> bool {
+        self.protobuf.is_some()
+    }
+
+    /// Asks for JSON only, even for kinds opkit decodes from protobuf.
+    pub(crate) fn json_only(mut self) -> Self {
+        self.protobuf = None;
+        self
+    }
+
+    /// Leaves `metadata.managedFields` out of what is decoded from
+    /// protobuf, for an informer that strips them anyway (JSON decodes them
+    /// and the transform drops them).
+    pub(crate) fn without_managed_fields(mut self) -> Self {
+        self.protobuf = self.protobuf.map(protobuf::Codec::without_managed_fields);
+        self
+    }
+
+    /// The `Accept` header of a list or watch.
+    fn accept(&self, metadata: &'static str) -> &'static str {
+        if self.metadata_only {
+            metadata
+        } else if self.protobuf.is_some() {
+            protobuf::ACCEPT
+        } else {
+            JSON
+        }
     }
 
     /// True for a metadata-only (`PartialObjectMeta`) list/watch.
@@ -208,7 +252,9 @@ impl<K> ListWatch<K> {
             .map_err(ReflectorError::Request)
     }
 
-    async fn send(&self, req: Request<Body>) -> Result<Body, ReflectorError> {
+    /// Sends a request; the body of a successful response, and whether it
+    /// is protobuf.
+    async fn send(&self, req: Request<Body>) -> Result<(Body, bool), ReflectorError> {
         let res = self
             .client
             .send(req)
@@ -216,7 +262,8 @@ impl<K> ListWatch<K> {
             .map_err(ReflectorError::Transport)?;
         let status = res.status();
         if status.is_success() {
-            return Ok(res.into_body());
+            let is_protobuf = protobuf::is_protobuf(res.headers().get(header::CONTENT_TYPE));
+            return Ok((res.into_body(), is_protobuf));
         }
         let body = res
             .into_body()
@@ -287,13 +334,25 @@ impl<K: DeserializeOwned> ListWatch<K> {
         opts: &ListOptions,
     ) -> Result<ListPage<K>, ReflectorError> {
         let req = self.list_request(opts)?;
-        let body = self.send(req).await?;
+        let (body, is_protobuf) = self.send(req).await?;
         let bytes = body
             .collect()
             .await
             .map_err(ReflectorError::Transport)?
             .to_bytes();
-        decode_list(&bytes)
+        match (&self.protobuf, is_protobuf) {
+            (Some(codec), true) => protobuf::decode_list(codec, &bytes).map_err(|source| {
+                ReflectorError::DecodeProtobuf {
+                    what: "list response",
+                    reason: source.to_string(),
+                }
+            }),
+            (None, true) => Err(ReflectorError::DecodeProtobuf {
+                what: "list response",
+                reason: "the server answered protobuf to a request for JSON".into(),
+            }),
+            (_, false) => decode_list(&bytes),
+        }
     }
 
     fn list_request(&self, opts: &ListOptions) -> Result<Request<Body>, ReflectorError> {
@@ -310,7 +369,7 @@ impl<K: DeserializeOwned> ListWatch<K> {
             }
         }
         self.query(&mut qp);
-        let accept = if self.metadata_only { META_LIST } else { JSON };
+        let accept = self.accept(META_LIST);
         self.request(qp.finish(), accept)
     }
 
@@ -320,9 +379,19 @@ impl<K: DeserializeOwned> ListWatch<K> {
         opts: &WatchOptions,
     ) -> Result<WatchStream<K>, ReflectorError> {
         let req = self.watch_request(opts)?;
-        let body = self.send(req).await?;
+        let (body, is_protobuf) = self.send(req).await?;
+        let reader = match (self.protobuf, is_protobuf) {
+            (Some(codec), true) => EventReader::Protobuf(FrameReader::new(body, codec)),
+            (None, true) => {
+                return Err(ReflectorError::DecodeProtobuf {
+                    what: "watch response",
+                    reason: "the server answered protobuf to a request for JSON".into(),
+                });
+            }
+            (_, false) => EventReader::Json(LineReader::new(body)),
+        };
         Ok(WatchStream {
-            lines: LineReader::new(body),
+            reader,
             _k: PhantomData,
         })
     }
@@ -340,7 +409,7 @@ impl<K: DeserializeOwned> ListWatch<K> {
             qp.append_pair("resourceVersionMatch", "NotOlderThan");
         }
         self.query(&mut qp);
-        let accept = if self.metadata_only { META_ONE } else { JSON };
+        let accept = self.accept(META_ONE);
         self.request(qp.finish(), accept)
     }
 }
@@ -488,21 +557,21 @@ enum Field {
 }
 
 #[derive(Deserialize, Default)]
-struct BookmarkMeta {
+pub(crate) struct BookmarkMeta {
     #[serde(rename = "resourceVersion", default)]
-    resource_version: Option<String>,
+    pub(crate) resource_version: Option<String>,
     #[serde(default)]
-    annotations: Option<BTreeMap<String, String>>,
+    pub(crate) annotations: Option<BTreeMap<String, String>>,
 }
 
 #[derive(Deserialize, Default)]
-struct BookmarkObject {
+pub(crate) struct BookmarkObject {
     #[serde(default)]
-    metadata: BookmarkMeta,
+    pub(crate) metadata: BookmarkMeta,
 }
 
 impl BookmarkObject {
-    fn into_line<K>(self) -> WatchLine<K> {
+    pub(crate) fn into_line<K>(self) -> WatchLine<K> {
         let end = self
             .metadata
             .annotations
@@ -611,16 +680,28 @@ pub(crate) fn decode_watch_line<K: DeserializeOwned>(
 
 /// An open watch: decoded events, one at a time.
 pub(crate) struct WatchStream<K> {
-    lines: LineReader,
+    reader: EventReader<K>,
     _k: PhantomData<fn() -> K>,
+}
+
+/// How the events of a watch are framed and encoded.
+enum EventReader<K> {
+    /// JSON, one event per line.
+    Json(LineReader),
+    /// Protobuf, length-prefixed frames.
+    Protobuf(FrameReader<K>),
 }
 
 impl<K: DeserializeOwned> WatchStream<K> {
     /// The next event; `None` when the server ended the watch (or the
     /// connection dropped mid-stream, which client-go also treats as an end).
     pub(crate) async fn next(&mut self) -> Option<Result<WatchLine<K>, ReflectorError>> {
+        let lines = match &mut self.reader {
+            EventReader::Json(lines) => lines,
+            EventReader::Protobuf(frames) => return frames.next_event().await,
+        };
         loop {
-            let line = match self.lines.next_line().await {
+            let line = match lines.next_line().await {
                 Ok(Some(line)) => line,
                 Ok(None) => return None,
                 Err(e) => {
@@ -694,6 +775,69 @@ impl LineSplitter {
         let mut rest = std::mem::take(&mut self.partial);
         rest.extend_from_slice(&std::mem::take(&mut self.chunk));
         (!rest.is_empty()).then_some(Line::Owned(rest))
+    }
+}
+
+/// Reads a protobuf watch body frame by frame.
+struct FrameReader<K> {
+    body: Body,
+    split: protobuf::FrameSplitter,
+    codec: protobuf::Codec<K>,
+    done: bool,
+}
+
+impl<K> FrameReader<K> {
+    fn new(body: Body, codec: protobuf::Codec<K>) -> Self {
+        Self {
+            body,
+            split: protobuf::FrameSplitter::default(),
+            codec,
+            done: false,
+        }
+    }
+
+    async fn next_event(&mut self) -> Option<Result<WatchLine<K>, ReflectorError>> {
+        let decode_error = |reason: String| ReflectorError::DecodeProtobuf {
+            what: "watch event",
+            reason,
+        };
+        loop {
+            match self.split.next_frame() {
+                Ok(Some(frame)) => {
+                    return Some(
+                        protobuf::decode_event(&self.codec, &frame)
+                            .map_err(|e| decode_error(e.to_string())),
+                    );
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.done = true;
+                    self.split = protobuf::FrameSplitter::default();
+                    return Some(Err(decode_error(e.to_string())));
+                }
+            }
+            if self.done {
+                if self.split.has_partial() {
+                    tracing::debug!(
+                        "protobuf watch stream ended inside a frame; treating as end of watch"
+                    );
+                }
+                return None;
+            }
+            match self.body.frame().await {
+                None => self.done = true,
+                Some(Err(e)) => {
+                    tracing::debug!(error = %e, "watch stream read error; treating as end of watch");
+                    self.done = true;
+                    self.split = protobuf::FrameSplitter::default();
+                }
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.split.push(&data);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -850,6 +994,90 @@ pub(crate) mod tests {
         assert_eq!(all.url_path(), "/api/v1/configmaps");
         let meta = ListWatch::<PartialObjectMeta<ConfigMap>>::new(test_client(), &());
         assert!(meta.is_metadata_only());
+    }
+
+    /// A client answering every request with `body` as `content_type`,
+    /// recording the `Accept` headers it was sent.
+    fn answering(
+        content_type: &'static str,
+        body: Vec<u8>,
+    ) -> (Client, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        let accepts = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = std::sync::Arc::clone(&accepts);
+        let svc = tower::service_fn(move |req: http::Request<Body>| {
+            let accept = req
+                .headers()
+                .get(header::ACCEPT)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            seen.lock().unwrap().push(accept);
+            let body = body.clone();
+            async move {
+                Ok::<_, std::convert::Infallible>(
+                    http::Response::builder()
+                        .header(header::CONTENT_TYPE, content_type)
+                        .body(Body::from(body))
+                        .unwrap(),
+                )
+            }
+        });
+        (Client::new(svc, "default"), accepts)
+    }
+
+    #[tokio::test]
+    async fn protobuf_is_asked_for_and_a_json_answer_still_decodes() {
+        let json = br#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[{"metadata":{"name":"a","namespace":"n"}}]}"#;
+        let (client, accepts) = answering("application/json", json.to_vec());
+        let lw = ListWatch::<ConfigMap>::new(client, &());
+        assert!(lw.is_protobuf());
+        let page = lw.list_page(&ListOptions::default()).await.unwrap();
+        assert_eq!(page.items.len(), 1);
+        assert_eq!(page.resource_version, "5");
+        // JSON only: the request asks for JSON alone
+        let page = lw
+            .clone()
+            .json_only()
+            .list_page(&ListOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(page.items.len(), 1);
+        assert_eq!(
+            *accepts.lock().unwrap(),
+            [protobuf::ACCEPT, "application/json"],
+            "protobuf (with JSON as the fallback), then JSON alone"
+        );
+        // a watch answered in JSON is read line by line
+        let line = br#"{"type":"ADDED","object":{"metadata":{"name":"w","namespace":"n","resourceVersion":"6"}}}"#;
+        let (client, _) = answering("application/json", [&line[..], b"\n"].concat());
+        let mut w = ListWatch::<ConfigMap>::new(client, &())
+            .watch(&WatchOptions::default())
+            .await
+            .unwrap();
+        assert!(
+            matches!(w.next().await, Some(Ok(WatchLine::Added(cm))) if cm.metadata.name.as_deref() == Some("w"))
+        );
+        assert!(w.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_protobuf_answer_to_a_json_request_is_an_error() {
+        let (client, _) = answering(protobuf::MEDIA_TYPE, b"k8s\0".to_vec());
+        let lw = ListWatch::<DynamicObject>::new(
+            client,
+            &kube::core::ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk(
+                "example.com",
+                "v1",
+                "Widget",
+            )),
+        );
+        assert!(!lw.is_protobuf());
+        let err = lw
+            .list_page(&ListOptions::default())
+            .await
+            .err()
+            .expect("an error");
+        assert!(err.to_string().contains("protobuf"), "{err}");
     }
 
     pub(crate) fn test_client() -> Client {

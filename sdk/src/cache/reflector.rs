@@ -31,6 +31,8 @@
 //!   the same stream goes on as the watch. On any error it falls back to a
 //!   LIST for this round; a server that rejects the parameters (or is older
 //!   than 1.32) is remembered and not asked again.
+//! - **Protobuf** for the built-in kinds opkit decodes from it (see
+//!   [`ReflectorConfig::protobuf`]), JSON for the rest.
 //! - **LIST** otherwise: paginated (500 per page), a consistent read; an
 //!   expired `continue` token restarts the list from the first page.
 //! - **WATCH** from the list's resourceVersion with `allowWatchBookmarks`;
@@ -169,6 +171,12 @@ pub struct ReflectorConfig {
     pub min_watch_timeout: Duration,
     /// Backoff between failed rounds.
     pub backoff: BackoffConfig,
+    /// Ask for protobuf for the built-in kinds opkit decodes from it
+    /// (`ConfigMap`, `Secret`), as client-go does for built-in kinds (true).
+    /// The request accepts JSON as well and the response's content type
+    /// decides; other kinds and custom resources always use JSON. False:
+    /// JSON for everything.
+    pub protobuf: bool,
 }
 
 impl Default for ReflectorConfig {
@@ -178,6 +186,7 @@ impl Default for ReflectorConfig {
             streaming_list: StreamingList::Auto,
             min_watch_timeout: Duration::from_secs(300),
             backoff: BackoffConfig::default(),
+            protobuf: true,
         }
     }
 }
@@ -303,6 +312,7 @@ where
     /// A reflector from `lw` into `store`, with the default transform
     /// ([`strip_managed_fields`]).
     pub fn new(lw: ListWatch<K>, store: S, config: ReflectorConfig) -> Self {
+        let lw = if config.protobuf { lw } else { lw.json_only() };
         let name = lw.describe();
         let backoff = Backoff::new(config.backoff);
         Self {

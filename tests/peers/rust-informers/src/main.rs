@@ -3,10 +3,12 @@
 //! `{"peer", "sync_ms", "objects", "rss_kib"}`.
 //!
 //! Modes:
-//! - `opkit`: `opkit::cache` informer, defaults (streaming list when the
-//!   server supports it, managedFields stripped);
+//! - `opkit`: an informer of an `opkit::cache::SharedCache`, defaults
+//!   (streaming list when the server supports it, protobuf for ConfigMaps,
+//!   managedFields stripped);
 //! - `opkit-list`: same, paginated LIST instead of the streaming list;
 //! - `opkit-keep-mf`: same as `opkit`, managedFields kept;
+//! - `opkit-json`: same as `opkit`, JSON instead of protobuf;
 //! - `kube-runtime`: `kube::runtime::reflector` over `watcher` (defaults);
 //! - `raw-list`: the floor — a paginated LIST (500 per page) decoded into
 //!   `ConfigMap`s and dropped, nothing stored.
@@ -23,9 +25,7 @@ use kube::{
     Api, Client, Resource,
     runtime::{WatchStreamExt, reflector, watcher},
 };
-use opkit::cache::{
-    InformerOptions, ListWatch, ReflectorConfig, SharedIndexInformer, StreamingList,
-};
+use opkit::cache::{ReflectorConfig, Scope, SharedCache, StreamingList};
 
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
@@ -60,30 +60,34 @@ fn arg(args: &[String], name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-async fn opkit(client: Client, ns: &str, streaming: bool, strip: bool) -> usize {
-    let mut options = InformerOptions::<ConfigMap>::default();
-    options.reflector = ReflectorConfig {
+/// The opkit informer as a controller gets it: from a `SharedCache`
+/// (defaults: streaming list, protobuf for ConfigMaps, managedFields
+/// stripped, read-your-own-writes on).
+async fn opkit(client: Client, ns: &str, streaming: bool, strip: bool, protobuf: bool) -> usize {
+    let mut builder = SharedCache::builder(client).reflector_config(ReflectorConfig {
         streaming_list: if streaming {
             StreamingList::Auto
         } else {
             StreamingList::Off
         },
+        protobuf,
         ..Default::default()
-    };
+    });
     if !strip {
-        options.transform = None;
+        builder = builder.keep_managed_fields();
     }
-    let informer = SharedIndexInformer::new(
-        ListWatch::<ConfigMap>::new(client, &()).namespace(ns),
-        options,
-    );
-    informer.start().expect("start");
+    let cache = builder.build();
+    let informer = cache
+        .informer_for(Scope::<ConfigMap>::all().namespace(ns))
+        .expect("informer");
+    cache.start().expect("start");
     informer
         .wait_for_sync()
         .await
         .expect("informer stopped before sync");
     let n = informer.store().len();
     std::mem::forget(informer); // keep it (and its cache) alive until exit
+    std::mem::forget(cache);
     n
 }
 
@@ -169,9 +173,10 @@ async fn main() {
     let m = mode.clone();
     let objects = tokio::spawn(async move {
         match m.as_str() {
-            "opkit" => opkit(client, &ns, true, true).await,
-            "opkit-list" => opkit(client, &ns, false, true).await,
-            "opkit-keep-mf" => opkit(client, &ns, true, false).await,
+            "opkit" => opkit(client, &ns, true, true, true).await,
+            "opkit-list" => opkit(client, &ns, false, true, true).await,
+            "opkit-keep-mf" => opkit(client, &ns, true, false, true).await,
+            "opkit-json" => opkit(client, &ns, true, true, false).await,
             "kube-runtime" => kube_runtime(client, &ns).await,
             "raw-list" => raw_list(client, &ns).await,
             other => panic!("unknown mode {other:?}"),
@@ -181,6 +186,19 @@ async fn main() {
     .expect("peer task");
     let sync_ms = start.elapsed().as_secs_f64() * 1000.0;
     let cpu = cpu_ms();
+    if std::env::var_os("PEER_MALLOC_STATS").is_some() {
+        // where the RSS goes: live heap vs free memory malloc keeps
+        // SAFETY: mallinfo2 only reads glibc's allocator statistics.
+        let m = unsafe { libc::mallinfo2() };
+        eprintln!(
+            "malloc: in use {} KiB (arena {} KiB, mmap {} KiB), free held {} KiB, objects {objects}, in use per object {} B",
+            (m.uordblks + m.hblkhd) / 1024,
+            m.arena / 1024,
+            m.hblkhd / 1024,
+            m.fordblks / 1024,
+            (m.uordblks + m.hblkhd) / objects.max(1),
+        );
+    }
     tokio::time::sleep(settle).await;
     println!(
         "{}",
