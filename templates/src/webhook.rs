@@ -160,7 +160,10 @@ impl CreateWebhook {
             edits.push(Edit {
                 file: "src/lib.rs",
                 anchor: hub_crd,
-                change: Change::Replace(format!("api::{module}::crd(),")),
+                change: Change::Replace(format!(
+                    "api::{module}::add_version(api::{snake}::{}::crd()),",
+                    self.kind
+                )),
                 what: "the two-version CRD",
             });
             edits.push(Edit {

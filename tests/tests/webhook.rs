@@ -11,7 +11,9 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
-use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
@@ -849,8 +851,9 @@ async fn a_managed_certificate_is_kept_in_a_secret_and_its_ca_injected() {
         .unwrap();
     let managed = ManagedCertificate::new("gadget-webhook", ns)
         .validating_configuration("webhook-managed")
-        // Not installed: skipped with a warning, not an error.
-        .mutating_configuration("webhook-managed-absent");
+        // Not installed at start: skipped with a warning, not an error, and
+        // injected once it is.
+        .mutating_configuration("webhook-managed-late");
 
     // Bad input: without a client (no manager) the server refuses to bind.
     let error = WebhookServer::new(webhooks.clone())
@@ -898,6 +901,24 @@ async fn a_managed_certificate_is_kept_in_a_secret_and_its_ca_injected() {
         .await
         .unwrap();
     assert_eq!(served, der(&part("tls.crt")));
+    // A configuration applied after the start gets the CA while it runs.
+    let late = Webhooks::new()
+        .defaulting_with::<Gadget, _>(GadgetDefaults, WebhookOptions::new().namespaces([ns]));
+    plane
+        .install_webhooks("webhook-managed-late", &late, &service)
+        .await
+        .unwrap();
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
+    eventually("the late configuration's caBundle", WITHIN, || async {
+        mutating
+            .get("webhook-managed-late")
+            .await
+            .ok()
+            .and_then(|c| c.webhooks)
+            .and_then(|w| w[0].client_config.ca_bundle.clone())
+            .is_some_and(|b| b.0 == ca.as_bytes())
+    })
+    .await;
     stop.cancel();
     running.await.unwrap().unwrap();
 
@@ -936,6 +957,10 @@ async fn a_managed_certificate_is_kept_in_a_secret_and_its_ca_injected() {
         renewed_ca.as_bytes()
     );
     plane.uninstall_webhooks("webhook-managed").await.unwrap();
+    plane
+        .uninstall_webhooks("webhook-managed-late")
+        .await
+        .unwrap();
 }
 
 #[tokio::test]
