@@ -15,7 +15,7 @@ fn main() {
     let sdk = root.parent().map(|p| p.join("sdk")).unwrap_or_default();
     println!("cargo:rustc-env=OPKIT_BUILT_FROM_SDK={}", sdk.display());
     let mut out = String::new();
-    for set in ["project", "api", "webhook"] {
+    for set in ["project", "api", "webhook", "conversion"] {
         let dir = root.join(set);
         println!("cargo:rerun-if-changed={}", dir.display());
         let mut files = Vec::new();

@@ -21,7 +21,8 @@
 //!
 //! Template files live under `templates/project/` (the project) and
 //! `templates/api/` (one kind and its controller, also used by
-//! `create api`), `templates/webhook/` (`create webhook`); the build embeds them all. Placeholders are `{{key}}`;
+//! `create api`), `templates/webhook/` and `templates/conversion/`
+//! (`create webhook`, `--conversion`); the build embeds them all. Placeholders are `{{key}}`;
 //! a `.tmpl` suffix is dropped and a `dot-` prefix becomes `.`.
 #![warn(clippy::unwrap_used)]
 
@@ -101,6 +102,27 @@ pub enum Error {
         path: std::path::PathBuf,
         /// The marker comment.
         marker: String,
+    },
+    /// A file `create webhook` must extend lacks the line it adds to.
+    #[error(
+        "{} has no line `{anchor}`: `create webhook` adds {what} next to it; restore the line, or add {what} by hand and run again with the file as generated",
+        path.display()
+    )]
+    MissingAnchor {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The line looked for.
+        anchor: String,
+        /// What would have been added.
+        what: String,
+    },
+    /// The conversion asked for cannot be scaffolded.
+    #[error("cannot scaffold a conversion for {kind}: {reason}")]
+    Conversion {
+        /// The kind.
+        kind: String,
+        /// What is wrong, and what to do.
+        reason: String,
     },
     /// The PROJECT file is malformed.
     #[error("{}: {detail}", path.display())]

@@ -86,11 +86,20 @@ enum Create {
         skip_manifests: bool,
     },
     /// Add a validating and defaulting webhook for a kind, served by the manager
-    /// (its configurations go to deploy/05-webhooks.yaml).
+    /// behind a Service with a certificate it issues itself (its configurations go
+    /// to deploy/05-webhooks.yaml); with --conversion --spoke VERSION, a second
+    /// version of the kind converted to and from the first (the hub).
     Webhook {
         /// The kind (one of the project's), UpperCamelCase.
         #[arg(long)]
         kind: String,
+        /// Also scaffold a conversion webhook: the kind gains the version --spoke,
+        /// converted to and from its version (the hub, stored).
+        #[arg(long, requires = "spoke")]
+        conversion: bool,
+        /// The new version for --conversion (e.g. v1beta1).
+        #[arg(long, requires = "conversion")]
+        spoke: Option<String>,
         /// The project's directory.
         #[arg(long, default_value = ".")]
         dir: PathBuf,
@@ -187,12 +196,15 @@ fn run(command: Top) -> Result<(), Error> {
         }
         Top::Create(Create::Webhook {
             kind,
+            conversion: _,
+            spoke,
             dir,
             skip_manifests,
         }) => {
             let changed = CreateWebhook {
                 dir: dir.clone(),
                 kind,
+                conversion_spoke: spoke,
             }
             .create()?;
             for path in changed {

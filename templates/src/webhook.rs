@@ -1,11 +1,13 @@
 //! `cargo opkit create webhook`: a validating and defaulting webhook for
-//! one kind of the project, served by the manager, with its manifests and
-//! an envtest test.
+//! one kind of the project and, with `--conversion --spoke <version>`, a
+//! second version of the kind converted through the hub; served by the
+//! manager, deployed behind a Service with a certificate the manager
+//! issues, with their manifests and envtest tests.
 
 use std::path::PathBuf;
 
 use crate::Error;
-use crate::names::snake_case;
+use crate::names::{snake_case, validate_version};
 use crate::project::{
     ProjectFile, insert_before_marker, kind_values, read, render_set, write_atomically,
 };
@@ -13,27 +15,59 @@ use crate::templates;
 
 /// The generated module holding every webhook of the project.
 const MODULE: &str = "src/webhooks/mod.rs";
+/// Where the manager reads its serving certificate (opkit's default).
+const CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
 
-/// `cargo opkit create webhook`: adds `src/webhooks/<kind>.rs` (a
-/// `Validator` and a `Defaulter` to fill in), registers it in
-/// `src/webhooks/mod.rs` (created with the first webhook, with the
-/// Service and webhook configurations `cargo opkit manifests` writes to
-/// `deploy/05-webhooks.yaml`), has the manager serve the webhooks, and
-/// adds `tests/<kind>_webhook.rs`.
+/// `cargo opkit create webhook`.
+///
+/// Without `conversion_spoke`: adds `src/webhooks/<kind>.rs` (a `Validator`
+/// and a `Defaulter` to fill in) and `tests/<kind>_webhook.rs`. The first
+/// webhook of a project also creates `src/webhooks/mod.rs` (the Service,
+/// the managed certificate's RBAC and the webhook configurations `cargo
+/// opkit manifests` writes to `deploy/05-webhooks.yaml`), has the manager
+/// serve the webhooks (`--manage-webhook-certificate`), exposes port 9443
+/// in `deploy/04-deployment.yaml` with an `emptyDir` at the cert dir, adds
+/// `deploy/05-webhooks.yaml` to the Makefile's `MANIFESTS`, and turns on
+/// opkit's `dev-cert` feature.
+///
+/// With `conversion_spoke`: also (or, if the kind has its admission webhook
+/// already, only) adds the version `src/api/<kind>_<spoke>.rs` converted to
+/// and from the kind's version (the hub, stored), puts both versions in
+/// the kind's CRD, registers the conversion, and adds
+/// `tests/<kind>_conversion.rs`.
 #[derive(Debug, Clone)]
 pub struct CreateWebhook {
     /// The project's directory.
     pub dir: PathBuf,
     /// The kind (one of the project's).
     pub kind: String,
+    /// A new version of the kind to convert to and from (`v1beta1`).
+    pub conversion_spoke: Option<String>,
 }
 
-/// A line to insert before or after an anchor line of a file.
+/// A change to one line of a file.
 struct Edit {
     file: &'static str,
-    anchor: &'static str,
-    line: String,
-    after: bool,
+    anchor: String,
+    change: Change,
+    what: &'static str,
+}
+
+enum Change {
+    /// Insert lines after the anchor line, each with its indentation
+    /// (plus the text's own).
+    After(String),
+    /// Insert one line before the anchor line (a marker), with its
+    /// indentation.
+    BeforeMarker(String),
+    /// Insert lines before the anchor line, each with its indentation.
+    Before(String),
+    /// Replace the anchor line (keeping its indentation).
+    Replace(String),
+    /// Append text to the line starting with the anchor.
+    AppendToLineStartingWith(String),
+    /// Turn on opkit's `dev-cert` feature on the first `opkit = ` line.
+    DevCertFeature,
 }
 
 impl CreateWebhook {
@@ -52,10 +86,8 @@ impl CreateWebhook {
                 ),
             });
         }
-        let api_file = self
-            .dir
-            .join("src/api")
-            .join(format!("{}.rs", snake_case(&self.kind)));
+        let snake = snake_case(&self.kind);
+        let api_file = root.join("src/api").join(format!("{snake}.rs"));
         let version = read(&api_file)?
             .lines()
             .find_map(|l| {
@@ -63,78 +95,113 @@ impl CreateWebhook {
                 rest.split('"').next().map(str::to_owned)
             })
             .unwrap_or_else(|| project.version.clone());
-        let values = kind_values(&project.name, &project.group, &version, &self.kind);
-        let rendered = render_set(templates::WEBHOOK, &values)?;
+        let mut values = kind_values(&project.name, &project.group, &version, &self.kind);
         let first = !root.join(MODULE).exists();
-        let snake = snake_case(&self.kind);
+        let admission_exists = root.join(format!("src/webhooks/{snake}.rs")).exists();
         let crate_name = project.name.replace('-', "_");
 
         let mut files: Vec<(String, String)> = Vec::new();
-        for (path, text) in rendered {
-            if path == MODULE && !first {
-                continue;
+        let mut edits = Vec::new();
+        if !admission_exists || self.conversion_spoke.is_none() {
+            for (path, text) in render_set(templates::WEBHOOK, &values)? {
+                if path == MODULE && !first {
+                    continue;
+                }
+                files.push((path, text));
             }
-            let target = root.join(&path);
+            if first {
+                edits.extend(first_webhook_edits(&crate_name));
+            } else {
+                edits.push(Edit {
+                    file: MODULE,
+                    anchor: "// opkit:scaffold:webhook-modules".to_owned(),
+                    change: Change::BeforeMarker(format!("pub mod {snake};")),
+                    what: "the webhook module",
+                });
+                edits.push(Edit {
+                    file: MODULE,
+                    anchor: "// opkit:scaffold:webhooks".to_owned(),
+                    change: Change::BeforeMarker(format!(
+                        "let webhooks = {snake}::register(webhooks);"
+                    )),
+                    what: "the webhook registration",
+                });
+            }
+        }
+        if let Some(spoke) = &self.conversion_spoke {
+            validate_version(spoke)?;
+            if spoke == &version {
+                return Err(Error::Conversion {
+                    kind: self.kind.clone(),
+                    reason: format!(
+                        "{spoke} is the kind's version already (the hub); name the other version, e.g. --spoke v1beta1"
+                    ),
+                });
+            }
+            let hub_crd = format!("api::{snake}::{}::crd(),", self.kind);
+            let lib = read(&root.join("src/lib.rs"))?;
+            if !lib.lines().any(|l| l.trim() == hub_crd) {
+                return Err(Error::Conversion {
+                    kind: self.kind.clone(),
+                    reason: format!(
+                        "src/lib.rs's crds() has no line `{hub_crd}` (the kind has a spoke already, or crds() was edited); the scaffold adds one spoke per kind, add further versions by hand"
+                    ),
+                });
+            }
+            values.set("spoke", spoke.as_str());
+            files.extend(render_set(templates::CONVERSION, &values)?);
+            let module = format!("{snake}_{spoke}");
+            edits.push(Edit {
+                file: "src/api/mod.rs",
+                anchor: "// opkit:scaffold:api".to_owned(),
+                change: Change::BeforeMarker(format!("pub mod {module};")),
+                what: "the spoke module",
+            });
+            edits.push(Edit {
+                file: "src/lib.rs",
+                anchor: hub_crd,
+                change: Change::Replace(format!(
+                    "api::{module}::add_version(api::{snake}::{}::crd()),",
+                    self.kind
+                )),
+                what: "the two-version CRD",
+            });
+            edits.push(Edit {
+                file: MODULE,
+                anchor: "// opkit:scaffold:webhooks".to_owned(),
+                change: Change::Before(format!(
+                    "let webhooks = webhooks.conversion(\n    opkit::webhook::Conversion::<crate::api::{snake}::{kind}>::new()\n        .spoke::<crate::api::{module}::{kind}>(),\n);",
+                    kind = self.kind
+                )),
+                what: "the conversion registration",
+            });
+        }
+        for (path, _) in &files {
+            let target = root.join(path);
             if target.exists() {
                 return Err(Error::Exists { path: target });
             }
-            files.push((path, text));
-        }
-
-        let mut edits = Vec::new();
-        if first {
-            edits.push(Edit {
-                file: "src/lib.rs",
-                anchor: "pub mod controllers;",
-                line: "pub mod webhooks;".to_owned(),
-                after: true,
-            });
-            edits.push(Edit {
-                file: "src/lib.rs",
-                anchor: "(\"03-rbac.yaml\", format!(\"{HEADER}{rbac}\")),",
-                line: "(\n    \"05-webhooks.yaml\",\n    format!(\"{HEADER}{}\", webhooks::manifest()?),\n),"
-                    .to_owned(),
-                after: true,
-            });
-            edits.push(Edit {
-                file: "src/main.rs",
-                anchor: "let mut manager = builder.build().await?;",
-                line: format!(
-                    "let builder = builder.webhook_server({crate_name}::webhooks::server());"
-                ),
-                after: false,
-            });
-        } else {
-            edits.push(Edit {
-                file: MODULE,
-                anchor: "// opkit:scaffold:webhook-modules",
-                line: format!("pub mod {snake};"),
-                after: false,
-            });
-            edits.push(Edit {
-                file: MODULE,
-                anchor: "// opkit:scaffold:webhooks",
-                line: format!("let webhooks = {snake}::register(webhooks);"),
-                after: false,
-            });
         }
 
         let mut edited: Vec<(String, String)> = Vec::new();
         for edit in edits {
             let text = match edited.iter().position(|(f, _)| f == edit.file) {
                 Some(i) => edited.remove(i).1,
-                None => read(&root.join(edit.file))?,
+                None => match files.iter().find(|(f, _)| f == edit.file) {
+                    // A file created in this run (the first webhook's module).
+                    Some((_, text)) => text.clone(),
+                    None => read(&root.join(edit.file))?,
+                },
             };
-            let changed = if edit.after {
-                insert_after_line(&text, edit.anchor, &edit.line)
-            } else {
-                insert_before_marker(&text, edit.anchor, &edit.line)
-            };
-            let text = changed.ok_or_else(|| Error::MissingMarker {
+            let changed = apply(&text, &edit).ok_or_else(|| Error::MissingAnchor {
                 path: root.join(edit.file),
-                marker: edit.anchor.to_owned(),
+                anchor: edit.anchor.clone(),
+                what: edit.what.to_owned(),
             })?;
-            edited.push((edit.file.to_owned(), text));
+            match files.iter_mut().find(|(f, _)| f == edit.file) {
+                Some(created) => created.1 = changed,
+                None => edited.push((edit.file.to_owned(), changed)),
+            }
         }
 
         let mut changed = Vec::new();
@@ -145,6 +212,164 @@ impl CreateWebhook {
         }
         Ok(changed)
     }
+}
+
+/// The edits the project's first webhook makes: the module, the manager's
+/// webhook server and its flag, the CRDs with their conversion stanza, the
+/// Deployment's port and certificate volume, the Makefile's manifests and
+/// opkit's `dev-cert` feature.
+fn first_webhook_edits(crate_name: &str) -> Vec<Edit> {
+    vec![
+        Edit {
+            file: "src/lib.rs",
+            anchor: "pub mod controllers;".to_owned(),
+            change: Change::After("pub mod webhooks;".to_owned()),
+            what: "the webhooks module",
+        },
+        Edit {
+            file: "src/lib.rs",
+            anchor: "let crds = opkit::manifest::to_yaml(&crds())?;".to_owned(),
+            change: Change::Replace(
+                "let crds = opkit::manifest::to_yaml(&webhooks::crds_with_conversion())?;"
+                    .to_owned(),
+            ),
+            what: "the CRDs' conversion stanza",
+        },
+        Edit {
+            file: "src/lib.rs",
+            anchor: "(\"03-rbac.yaml\", format!(\"{HEADER}{rbac}\")),".to_owned(),
+            change: Change::After(
+                "(\n    \"05-webhooks.yaml\",\n    format!(\"{HEADER}{}\", webhooks::manifest()?),\n),"
+                    .to_owned(),
+            ),
+            what: "deploy/05-webhooks.yaml",
+        },
+        Edit {
+            file: "src/main.rs",
+            anchor: "log_level: String,".to_owned(),
+            change: Change::After(
+                "/// Issue the webhook serving certificate in the cluster (a Secret) and inject its CA,\n\
+                 /// instead of reading a mounted one (cert-manager); see src/webhooks/mod.rs.\n\
+                 #[arg(long, default_value_t = false)]\n\
+                 manage_webhook_certificate: bool,"
+                    .to_owned(),
+            ),
+            what: "the --manage-webhook-certificate flag",
+        },
+        Edit {
+            file: "src/main.rs",
+            anchor: "let mut manager = builder.build().await?;".to_owned(),
+            change: Change::Before(format!(
+                "let builder = builder.webhook_server({crate_name}::webhooks::server(\n    args.manage_webhook_certificate,\n));"
+            )),
+            what: "the webhook server",
+        },
+        Edit {
+            file: "deploy/04-deployment.yaml",
+            anchor: "- --log-format=json".to_owned(),
+            change: Change::After("- --manage-webhook-certificate".to_owned()),
+            what: "the --manage-webhook-certificate argument",
+        },
+        Edit {
+            file: "deploy/04-deployment.yaml",
+            anchor: "ports:".to_owned(),
+            change: Change::After(
+                "  - name: webhook\n    containerPort: 9443\n    protocol: TCP".to_owned(),
+            ),
+            what: "the webhook port",
+        },
+        Edit {
+            file: "deploy/04-deployment.yaml",
+            anchor: "livenessProbe:".to_owned(),
+            change: Change::Before(format!(
+                "volumeMounts:\n  - name: webhook-certs\n    mountPath: {CERT_DIR}"
+            )),
+            what: "the certificate's volume mount",
+        },
+        Edit {
+            file: "deploy/04-deployment.yaml",
+            anchor: "containers:".to_owned(),
+            change: Change::Before(
+                "volumes:\n  # The manager writes its certificate here (--manage-webhook-certificate);\n  # with cert-manager, mount the Certificate's Secret instead:\n  #   secret: { secretName: <the Certificate's secretName> }\n  - name: webhook-certs\n    emptyDir: {}"
+                    .to_owned(),
+            ),
+            what: "the certificate's volume",
+        },
+        Edit {
+            file: "Makefile",
+            anchor: "MANIFESTS :=".to_owned(),
+            change: Change::AppendToLineStartingWith(" deploy/05-webhooks.yaml".to_owned()),
+            what: "deploy/05-webhooks.yaml",
+        },
+        Edit {
+            file: "Cargo.toml",
+            anchor: "opkit = ".to_owned(),
+            change: Change::DevCertFeature,
+            what: "opkit's dev-cert feature",
+        },
+    ]
+}
+
+fn apply(text: &str, edit: &Edit) -> Option<String> {
+    match &edit.change {
+        Change::After(lines) => insert_after_line(text, &edit.anchor, lines),
+        Change::BeforeMarker(line) => insert_before_marker(text, &edit.anchor, line),
+        Change::Before(lines) => replace_line(text, &edit.anchor, |indent, anchor| {
+            let mut out = indented(indent, lines);
+            out.push_str(anchor);
+            out
+        }),
+        Change::DevCertFeature => with_dev_cert_feature(text),
+        Change::Replace(line) => replace_line(text, &edit.anchor, |indent, anchor| {
+            let newline = if anchor.ends_with('\n') { "\n" } else { "" };
+            format!("{indent}{line}{newline}")
+        }),
+        Change::AppendToLineStartingWith(suffix) => {
+            let mut found = false;
+            let out: String = text
+                .split_inclusive('\n')
+                .map(|line| {
+                    if !found && line.starts_with(&edit.anchor) {
+                        found = true;
+                        let body = line.trim_end_matches('\n');
+                        let newline = &line[body.len()..];
+                        format!("{body}{suffix}{newline}")
+                    } else {
+                        line.to_owned()
+                    }
+                })
+                .collect();
+            found.then_some(out)
+        }
+    }
+}
+
+/// Each line of `lines` prefixed with `indent`.
+fn indented(indent: &str, lines: &str) -> String {
+    let mut out = String::new();
+    for part in lines.lines() {
+        out.push_str(indent);
+        out.push_str(part);
+        out.push('\n');
+    }
+    out
+}
+
+/// Replaces the first line that is `anchor` (trimmed) with what `with`
+/// makes of (its indentation, the line); `None` when no line is.
+fn replace_line(text: &str, anchor: &str, with: impl Fn(&str, &str) -> String) -> Option<String> {
+    let mut out = String::with_capacity(text.len() + 64);
+    let mut found = false;
+    for existing in text.split_inclusive('\n') {
+        if !found && existing.trim() == anchor {
+            let indent: String = existing.chars().take_while(|c| c.is_whitespace()).collect();
+            out.push_str(&with(&indent, existing));
+            found = true;
+        } else {
+            out.push_str(existing);
+        }
+    }
+    found.then_some(out)
 }
 
 /// Inserts `line` (one or more lines) after the line that is `anchor`
@@ -159,12 +384,45 @@ fn insert_after_line(text: &str, anchor: &str, line: &str) -> Option<String> {
                 out.push('\n');
             }
             let indent: String = existing.chars().take_while(|c| c.is_whitespace()).collect();
-            for part in line.lines() {
-                out.push_str(&indent);
-                out.push_str(part);
-                out.push('\n');
-            }
+            out.push_str(&indented(&indent, line));
             found = true;
+        }
+    }
+    found.then_some(out)
+}
+
+/// `Cargo.toml` with opkit's `dev-cert` feature on in `[dependencies]`
+/// (the first `opkit = ` line): `"0.1"` becomes a table, a table gains the
+/// feature. `None` when there is no such line or its form is unknown.
+fn with_dev_cert_feature(text: &str) -> Option<String> {
+    let mut out = String::with_capacity(text.len() + 32);
+    let mut found = false;
+    for existing in text.split_inclusive('\n') {
+        let body = existing.trim_end_matches('\n');
+        let newline = &existing[body.len()..];
+        match body.strip_prefix("opkit = ") {
+            Some(value) if !found => {
+                found = true;
+                let value = value.trim();
+                let changed = if value.contains("dev-cert") {
+                    value.to_owned()
+                } else if value.starts_with('"') {
+                    format!("{{ version = {value}, features = [\"dev-cert\"] }}")
+                } else if let Some(inner) =
+                    value.strip_prefix('{').and_then(|v| v.strip_suffix('}'))
+                {
+                    if let Some(at) = inner.find("features = [") {
+                        let (head, tail) = inner.split_at(at + "features = [".len());
+                        format!("{{{head}\"dev-cert\", {tail}}}")
+                    } else {
+                        format!("{{{}, features = [\"dev-cert\"] }}", inner.trim_end())
+                    }
+                } else {
+                    return None;
+                };
+                out.push_str(&format!("opkit = {changed}{newline}"));
+            }
+            _ => out.push_str(existing),
         }
     }
     found.then_some(out)
@@ -182,5 +440,57 @@ mod tests {
             "a\n    pub mod controllers;\n    pub mod webhooks;\nb\n"
         );
         assert!(insert_after_line(text, "missing", "x").is_none());
+    }
+
+    #[test]
+    fn replaces_a_line_keeping_its_indentation() {
+        let text = "vec![\n        api::gate::Gate::crd(),\n]\n";
+        let out = replace_line(text, "api::gate::Gate::crd(),", |indent, _| {
+            format!("{indent}api::gate_v1::crd(),\n")
+        })
+        .unwrap();
+        assert_eq!(out, "vec![\n        api::gate_v1::crd(),\n]\n");
+    }
+
+    #[test]
+    fn turns_on_dev_cert_in_every_form_of_the_opkit_line() {
+        let cases = [
+            (
+                "opkit = \"0.1\"\n",
+                "opkit = { version = \"0.1\", features = [\"dev-cert\"] }\n",
+            ),
+            (
+                "opkit = { path = \"/x/sdk\" }\n",
+                "opkit = { path = \"/x/sdk\", features = [\"dev-cert\"] }\n",
+            ),
+            (
+                "opkit = { version = \"0.1\", features = [\"envtest\"] }\n",
+                "opkit = { version = \"0.1\", features = [\"dev-cert\", \"envtest\"] }\n",
+            ),
+        ];
+        for (before, after) in cases {
+            assert_eq!(with_dev_cert_feature(before).unwrap(), after);
+        }
+        // Only [dependencies]' line (the first) changes.
+        let both = "opkit = \"0.1\"\n[dev-dependencies]\nopkit = { version = \"0.1\", features = [\"envtest\"] }\n";
+        let out = with_dev_cert_feature(both).unwrap();
+        assert!(out.ends_with("opkit = { version = \"0.1\", features = [\"envtest\"] }\n"));
+        assert!(with_dev_cert_feature("serde = \"1\"\n").is_none());
+    }
+
+    #[test]
+    fn deployment_edits_keep_the_yaml_shape() {
+        let deployment = "    spec:\n      containers:\n        - name: manager\n          args:\n            - --log-format=json\n          ports:\n            - name: metrics\n              containerPort: 8080\n          livenessProbe:\n            httpGet: {}\n";
+        let mut text = deployment.to_owned();
+        for edit in first_webhook_edits("demo")
+            .into_iter()
+            .filter(|e| e.file == "deploy/04-deployment.yaml")
+        {
+            text = apply(&text, &edit).unwrap();
+        }
+        assert_eq!(
+            text,
+            "    spec:\n      volumes:\n        # The manager writes its certificate here (--manage-webhook-certificate);\n        # with cert-manager, mount the Certificate's Secret instead:\n        #   secret: { secretName: <the Certificate's secretName> }\n        - name: webhook-certs\n          emptyDir: {}\n      containers:\n        - name: manager\n          args:\n            - --log-format=json\n            - --manage-webhook-certificate\n          ports:\n            - name: webhook\n              containerPort: 9443\n              protocol: TCP\n            - name: metrics\n              containerPort: 8080\n          volumeMounts:\n            - name: webhook-certs\n              mountPath: /tmp/k8s-webhook-server/serving-certs\n          livenessProbe:\n            httpGet: {}\n"
+        );
     }
 }

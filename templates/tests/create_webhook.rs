@@ -120,6 +120,74 @@ fn created_webhooks_are_served_rendered_and_tested() {
         "{}",
         text(&output)
     );
+    // Conversion for Gate: its version (v1alpha1) is the hub. The hub's own
+    // version as the spoke is refused, nothing written.
+    let output = cargo_opkit(
+        &[
+            "opkit",
+            "create",
+            "webhook",
+            "--kind",
+            "Gate",
+            "--conversion",
+            "--spoke",
+            "v1alpha1",
+            "--dir",
+            dir,
+            "--skip-manifests",
+        ],
+        &project,
+    );
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("is the kind's version already"),
+        "{}",
+        text(&output)
+    );
+    assert!(!project.join("src/api/gate_v1alpha1.rs").exists());
+    succeeds(
+        cargo_opkit(
+            &[
+                "opkit",
+                "create",
+                "webhook",
+                "--kind",
+                "Gate",
+                "--conversion",
+                "--spoke",
+                "v1beta1",
+                "--dir",
+                dir,
+                "--skip-manifests",
+            ],
+            &project,
+        ),
+        "cargo opkit create webhook --kind Gate --conversion --spoke v1beta1",
+    );
+    // A second spoke is left to the user, with the reason.
+    let output = cargo_opkit(
+        &[
+            "opkit",
+            "create",
+            "webhook",
+            "--kind",
+            "Gate",
+            "--conversion",
+            "--spoke",
+            "v1",
+            "--dir",
+            dir,
+            "--skip-manifests",
+        ],
+        &project,
+    );
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("one spoke per kind"),
+        "{}",
+        text(&output)
+    );
+
     // A second kind, then its webhook: registered at the markers.
     succeeds(
         cargo_opkit(
@@ -155,11 +223,52 @@ fn created_webhooks_are_served_rendered_and_tested() {
         "path: /validate-gate-example-com-v1alpha1-gate",
         "path: /mutate-gate-example-com-v1alpha1-lock",
         "name: vgate-v1alpha1.gate.example.com",
+        // The managed certificate's RBAC: its Secret, and the injection.
+        "kind: Role",
+        "- gate-operator-webhook-service-cert",
+        "kind: ClusterRole",
+        "- gate-operator-validating",
+        "- gates.gate.example.com",
     ] {
         assert!(yaml.contains(expected), "{expected:?} missing:\n{yaml}");
     }
+    // No caBundle in the files: the manager injects it.
+    assert!(!yaml.contains("caBundle"), "{yaml}");
+    let crds = std::fs::read_to_string(project.join("deploy/01-crds.yaml")).expect("01-crds");
+    for expected in [
+        "strategy: Webhook",
+        "path: /convert",
+        "name: gate-operator-webhook-service",
+        "name: v1beta1",
+        "name: v1alpha1",
+    ] {
+        assert!(crds.contains(expected), "{expected:?} missing:\n{crds}");
+    }
     let main = std::fs::read_to_string(project.join("src/main.rs")).expect("main.rs");
-    assert!(main.contains("webhook_server(gate_operator::webhooks::server())"));
+    assert!(main.contains("webhook_server(gate_operator::webhooks::server("));
+    assert!(main.contains("manage_webhook_certificate: bool"));
+    // The Deployment exposes the port and has the certificate's volume;
+    // `make deploy` applies 05-webhooks.yaml.
+    let deployment =
+        std::fs::read_to_string(project.join("deploy/04-deployment.yaml")).expect("04");
+    for expected in [
+        "- --manage-webhook-certificate",
+        "containerPort: 9443",
+        "mountPath: /tmp/k8s-webhook-server/serving-certs",
+        "emptyDir: {}",
+    ] {
+        assert!(
+            deployment.contains(expected),
+            "{expected:?} missing:\n{deployment}"
+        );
+    }
+    let makefile = std::fs::read_to_string(project.join("Makefile")).expect("Makefile");
+    assert!(
+        makefile
+            .lines()
+            .any(|l| l.starts_with("MANIFESTS :=") && l.ends_with(" deploy/05-webhooks.yaml")),
+        "{makefile}"
+    );
 
     let output = Command::new(env!("CARGO"))
         .args([
@@ -168,6 +277,8 @@ fn created_webhooks_are_served_rendered_and_tested() {
             "gate_webhook",
             "--test",
             "lock_webhook",
+            "--test",
+            "gate_conversion",
             "--test",
             "manifests",
         ])
@@ -184,6 +295,7 @@ fn created_webhooks_are_served_rendered_and_tested() {
     for test in [
         "the_apiserver_defaults_and_validates_gate_through_the_webhooks",
         "the_apiserver_defaults_and_validates_lock_through_the_webhooks",
+        "gate_is_converted_between_v1beta1_and_v1alpha1",
         "deploy_manifests_are_up_to_date",
     ] {
         assert!(

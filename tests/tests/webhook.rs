@@ -11,14 +11,18 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use opkit::envtest::ControlPlane;
 use opkit::manager::Manager;
 use opkit::webhook::{
     AdmissionRequest, BoundWebhookServer, Conversion, ConversionError, Defaulter, Denied,
-    DevCertificate, FailurePolicy, Hub, Operation, Spoke, Validator, Verdict, WebhookClient,
-    WebhookError, WebhookOptions, WebhookServer, Webhooks,
+    DevCertificate, FailurePolicy, HOSTS_ANNOTATION, Hub, ManagedCertificate, Operation, Spoke,
+    Validator, Verdict, WebhookClient, WebhookError, WebhookOptions, WebhookServer, Webhooks,
 };
 use opkit_tests::{create_namespace, eventually, init_tracing};
 use rustls::pki_types::pem::PemObject;
@@ -675,6 +679,15 @@ async fn a_v1_object_is_read_back_as_v2_and_converted_both_ways() {
 /// The certificate a TLS client trusting `ca_pem` is served at `addr`
 /// (DER), or why the handshake failed.
 async fn served_certificate(addr: SocketAddr, ca_pem: &str) -> Result<Vec<u8>, String> {
+    served_certificate_for(addr, ca_pem, "127.0.0.1").await
+}
+
+/// [`served_certificate`], verified for the host `name`.
+async fn served_certificate_for(
+    addr: SocketAddr,
+    ca_pem: &str,
+    name: &str,
+) -> Result<Vec<u8>, String> {
     let mut roots = rustls::RootCertStore::empty();
     roots
         .add(CertificateDer::from_pem_slice(ca_pem.as_bytes()).unwrap())
@@ -688,7 +701,7 @@ async fn served_certificate(addr: SocketAddr, ca_pem: &str) -> Result<Vec<u8>, S
     .with_no_client_auth();
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let tcp = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
-    let name = ServerName::try_from("127.0.0.1").unwrap();
+    let name = ServerName::try_from(name.to_owned()).unwrap();
     let tls = connector
         .connect(name, tcp)
         .await
@@ -815,6 +828,139 @@ async fn the_manager_serves_webhooks_reports_them_ready_and_stops_them() {
     // Stopped with the manager: nothing listens any more.
     assert!(TcpStream::connect(webhook_addr).await.is_err());
     plane.uninstall_webhooks("webhook-manager").await.unwrap();
+}
+
+/// The manager issues its own certificate: kept in a Secret, written to the
+/// cert dir, its CA injected into the configuration; a second replica
+/// reuses it; a Secret issued for other hosts is replaced.
+#[tokio::test]
+async fn a_managed_certificate_is_kept_in_a_secret_and_its_ca_injected() {
+    let plane = plane_with_gadgets().await;
+    let admin = plane.client().unwrap();
+    let ns = "webhook-managed";
+    create_namespace(&admin, ns).await;
+    let webhooks = Webhooks::new().validating_with::<Gadget, _>(
+        GadgetRules::default(),
+        WebhookOptions::new().namespaces([ns]),
+    );
+    // Installed as `cargo opkit manifests` writes it: a Service, no caBundle.
+    let service = WebhookClient::service("gadget-webhook", ns);
+    plane
+        .install_webhooks("webhook-managed", &webhooks, &service)
+        .await
+        .unwrap();
+    let managed = ManagedCertificate::new("gadget-webhook", ns)
+        .validating_configuration("webhook-managed")
+        // Not installed at start: skipped with a warning, not an error, and
+        // injected once it is.
+        .mutating_configuration("webhook-managed-late");
+
+    // Bad input: without a client (no manager) the server refuses to bind.
+    let error = WebhookServer::new(webhooks.clone())
+        .managed_certificate(managed.clone())
+        .bind()
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("no client"), "{error}");
+
+    let replica = |dir: &std::path::Path| {
+        Manager::builder().client(admin.clone()).webhook_server(
+            WebhookServer::new(webhooks.clone())
+                .bind_address("127.0.0.1:0")
+                .cert_dir(dir)
+                .managed_certificate(managed.clone()),
+        )
+    };
+    let first_dir = tempfile::tempdir().unwrap();
+    let first = replica(first_dir.path()).build().await.unwrap();
+
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), ns);
+    let secret = secrets.get("gadget-webhook-cert").await.unwrap();
+    assert_eq!(secret.type_.as_deref(), Some("kubernetes.io/tls"));
+    let data = secret.data.unwrap();
+    let part = |k: &str| String::from_utf8(data[k].0.clone()).unwrap();
+    let ca = part("ca.crt");
+    assert_eq!(
+        std::fs::read_to_string(first_dir.path().join("tls.crt")).unwrap(),
+        part("tls.crt")
+    );
+    // The apiserver trusts it through the injected caBundle...
+    let configs: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
+    let config = configs.get("webhook-managed").await.unwrap();
+    let client_config = &config.webhooks.unwrap()[0].client_config;
+    assert_eq!(client_config.ca_bundle.as_ref().unwrap().0, ca.as_bytes());
+    assert_eq!(
+        client_config.service.as_ref().unwrap().name,
+        "gadget-webhook"
+    );
+    // ... and the server presents a certificate for the Service's name.
+    let stop = CancellationToken::new();
+    let addr = first.webhook_address().unwrap();
+    let running = tokio::spawn(first.run_until(stop.clone().cancelled_owned()));
+    let served = served_certificate_for(addr, &ca, "gadget-webhook.webhook-managed.svc")
+        .await
+        .unwrap();
+    assert_eq!(served, der(&part("tls.crt")));
+    // A configuration applied after the start gets the CA while it runs.
+    let late = Webhooks::new()
+        .defaulting_with::<Gadget, _>(GadgetDefaults, WebhookOptions::new().namespaces([ns]));
+    plane
+        .install_webhooks("webhook-managed-late", &late, &service)
+        .await
+        .unwrap();
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
+    eventually("the late configuration's caBundle", WITHIN, || async {
+        mutating
+            .get("webhook-managed-late")
+            .await
+            .ok()
+            .and_then(|c| c.webhooks)
+            .and_then(|w| w[0].client_config.ca_bundle.clone())
+            .is_some_and(|b| b.0 == ca.as_bytes())
+    })
+    .await;
+    stop.cancel();
+    running.await.unwrap().unwrap();
+
+    // A second replica uses the same certificate.
+    let second_dir = tempfile::tempdir().unwrap();
+    replica(second_dir.path()).build().await.unwrap();
+    assert_eq!(
+        std::fs::read_to_string(second_dir.path().join("tls.crt")).unwrap(),
+        part("tls.crt")
+    );
+
+    // A Secret issued for other hosts is replaced, and the new CA injected.
+    let mut stale = secrets.get("gadget-webhook-cert").await.unwrap();
+    stale
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(HOSTS_ANNOTATION.to_owned(), "old.example.svc".to_owned());
+    secrets
+        .replace("gadget-webhook-cert", &PostParams::default(), &stale)
+        .await
+        .unwrap();
+    let third_dir = tempfile::tempdir().unwrap();
+    replica(third_dir.path()).build().await.unwrap();
+    let renewed = secrets.get("gadget-webhook-cert").await.unwrap();
+    let renewed_ca = String::from_utf8(renewed.data.unwrap()["ca.crt"].0.clone()).unwrap();
+    assert_ne!(renewed_ca, ca);
+    let config = configs.get("webhook-managed").await.unwrap();
+    assert_eq!(
+        config.webhooks.unwrap()[0]
+            .client_config
+            .ca_bundle
+            .as_ref()
+            .unwrap()
+            .0,
+        renewed_ca.as_bytes()
+    );
+    plane.uninstall_webhooks("webhook-managed").await.unwrap();
+    plane
+        .uninstall_webhooks("webhook-managed-late")
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

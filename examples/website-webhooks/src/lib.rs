@@ -19,10 +19,13 @@ pub mod api;
 mod reconciler;
 mod webhooks;
 
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::CustomResourceExt;
 use kube::core::crd::MergeError;
-use opkit::webhook::{WebhookClient, Webhooks};
+use opkit::webhook::{ManagedCertificate, WebhookClient, Webhooks};
 
 pub use reconciler::WebsiteReconciler;
 pub use webhooks::{WebsiteWebhook, webhooks};
@@ -50,18 +53,54 @@ pub fn crd(
     Ok(webhooks.crd_with_conversion(merged, client))
 }
 
-/// The manifests generated from the code: the CRD (with its conversion
-/// stanza) and the webhook configurations, all reaching the webhook
-/// server through [`WEBHOOK_SERVICE`] (cert-manager fills in the CA).
-pub fn manifests() -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
-    let webhooks = webhooks();
-    let client = WebhookClient::service(WEBHOOK_SERVICE, NAMESPACE);
-    let mut documents = opkit::manifest::Documents::new().push(&crd(&webhooks, &client)?)?;
-    if let Some(config) = webhooks.validating_configuration(NAME, &client) {
-        documents = documents.push(&config)?;
+/// The name of the Website CRD.
+pub const CRD_NAME: &str = "websites.example.opkit.dev";
+
+/// The certificate the manager issues itself (`--manage-webhook-certificate`):
+/// kept in the Secret `website-webhook-service-cert`, its CA injected into
+/// both webhook configurations and the CRD's conversion webhook.
+pub fn managed_certificate() -> ManagedCertificate {
+    ManagedCertificate::new(WEBHOOK_SERVICE, NAMESPACE)
+        .validating_configuration(NAME)
+        .mutating_configuration(NAME)
+        .crd(CRD_NAME)
+}
+
+/// The objects generated from the code: the CRD (with its conversion
+/// stanza) and the webhook configurations, all reaching the webhook server
+/// through [`WEBHOOK_SERVICE`], without a `caBundle` (the manager injects
+/// it, see [`managed_certificate`]; with cert-manager, its CA injector).
+pub struct Manifests {
+    /// The two-version CRD, converted by the webhook.
+    pub crd: CustomResourceDefinition,
+    /// The validating webhook configuration.
+    pub validating: Option<ValidatingWebhookConfiguration>,
+    /// The mutating (defaulting) webhook configuration.
+    pub mutating: Option<MutatingWebhookConfiguration>,
+}
+
+impl Manifests {
+    /// Renders them from [`webhooks`].
+    pub fn generate() -> Result<Self, MergeError> {
+        let webhooks = webhooks();
+        let client = WebhookClient::service(WEBHOOK_SERVICE, NAMESPACE);
+        Ok(Self {
+            crd: crd(&webhooks, &client)?,
+            validating: webhooks.validating_configuration(NAME, &client),
+            mutating: webhooks.mutating_configuration(NAME, &client),
+        })
     }
-    if let Some(config) = webhooks.mutating_configuration(NAME, &client) {
-        documents = documents.push(&config)?;
+}
+
+/// [`Manifests`] as YAML.
+pub fn manifests() -> Result<String, Box<dyn std::error::Error + Send + Sync>> {
+    let generated = Manifests::generate()?;
+    let mut documents = opkit::manifest::Documents::new().push(&generated.crd)?;
+    if let Some(config) = &generated.validating {
+        documents = documents.push(config)?;
+    }
+    if let Some(config) = &generated.mutating {
+        documents = documents.push(config)?;
     }
     Ok(documents.to_yaml()?)
 }

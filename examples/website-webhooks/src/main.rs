@@ -3,7 +3,15 @@
 //!
 //! ```text
 //! website-webhooks manifests                       # CRD + webhook configurations, as YAML
-//! website-webhooks [--webhook-cert-dir DIR] [--webhook-bind-address ADDR]
+//! website-webhooks [--webhook-cert-dir DIR] [--webhook-bind-address ADDR] [--manage-webhook-certificate]
+//! ```
+//!
+//! With `--manage-webhook-certificate` the manager issues the serving
+//! certificate itself (kept in a Secret, its CA injected into the webhook
+//! configurations and the CRD); otherwise it reads `tls.crt` and `tls.key`
+//! from the cert dir (a mounted cert-manager Secret).
+//!
+//! ```text
 //! ```
 
 use std::process::ExitCode;
@@ -39,9 +47,12 @@ async fn main() -> ExitCode {
             .position(|a| a == name)
             .and_then(|i| args.get(i + 1).cloned())
     };
-    let server = WebhookServer::new(website_webhooks::webhooks())
+    let mut server = WebhookServer::new(website_webhooks::webhooks())
         .cert_dir(flag("--webhook-cert-dir").unwrap_or_else(|| DEFAULT_CERT_DIR.to_owned()))
         .bind_address(flag("--webhook-bind-address").unwrap_or_else(|| ":9443".to_owned()));
+    if args.iter().any(|a| a == "--manage-webhook-certificate") {
+        server = server.managed_certificate(website_webhooks::managed_certificate());
+    }
     match run(server).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -312,7 +312,13 @@ impl ManagerBuilder {
         .await?;
 
         let webhook = match self.webhook_server {
-            Some(server) => Some(server.bind().await.map_err(ManagerError::Webhook)?),
+            Some(mut server) => {
+                server
+                    .provision_certificate(&client)
+                    .await
+                    .map_err(ManagerError::Webhook)?;
+                Some(server.bind().await.map_err(ManagerError::Webhook)?)
+            }
             None => None,
         };
 

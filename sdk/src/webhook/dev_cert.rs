@@ -99,6 +99,30 @@ impl DevCertificate {
         Self::generate(&[&short, &long])
     }
 
+    /// A certificate read back (from a Secret).
+    pub(crate) fn from_pems(ca_pem: String, cert_pem: String, key_pem: String) -> Self {
+        Self {
+            ca_pem,
+            cert_pem,
+            key_pem,
+        }
+    }
+
+    /// Writes the pair to `cert` and `key` (mode 0600) and the CA to
+    /// `ca.crt` beside the certificate, key last.
+    pub(crate) fn write_pair(&self, cert: &Path, key: &Path) -> Result<(), WebhookError> {
+        for dir in [cert.parent(), key.parent()].into_iter().flatten() {
+            std::fs::create_dir_all(dir).map_err(|source| WebhookError::WriteFile {
+                path: dir.to_owned(),
+                source,
+            })?;
+        }
+        let ca = cert.with_file_name(CA_FILE);
+        write(&ca, &self.ca_pem, 0o644)?;
+        write(cert, &self.cert_pem, 0o644)?;
+        write(key, &self.key_pem, 0o600)
+    }
+
     /// The CA certificate (PEM): the `caBundle` of the webhook configurations.
     pub fn ca_pem(&self) -> &str {
         &self.ca_pem
@@ -119,15 +143,9 @@ impl DevCertificate {
     /// The key is written last, so a reloading server never pairs a new key
     /// with an old certificate.
     pub fn write_to(&self, dir: &Path) -> Result<(PathBuf, PathBuf), WebhookError> {
-        std::fs::create_dir_all(dir).map_err(|source| WebhookError::WriteFile {
-            path: dir.to_owned(),
-            source,
-        })?;
         let cert = dir.join(CERT_FILE);
         let key = dir.join(KEY_FILE);
-        write(&dir.join(CA_FILE), &self.ca_pem, 0o644)?;
-        write(&cert, &self.cert_pem, 0o644)?;
-        write(&key, &self.key_pem, 0o600)?;
+        self.write_pair(&cert, &key)?;
         Ok((cert, key))
     }
 }

@@ -90,4 +90,38 @@ pub enum WebhookError {
         #[source]
         source: std::io::Error,
     },
+    /// Reading or writing the managed certificate's Secret, or injecting
+    /// its CA, failed.
+    #[cfg(feature = "dev-cert")]
+    #[error(
+        "managing the webhook certificate: {action} {object} failed: {source}; check the \
+         manager's RBAC (ManagedCertificate::rbac_rules) and that the namespace exists"
+    )]
+    ManagedCertificate {
+        /// What was being done.
+        action: &'static str,
+        /// The object (`Secret ns/name`, `CustomResourceDefinition name`).
+        object: String,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// The Secret another replica stored lacks a part or was issued for
+    /// other hosts.
+    #[cfg(feature = "dev-cert")]
+    #[error(
+        "the webhook certificate {secret} lacks ca.crt, tls.crt or tls.key, or was issued for \
+         other host names; delete it and restart the manager to issue a new one"
+    )]
+    UnusableSecret {
+        /// `Secret ns/name`.
+        secret: String,
+    },
+    /// A managed certificate was asked for without a client to reach the
+    /// cluster (a server bound outside a manager).
+    #[error(
+        "the webhook server's certificate is managed (ManagedCertificate) but no client was \
+         given: serve it from a Manager, or call ManagedCertificate::provision first"
+    )]
+    NoClientForManagedCertificate,
 }

@@ -62,6 +62,10 @@
 //!   computed from the difference.
 //! - [`Conversion`]: CRD versions converted through a [`Hub`] by
 //!   [`Spoke`]s, served on `/convert`.
+//! - `ManagedCertificate` (feature `dev-cert`): in a cluster without
+//!   cert-manager, the manager issues the serving certificate itself, keeps
+//!   it in a Secret and injects its CA into the configurations and CRDs
+//!   ([`WebhookServer::managed_certificate`]).
 //!
 //! # Manifests
 //!
@@ -81,6 +85,8 @@ mod defaulting;
 #[cfg(feature = "dev-cert")]
 mod dev_cert;
 mod error;
+#[cfg(feature = "dev-cert")]
+mod managed_cert;
 mod manifests;
 mod server;
 mod tls;
@@ -93,6 +99,8 @@ pub use defaulting::Defaulter;
 #[cfg(feature = "dev-cert")]
 pub use dev_cert::{CA_FILE, CERT_FILE, DevCertificate, KEY_FILE};
 pub use error::WebhookError;
+#[cfg(feature = "dev-cert")]
+pub use managed_cert::{HOSTS_ANNOTATION, ManagedCertificate};
 pub use manifests::WebhookClient;
 pub use server::{
     BoundWebhookServer, DEFAULT_CERT_DIR, DEFAULT_PORT, DEFAULT_RELOAD_INTERVAL, WebhookReadiness,

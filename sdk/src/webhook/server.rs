@@ -56,6 +56,7 @@ const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 /// | [`bind_address`](Self::bind_address) | `0.0.0.0:9443` |
 /// | [`cert_dir`](Self::cert_dir) | `/tmp/k8s-webhook-server/serving-certs` (`tls.crt`, `tls.key`) |
 /// | [`reload_interval`](Self::reload_interval) | 2 s |
+/// | [`managed_certificate`](Self::managed_certificate) (feature `dev-cert`) | none: the files are mounted |
 #[derive(Debug, Clone)]
 pub struct WebhookServer {
     webhooks: Webhooks,
@@ -63,6 +64,10 @@ pub struct WebhookServer {
     cert_file: PathBuf,
     key_file: PathBuf,
     reload_interval: Duration,
+    #[cfg(feature = "dev-cert")]
+    managed: Option<super::ManagedCertificate>,
+    #[cfg(feature = "dev-cert")]
+    injector: Option<super::managed_cert::CaInjector>,
 }
 
 impl WebhookServer {
@@ -75,6 +80,10 @@ impl WebhookServer {
             cert_file: dir.join("tls.crt"),
             key_file: dir.join("tls.key"),
             reload_interval: DEFAULT_RELOAD_INTERVAL,
+            #[cfg(feature = "dev-cert")]
+            managed: None,
+            #[cfg(feature = "dev-cert")]
+            injector: None,
         }
     }
 
@@ -116,6 +125,38 @@ impl WebhookServer {
         self
     }
 
+    /// Have the manager issue the certificate, keep it in a Secret and
+    /// inject its CA (see [`ManagedCertificate`](super::ManagedCertificate));
+    /// it is written to the [cert files](Self::cert_dir) before they are
+    /// read. Needs the manager's client: [`bind`](Self::bind) alone refuses.
+    #[cfg(feature = "dev-cert")]
+    pub fn managed_certificate(mut self, certificate: super::ManagedCertificate) -> Self {
+        self.managed = Some(certificate);
+        self
+    }
+
+    /// Provisions the [managed certificate](Self::managed_certificate), if
+    /// any, with `client`; the manager calls it before [`bind`](Self::bind).
+    pub(crate) async fn provision_certificate(
+        &mut self,
+        client: &kube::Client,
+    ) -> Result<(), WebhookError> {
+        #[cfg(feature = "dev-cert")]
+        if let Some(managed) = self.managed.take() {
+            let ca_pem = managed
+                .provision(client, &self.cert_file, &self.key_file)
+                .await?;
+            self.injector = Some(super::managed_cert::CaInjector {
+                certificate: managed,
+                client: client.clone(),
+                ca_pem,
+            });
+        }
+        #[cfg(not(feature = "dev-cert"))]
+        let _ = client;
+        Ok(())
+    }
+
     /// The webhooks it answers.
     pub fn webhooks(&self) -> &Webhooks {
         &self.webhooks
@@ -124,6 +165,10 @@ impl WebhookServer {
     /// Reads the certificate and binds the address; nothing is served
     /// until [`BoundWebhookServer::serve`].
     pub async fn bind(self) -> Result<BoundWebhookServer, WebhookError> {
+        #[cfg(feature = "dev-cert")]
+        if self.managed.is_some() {
+            return Err(WebhookError::NoClientForManagedCertificate);
+        }
         self.webhooks.check_paths()?;
         let certificates = CertificateReloader::load(&self.cert_file, &self.key_file)?;
         let tls = Arc::new(tls::server_config(Arc::clone(&certificates))?);
@@ -140,6 +185,8 @@ impl WebhookServer {
             certificates,
             reload_interval: self.reload_interval,
             serving: Arc::new(AtomicBool::new(false)),
+            #[cfg(feature = "dev-cert")]
+            injector: self.injector,
         })
     }
 }
@@ -152,6 +199,8 @@ pub struct BoundWebhookServer {
     certificates: Arc<CertificateReloader>,
     reload_interval: Duration,
     serving: Arc<AtomicBool>,
+    #[cfg(feature = "dev-cert")]
+    injector: Option<super::managed_cert::CaInjector>,
 }
 
 impl std::fmt::Debug for BoundWebhookServer {
@@ -207,6 +256,10 @@ impl BoundWebhookServer {
         let watcher = tokio::spawn(
             Arc::clone(&self.certificates).watch(self.reload_interval, stop.child_token()),
         );
+        #[cfg(feature = "dev-cert")]
+        let injector = self
+            .injector
+            .map(|injector| tokio::spawn(injector.run(stop.child_token())));
         let mut connections = JoinSet::new();
         self.serving.store(true, Ordering::Release);
         tracing::info!(server = "webhook", address = ?address, "serving");
@@ -244,6 +297,11 @@ impl BoundWebhookServer {
         }
         watcher.abort();
         let _ = watcher.await;
+        #[cfg(feature = "dev-cert")]
+        if let Some(injector) = injector {
+            injector.abort();
+            let _ = injector.await;
+        }
         tracing::info!(server = "webhook", "stopped");
         Ok(())
     }

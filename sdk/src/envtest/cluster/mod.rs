@@ -46,6 +46,7 @@ mod files;
 mod footprint;
 mod namespaces;
 mod node;
+mod service_route;
 
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
