@@ -367,10 +367,8 @@ async fn churn(pods: &Api<Pod>, generations: &mut [u32], nodes: usize, c: &Churn
         let api = pods.clone();
         let errors = errors.clone();
         tasks.push(tokio::spawn(async move {
-            let (deleted, created) = tokio::join!(
-                api.delete(&old, &DeleteParams::default()),
-                api.create(&PostParams::default(), &new)
-            );
+            let (dp, pp) = (DeleteParams::default(), PostParams::default());
+            let (deleted, created) = tokio::join!(api.delete(&old, &dp), api.create(&pp, &new));
             if let Err(e) = deleted.map(|_| ()).and(created.map(|_| ())) {
                 if errors.fetch_add(1, Ordering::Relaxed) < 5 {
                     eprintln!("bench-scale: churn {old}: {e}");
