@@ -165,7 +165,12 @@ impl Running {
         let started_ns = now_ns();
         let mut child = tokio::process::Command::new(&peer.path)
             .args(&peer.args)
-            .args(["--kubeconfig", kubeconfig, "--workers", &workers.to_string()])
+            .args([
+                "--kubeconfig",
+                kubeconfig,
+                "--workers",
+                &workers.to_string(),
+            ])
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .kill_on_drop(true)
@@ -198,7 +203,12 @@ impl Running {
 
     /// Polls until `done` holds for the peer's report; `false` on timeout or
     /// if the peer exited.
-    async fn wait_for(&self, what: &str, timeout: Duration, done: impl Fn(&Reported) -> bool) -> bool {
+    async fn wait_for(
+        &self,
+        what: &str,
+        timeout: Duration,
+        done: impl Fn(&Reported) -> bool,
+    ) -> bool {
         let deadline = Instant::now() + timeout;
         loop {
             let r = self.report();
@@ -488,7 +498,10 @@ async fn main() {
             }
         })
         .collect();
-    assert!(!peers.is_empty(), "give at least one --peer 'LABEL=PATH [ARGS]'");
+    assert!(
+        !peers.is_empty(),
+        "give at least one --peer 'LABEL=PATH [ARGS]'"
+    );
     let kwok = arg(&args, "--kwok").expect("--kwok PATH (tests/peers/scale/build-kwok.sh)");
     let kwok_config = arg(&args, "--kwok-config").expect("--kwok-config PATH");
     let n: usize = parsed(&args, "--pods", 10_000);
@@ -499,7 +512,10 @@ async fn main() {
         rate: parsed(&args, "--churn", 50),
         secs: parsed(&args, "--churn-secs", 30),
     };
-    assert!(n > 0 && nodes > 0 && c.rate > 0, "--pods, --nodes and --churn must be > 0");
+    assert!(
+        n > 0 && nodes > 0 && c.rate > 0,
+        "--pods, --nodes and --churn must be > 0"
+    );
 
     eprintln!("bench-scale: starting a control plane");
     let cp = ControlPlane::start().await.expect("control plane");
@@ -513,8 +529,9 @@ async fn main() {
     let mut kwok_child = start_kwok(&kwok, &kwok_config, &kubeconfig).await;
 
     let nss: Api<Namespace> = Api::all(client.clone());
-    let ns: Namespace = serde_json::from_value(serde_json::json!({"metadata": {"name": NAMESPACE}}))
-        .expect("namespace");
+    let ns: Namespace =
+        serde_json::from_value(serde_json::json!({"metadata": {"name": NAMESPACE}}))
+            .expect("namespace");
     create_with_retry(&nss, &ns, NAMESPACE).await;
     let node_api: Api<Node> = Api::all(client.clone());
     for k in 0..nodes {
@@ -554,7 +571,10 @@ async fn main() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    eprintln!("bench-scale: {nodes} kwok Nodes ready after {:?}", t.elapsed());
+    eprintln!(
+        "bench-scale: {nodes} kwok Nodes ready after {:?}",
+        t.elapsed()
+    );
 
     // 1. baseline: RSS with no Pods.
     let mut rss0: Vec<Vec<f64>> = vec![Vec::new(); peers.len()];
