@@ -12,7 +12,7 @@
 #
 #   tests/peers/bench-scale.sh                              # 10000 Pods, REPS=3
 #   PODS=1000 REPS=1 CHURN_SECS=10 tests/peers/bench-scale.sh   # a quick look
-#   PODS=10000 NODES=20 WORKERS=4 CHURN=50 CHURN_SECS=30 tests/peers/bench-scale.sh
+#   PODS=10000 NODES=20 WORKERS=4 CHURN=20 CHURN_SECS=20 tests/peers/bench-scale.sh
 #
 # Peers and tools (never built by `make test`):
 #   tests/peers/scale                     opkit peer + this driver (Rust workspace)
@@ -48,7 +48,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
   --peer "controller-runtime=$target/scale-controller-runtime" \
   --peer "controller-runtime (strip managedFields)=$target/scale-controller-runtime --strip-managed-fields" \
   --pods "${PODS:-10000}" --nodes "${NODES:-20}" --reps "${REPS:-3}" --workers "${WORKERS:-4}" \
-  --churn "${CHURN:-50}" --churn-secs "${CHURN_SECS:-30}"
+  --churn "${CHURN:-20}" --churn-secs "${CHURN_SECS:-20}"
 cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
 echo
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  commit: $(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo '?')"
