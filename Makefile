@@ -8,7 +8,7 @@ export OPKIT_CACHE
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: help demo test controlplane cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e
+.PHONY: help demo test controlplane cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale
 
 help:
 	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
@@ -20,6 +20,7 @@ help:
 	@echo "make lint          cargo fmt --check and clippy with warnings denied"
 	@echo "make bench         run the benchmarks and print ratio tables"
 	@echo "make bench-e2e     one operator in opkit, controller-runtime and kube-runtime, end to end"
+	@echo "make bench-scale   one Pod controller in opkit and controller-runtime over 10k kwok Pods with churn"
 
 controlplane:
 	@tests/controlplane/build.sh >/dev/null
@@ -60,7 +61,7 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
-bench: bench-workqueue bench-informer bench-e2e
+bench: bench-workqueue bench-informer bench-e2e bench-scale
 
 bench-workqueue:
 	@tests/peers/bench-workqueue.sh
@@ -72,3 +73,9 @@ bench-informer: controlplane
 # control plane (issue 13). SIZES=1000,10000 REPS=3 by default.
 bench-e2e: controlplane
 	@tests/peers/bench-e2e.sh
+
+# One Pod controller in opkit and controller-runtime watching 10k Pods on
+# kwok's simulated Nodes through churn: memory per Pod, CPU per watch event
+# (issue 13). PODS=10000 REPS=3 by default; builds kwok v0.8.0 if missing.
+bench-scale: controlplane
+	@tests/peers/bench-scale.sh

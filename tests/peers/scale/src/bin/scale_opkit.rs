@@ -1,0 +1,131 @@
+//! The opkit peer of `make bench-scale` (tests/peers/bench-scale.sh).
+//!
+//! The same controller as the controller-runtime peer
+//! (tests/peers/scale-controller-runtime): it watches every Pod in the
+//! cluster and, for each Pod it is woken for, reads the Pod from the cache
+//! and tallies whether it is Running with condition Ready=True. No writes.
+//!
+//! Every watch event delivered to the controller passes through a predicate
+//! that counts it and lets it through; every reconcile is counted.
+//!
+//! opkit's defaults (`SharedCache` cluster-wide, managed fields stripped,
+//! JSON), `--workers` concurrent reconciles (default 4).
+//!
+//! Output on stdout, read by the driver:
+//!
+//! ```text
+//! Y <unix ns>                                        the Pod cache has synced
+//! T <unix ns> <events> <reconciles> <ready> <gone>   every 100 ms
+//! ```
+//!
+//! `scale-opkit --kubeconfig K [--workers 4]`
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::Pod;
+use opkit::cache::SharedCache;
+use opkit::controller::Controller;
+use opkit::predicate::PredicateEvent;
+use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+
+/// Watch events the controller was handed (creates, updates, deletes).
+static EVENTS: AtomicU64 = AtomicU64::new(0);
+/// Reconciles run.
+static RECONCILES: AtomicU64 = AtomicU64::new(0);
+/// Reconciles that found their Pod Running and Ready.
+static READY: AtomicU64 = AtomicU64::new(0);
+/// Reconciles whose Pod was no longer in the cache.
+static GONE: AtomicU64 = AtomicU64::new(0);
+
+fn now_ns() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0)
+}
+
+/// Running, with condition Ready=True.
+fn running_and_ready(pod: &Pod) -> bool {
+    let Some(status) = pod.status.as_ref() else {
+        return false;
+    };
+    status.phase.as_deref() == Some("Running")
+        && status
+            .conditions
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+struct TallyReadiness;
+
+impl Reconcile for TallyReadiness {
+    async fn reconcile(&self, _req: Request, ctx: &Context) -> Result<Action, Error> {
+        RECONCILES.fetch_add(1, Ordering::Relaxed);
+        match ctx.get::<Pod>().await? {
+            None => {
+                GONE.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(pod) if running_and_ready(&pod) => {
+                READY.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(_) => {}
+        }
+        Ok(Action::done())
+    }
+}
+
+fn arg(args: &[String], name: &str) -> Option<String> {
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1).cloned())
+}
+
+#[tokio::main]
+async fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let kubeconfig = arg(&args, "--kubeconfig").expect("--kubeconfig");
+    let workers: usize = arg(&args, "--workers")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+
+    let config = opkit::config::load(&opkit::config::ConfigSource::File {
+        path: kubeconfig.into(),
+        context: None,
+    })
+    .await
+    .expect("kubeconfig");
+    let client = kube::Client::try_from(config).expect("client");
+    let cache = SharedCache::new(client);
+    let informer = cache.informer::<Pod>().expect("pod informer");
+    tokio::spawn(async move {
+        if informer.wait_for_sync().await.is_ok() {
+            println!("Y {}", now_ns());
+        }
+    });
+    tokio::spawn(async {
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        loop {
+            tick.tick().await;
+            println!(
+                "T {} {} {} {} {}",
+                now_ns(),
+                EVENTS.load(Ordering::Relaxed),
+                RECONCILES.load(Ordering::Relaxed),
+                READY.load(Ordering::Relaxed),
+                GONE.load(Ordering::Relaxed)
+            );
+        }
+    });
+    let count_events = |_: &PredicateEvent<'_, Pod>| {
+        EVENTS.fetch_add(1, Ordering::Relaxed);
+        true
+    };
+    Controller::for_with::<Pod>(TallyReadiness, count_events)
+        .max_concurrent_reconciles(workers)
+        .run(&cache, std::future::pending())
+        .await
+        .expect("controller");
+}
