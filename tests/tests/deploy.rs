@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Namespace;
-use k8s_openapi::api::rbac::v1::ClusterRole;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, ListParams};
 use opkit::envtest::{Cluster, ControlPlane};
 use opkit_tests::{eventually, init_tracing};
 
@@ -84,6 +84,7 @@ async fn undeploy_stops_within_its_bound_naming_what_holds_on_then_finishes() {
         "undeploy took {took:?} with a 3s bound"
     );
     let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("make undeploy with a finalizer nobody removes, after {took:?}:\n{stderr}");
     for expected in [
         "these still hold on",
         "Memcached",
@@ -158,36 +159,47 @@ async fn expect_nothing_left(client: &kube::Client, project: &deploy_support::Pr
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let roles: Api<ClusterRole> = Api::all(client.clone());
-    let bindings: Api<DynamicObject> = Api::all_with(
-        client.clone(),
-        &kube::api::ApiResource::erase::<k8s_openapi::api::rbac::v1::ClusterRoleBinding>(&()),
-    );
-    eventually("undeploy to leave nothing", Duration::from_secs(5), || async {
-        let ns_gone = namespaces
-            .get_opt(project.namespace)
-            .await
-            .is_ok_and(|n| n.is_none());
-        let crds_left = crds
-            .list(&ListParams::default())
-            .await
-            .map(|l| {
-                l.items
-                    .iter()
-                    .any(|c| c.spec.group == project.group)
-            })
-            .unwrap_or(true);
-        let prefix = format!("{}-", project.name);
-        let roles_left = roles
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items.iter().any(|r| r.metadata.name.as_deref().is_some_and(|n| n.starts_with(&prefix))))
-            .unwrap_or(true);
-        let bindings_left = bindings
-            .list(&ListParams::default())
-            .await
-            .map(|l| l.items.iter().any(|r| r.metadata.name.as_deref().is_some_and(|n| n.starts_with(&prefix))))
-            .unwrap_or(true);
-        ns_gone && !crds_left && !roles_left && !bindings_left
-    })
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    eventually(
+        "undeploy to leave nothing",
+        Duration::from_secs(5),
+        || async {
+            let ns_gone = namespaces
+                .get_opt(project.namespace)
+                .await
+                .is_ok_and(|n| n.is_none());
+            let crds_left = crds
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items.iter().any(|c| c.spec.group == project.group))
+                .unwrap_or(true);
+            let prefix = format!("{}-", project.name);
+            let roles_left = roles
+                .list(&ListParams::default())
+                .await
+                .map(|l| {
+                    l.items.iter().any(|r| {
+                        r.metadata
+                            .name
+                            .as_deref()
+                            .is_some_and(|n| n.starts_with(&prefix))
+                    })
+                })
+                .unwrap_or(true);
+            let bindings_left = bindings
+                .list(&ListParams::default())
+                .await
+                .map(|l| {
+                    l.items.iter().any(|r| {
+                        r.metadata
+                            .name
+                            .as_deref()
+                            .is_some_and(|n| n.starts_with(&prefix))
+                    })
+                })
+                .unwrap_or(true);
+            ns_gone && !crds_left && !roles_left && !bindings_left
+        },
+    )
     .await;
 }

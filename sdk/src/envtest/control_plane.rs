@@ -558,7 +558,7 @@ fn apiserver_args(
             "--service-account-signing-key-file={}",
             files.sa_key.display()
         ),
-        "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+        "--service-cluster-ip-range=10.0.0.0/16".to_owned(),
         "--allow-privileged=true".to_owned(),
         "--profiling=false".to_owned(),
     ];

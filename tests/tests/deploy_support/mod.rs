@@ -76,9 +76,7 @@ impl Tools {
     /// `make <args>` in `dir`, with `KUBECTL` and `KUBECONFIG` set and the
     /// workspace's `cargo-opkit` first on `PATH`.
     pub fn make(&self, dir: &Path, args: &[&str]) -> Output {
-        self.make_command(dir, args)
-            .output()
-            .expect("run make")
+        self.make_command(dir, args).output().expect("run make")
     }
 
     /// The `make` command [`Tools::make`] runs.

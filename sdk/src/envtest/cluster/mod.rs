@@ -74,7 +74,7 @@ pub const NODE_NAME: &str = "opkit-node";
 /// The pod network on the node's bridge.
 pub const POD_CIDR: &str = "10.244.0.0/24";
 /// The Service IP range (`kubernetes` is `10.0.0.1`).
-pub const SERVICE_CIDR: &str = "10.0.0.0/24";
+pub const SERVICE_CIDR: &str = "10.0.0.0/16";
 /// The `kubernetes` Service's cluster IP.
 const KUBERNETES_SERVICE_IP: &str = "10.0.0.1";
 /// Prefix of each cluster's directory (followed by the owning process id).
