@@ -17,8 +17,8 @@
 //!    ClusterRole, the error it reports names the verb and resource;
 //! 6. `make undeploy` leaves nothing behind.
 //!
-//! Prints the figures (image build time, time to ready, RSS). Needs root
-//! and the node assets (`make cluster-assets`).
+//! Prints the figures (image build time, time to ready, RSS). Needs root,
+//! the node assets (`make cluster-assets`) and the registry (`make registry`).
 
 mod deploy_support;
 
@@ -293,6 +293,7 @@ fn forbidden_lines(log: &str) -> Vec<&str> {
 /// What one journey measured.
 #[derive(Debug, Default)]
 struct Figures {
+    image_summary: String,
     image_build_cold: Duration,
     image_build_warm: Duration,
     make_deploy: Duration,
@@ -326,6 +327,10 @@ fn build_and_push(deployed: &Deployed<'_>, figures: &mut Figures) -> String {
             .tools
             .make(&deployed.dir, &["image", &img, "PUSH=1", "INSECURE=1"]);
         assert!(output.status.success(), "make image:\n{}", text(&output));
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        if let Some(line) = stdout.lines().find(|l| l.starts_with("digest ")) {
+            figures.image_summary = line.to_owned();
+        }
         if warm {
             figures.image_build_warm = started.elapsed();
         } else {
@@ -440,9 +445,10 @@ fn condition_true(object: &DynamicObject, kind: &str) -> bool {
 
 fn print_figures(what: &str, figures: &Figures) {
     println!(
-        "FIGURES {what}: image build cold {:.1?}, warm {:.1?}; make deploy {:.1?}; \
+        "FIGURES {what}: image {}; image build cold {:.1?}, warm {:.1?}; make deploy {:.1?}; \
          make deploy -> operator Ready {:.1?} (manifests applied -> Ready {:.1?}); RSS idle {} KiB, with {} objects {} KiB; \
          make undeploy {:.1?}",
+        figures.image_summary,
         figures.image_build_cold,
         figures.image_build_warm,
         figures.make_deploy,
@@ -579,7 +585,11 @@ async fn memcached_finalized(deployed: &Deployed<'_>, name: &str, uid: &str) {
 async fn memcached_operator_ships_as_a_pod_and_does_its_job() {
     init_tracing();
     build_cargo_opkit();
-    let cluster = Cluster::start().await.expect("start the local cluster");
+    let cluster = Cluster::builder()
+        .with_registry()
+        .start()
+        .await
+        .expect("start the local cluster and its registry");
     let client = cluster.client().expect("admin client");
     let deployed = Deployed {
         cluster: &cluster,
@@ -795,7 +805,11 @@ async fn a_generated_operator_ships_as_a_pod_and_does_its_job() {
     );
     let dir = tmp.path().join("gen-operator");
 
-    let cluster = Cluster::start().await.expect("start the local cluster");
+    let cluster = Cluster::builder()
+        .with_registry()
+        .start()
+        .await
+        .expect("start the local cluster and its registry");
     let client = cluster.client().expect("admin client");
     let deployed = Deployed {
         cluster: &cluster,
