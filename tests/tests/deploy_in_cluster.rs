@@ -306,10 +306,11 @@ struct Figures {
 }
 
 /// The registry the cluster's containerd pulls from, as `host:port`.
-fn local_registry(_cluster: &Cluster) -> String {
-    // Until the cluster runs its own registry (the image branch).
-    std::env::var("OPKIT_TEST_REGISTRY")
-        .expect("OPKIT_TEST_REGISTRY: the registry containerd pulls from")
+fn local_registry(cluster: &Cluster) -> String {
+    cluster
+        .registry()
+        .expect("the cluster was started with_registry")
+        .host()
 }
 
 /// `make image IMG=<registry>/<name>:e2e PUSH=1`, twice: the first build
