@@ -8,7 +8,7 @@ export OPKIT_CACHE
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: help demo test controlplane cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale
+.PHONY: help demo test controlplane registry cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale
 
 help:
 	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
@@ -16,6 +16,7 @@ help:
 	@echo "make controlplane  build kube-apiserver and etcd into $(OPKIT_CACHE)/controlplane"
 	@echo "make dev-cluster   start a local control plane and keep it running until Ctrl-C"
 	@echo "make cluster       start a local single-node cluster (real kubelet, containerd) until Ctrl-C"
+	@echo "make registry      build the OCI registry (distribution) into $(OPKIT_CACHE)/registry"
 	@echo "make cluster-assets build the cluster's components and images into $(OPKIT_CACHE)/cluster"
 	@echo "make lint          cargo fmt --check and clippy with warnings denied"
 	@echo "make bench         run the benchmarks and print ratio tables"
@@ -24,6 +25,11 @@ help:
 
 controlplane:
 	@tests/controlplane/build.sh >/dev/null
+
+# The OCI registry image tests push to and the local cluster pulls from
+# (distribution's `registry`, built from the Go module proxy).
+registry:
+	@tests/registry/build.sh >/dev/null
 
 # The rest of the local cluster: kube-controller-manager, kube-scheduler,
 # kubelet, kube-proxy, kubectl, containerd, runc, CNI plugins and images.
@@ -38,7 +44,7 @@ demo: cluster-assets
 
 # Every test, then the leftover check. The run records what it starts in
 # a directory of its own (OPKIT_RUN_DIR), and check-orphans judges only that.
-test: cluster-assets
+test: cluster-assets registry
 	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/opkit-run.XXXXXX"); \
 	OPKIT_RUN_DIR=$$run $(CARGO) test --workspace --all-features; rc=$$?; \
 	OPKIT_RUN_DIR=$$run tests/check-orphans.sh || rc=1; \

@@ -26,6 +26,7 @@
 //! a `.tmpl` suffix is dropped and a `dot-` prefix becomes `.`.
 #![warn(clippy::unwrap_used)]
 
+pub mod image;
 mod names;
 mod project;
 mod render;
@@ -149,6 +150,9 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// Building or pushing an image failed (`cargo opkit image`).
+    #[error(transparent)]
+    Image(#[from] image::ImageError),
     /// Building or running the project to render its manifests failed.
     #[error("generating the manifests failed: {detail}")]
     Manifests {

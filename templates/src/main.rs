@@ -24,6 +24,8 @@ enum Top {
     /// Add to an existing project.
     #[command(subcommand)]
     Create(Create),
+    /// Build an OCI image of the manager without a container engine (and push it).
+    Image(Image),
     /// Regenerate deploy/01-crds.yaml and deploy/03-rbac.yaml from the code.
     Manifests {
         /// The project's directory, or any directory inside it.
@@ -62,6 +64,28 @@ struct New {
     /// Seed the project's Cargo.lock from this one (pins dependency versions).
     #[arg(long, hide = true)]
     lock_from: Option<PathBuf>,
+}
+
+/// `cargo opkit image`: see the `cargo_opkit::image` docs.
+#[derive(Args, Debug)]
+struct Image {
+    /// The project's directory, or any directory inside it.
+    #[arg(long, default_value = ".")]
+    dir: PathBuf,
+    /// The binary to put in the image (default: the package's only binary,
+    /// or the one named like the package).
+    #[arg(long)]
+    bin: Option<String>,
+    /// Write the OCI image layout here: a directory, or a tar archive if the
+    /// path ends in .tar (default: <target dir>/oci/<bin>).
+    #[arg(long, short)]
+    output: Option<PathBuf>,
+    /// Push the image to a registry as this reference (host[:port]/name:tag).
+    #[arg(long, value_name = "REFERENCE")]
+    push: Option<String>,
+    /// Push over plain HTTP (automatic for registries on loopback).
+    #[arg(long, requires = "push")]
+    insecure: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -220,5 +244,51 @@ fn run(command: Top) -> Result<(), Error> {
             Ok(())
         }
         Top::Manifests { dir } => cargo_opkit::manifests(&dir),
+        Top::Image(image) => build_image(image),
     }
+}
+
+fn build_image(args: Image) -> Result<(), Error> {
+    use cargo_opkit::image::{
+        ImageError, ImageOptions, OutputFormat, PushOptions, check_reference,
+    };
+    if let Some(reference) = &args.push {
+        check_reference(reference)?;
+    }
+    let image = ImageOptions {
+        dir: args.dir,
+        bin: args.bin,
+        output: args.output,
+        reference: args.push.clone(),
+    }
+    .build()?;
+    let kind = match image.format {
+        OutputFormat::Directory => "OCI layout",
+        OutputFormat::Archive => "OCI archive",
+    };
+    println!(
+        "image {} ({kind}) {}",
+        image.reference,
+        image.output.display()
+    );
+    println!(
+        "digest {}  size {} bytes (manager {} bytes)",
+        image.digest, image.size, image.binary_size
+    );
+    if let Some(reference) = args.push {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| ImageError::Internal(format!("starting the async runtime: {e}")))?;
+        let options = PushOptions {
+            insecure: args.insecure,
+        };
+        let digest = runtime
+            .block_on(image.push(&reference, options))
+            .inspect_err(|_| {
+                eprintln!("note: the image is intact in {}", image.output.display());
+            })?;
+        println!("pushed {reference}@{digest}");
+    }
+    Ok(())
 }

@@ -26,9 +26,9 @@ const CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
 /// the managed certificate's RBAC and the webhook configurations `cargo
 /// opkit manifests` writes to `deploy/05-webhooks.yaml`), has the manager
 /// serve the webhooks (`--manage-webhook-certificate`), exposes port 9443
-/// in `deploy/04-deployment.yaml` with an `emptyDir` at the cert dir, adds
-/// `deploy/05-webhooks.yaml` to the Makefile's `MANIFESTS`, and turns on
-/// opkit's `dev-cert` feature.
+/// in `deploy/04-deployment.yaml` with an `emptyDir` at the cert dir, and
+/// turns on opkit's `dev-cert` feature (`make deploy` applies every
+/// `deploy/*.yaml` in name order, so `05-webhooks.yaml` needs no edit).
 ///
 /// With `conversion_spoke`: also (or, if the kind has its admission webhook
 /// already, only) adds the version `src/api/<kind>_<spoke>.rs` converted to
@@ -64,8 +64,6 @@ enum Change {
     Before(String),
     /// Replace the anchor line (keeping its indentation).
     Replace(String),
-    /// Append text to the line starting with the anchor.
-    AppendToLineStartingWith(String),
     /// Turn on opkit's `dev-cert` feature on the first `opkit = ` line.
     DevCertFeature,
 }
@@ -216,7 +214,7 @@ impl CreateWebhook {
 
 /// The edits the project's first webhook makes: the module, the manager's
 /// webhook server and its flag, the CRDs with their conversion stanza, the
-/// Deployment's port and certificate volume, the Makefile's manifests and
+/// Deployment's port and certificate volume, and
 /// opkit's `dev-cert` feature.
 fn first_webhook_edits(crate_name: &str) -> Vec<Edit> {
     vec![
@@ -296,12 +294,6 @@ fn first_webhook_edits(crate_name: &str) -> Vec<Edit> {
             what: "the certificate's volume",
         },
         Edit {
-            file: "Makefile",
-            anchor: "MANIFESTS :=".to_owned(),
-            change: Change::AppendToLineStartingWith(" deploy/05-webhooks.yaml".to_owned()),
-            what: "deploy/05-webhooks.yaml",
-        },
-        Edit {
             file: "Cargo.toml",
             anchor: "opkit = ".to_owned(),
             change: Change::DevCertFeature,
@@ -324,23 +316,6 @@ fn apply(text: &str, edit: &Edit) -> Option<String> {
             let newline = if anchor.ends_with('\n') { "\n" } else { "" };
             format!("{indent}{line}{newline}")
         }),
-        Change::AppendToLineStartingWith(suffix) => {
-            let mut found = false;
-            let out: String = text
-                .split_inclusive('\n')
-                .map(|line| {
-                    if !found && line.starts_with(&edit.anchor) {
-                        found = true;
-                        let body = line.trim_end_matches('\n');
-                        let newline = &line[body.len()..];
-                        format!("{body}{suffix}{newline}")
-                    } else {
-                        line.to_owned()
-                    }
-                })
-                .collect();
-            found.then_some(out)
-        }
     }
 }
 

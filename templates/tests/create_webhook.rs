@@ -266,8 +266,8 @@ fn created_webhooks_are_served_rendered_and_tested() {
     assert!(
         makefile
             .lines()
-            .any(|l| l.starts_with("MANIFESTS :=") && l.ends_with(" deploy/05-webhooks.yaml")),
-        "{makefile}"
+            .any(|l| l == "MANIFESTS = $(sort $(wildcard deploy/*.yaml))"),
+        "make deploy must apply every deploy/*.yaml, 05-webhooks.yaml included:\n{makefile}"
     );
 
     let output = Command::new(env!("CARGO"))

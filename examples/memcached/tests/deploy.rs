@@ -7,8 +7,10 @@
 //! (`opkit::envtest::Cluster`): the Memcached's Deployment really rolls out
 //! memcached pods (the locally built image, passed to the operator as
 //! `$MEMCACHED_IMAGE`) and `Available` comes from the real Deployment
-//! controller. The operator's own image is not built, so its Deployment
-//! from `deploy/` is applied with 0 replicas; the binary runs out of cluster.
+//! controller. Here the operator's Deployment from `deploy/` is applied
+//! with 0 replicas and the binary runs out of cluster; the operator as a
+//! pod, from its own image (`make image`, `make deploy`, `make undeploy`),
+//! is `tests/tests/deploy_in_cluster.rs` in the opkit repository.
 
 mod support;
 

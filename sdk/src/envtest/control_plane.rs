@@ -513,7 +513,7 @@ fn free_ports() -> Result<[u16; 3]> {
     Ok(ports)
 }
 
-fn is_port_race(error: &Error) -> bool {
+pub(crate) fn is_port_race(error: &Error) -> bool {
     match error {
         Error::ExitedEarly { tail, .. } | Error::NotReady { tail, .. } => {
             tail.contains("address already in use")
@@ -558,7 +558,7 @@ fn apiserver_args(
             "--service-account-signing-key-file={}",
             files.sa_key.display()
         ),
-        "--service-cluster-ip-range=10.0.0.0/24".to_owned(),
+        "--service-cluster-ip-range=10.0.0.0/16".to_owned(),
         "--allow-privileged=true".to_owned(),
         "--profiling=false".to_owned(),
     ];
@@ -587,7 +587,7 @@ fn spawn_apiserver(binaries: &Binaries, dir: &Path, args: &[String]) -> Result<C
 }
 
 /// Polls `probe` until it returns `Ok`, failing early if a process exits.
-async fn wait_until_ready<F, Fut>(
+pub(crate) async fn wait_until_ready<F, Fut>(
     process: &ChildProcess,
     also_alive: Option<&ChildProcess>,
     timeout: Duration,

@@ -32,6 +32,17 @@ pub enum Error {
         searched: String,
     },
 
+    /// The OCI registry binary was not found.
+    #[error(
+        "the OCI registry (distribution) was not found; looked in: {searched}.\n\
+         Build it with `make registry` (or `tests/registry/build.sh`) in the opkit repository, \
+         or point OPKIT_REGISTRY at a `registry` binary"
+    )]
+    MissingRegistry {
+        /// Where it was looked for.
+        searched: String,
+    },
+
     /// A cluster cannot run on this machine as it is (not root, no cgroups, ...).
     #[error("cannot start a local cluster here: {0}")]
     Unsupported(String),

@@ -61,6 +61,7 @@ mod footprint;
 mod kubeconfig;
 mod pki;
 mod process;
+mod registry;
 mod webhooks;
 
 pub use assets::{Binaries, DEFAULT_KUBERNETES_VERSION, find_binaries};
@@ -70,3 +71,4 @@ pub use cluster::{
 };
 pub use control_plane::{ControlPlane, ControlPlaneBuilder};
 pub use error::{Error, Result};
+pub use registry::{DEFAULT_REGISTRY_VERSION, Registry, RegistryBuilder, find_registry_binary};

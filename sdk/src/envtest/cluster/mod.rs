@@ -33,6 +33,10 @@
 //!   packed from Debian's binary, a static busybox) and imported into
 //!   containerd at start; pods use them with `imagePullPolicy: IfNotPresent`.
 //!
+//! - With [`ClusterBuilder::with_registry`], a [`Registry`] on the host's
+//!   end of the node link (plain HTTP), which the node's containerd pulls
+//!   from: push to [`Cluster::registry`] and name the image in a pod.
+//!
 //! Stopping (or dropping) the cluster kills the namespaces' init, and with it
 //! every process, mount, bridge and rule inside; then it removes the link,
 //! the cgroups and the directory. If the test process dies instead, the
@@ -48,7 +52,7 @@ mod namespaces;
 mod node;
 mod service_route;
 
-use std::net::Ipv4Addr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -64,6 +68,7 @@ use super::control_plane::{ControlPlane, ControlPlaneBuilder};
 use super::error::{Error, Result};
 use super::pki::Pki;
 use super::process::ChildProcess;
+use super::registry::Registry;
 use cgroups::NodeCgroups;
 use controllers::Controllers;
 use files::ClusterFiles;
@@ -75,7 +80,7 @@ pub const NODE_NAME: &str = "opkit-node";
 /// The pod network on the node's bridge.
 pub const POD_CIDR: &str = "10.244.0.0/24";
 /// The Service IP range (`kubernetes` is `10.0.0.1`).
-pub const SERVICE_CIDR: &str = "10.0.0.0/24";
+pub const SERVICE_CIDR: &str = "10.0.0.0/16";
 /// The `kubernetes` Service's cluster IP.
 const KUBERNETES_SERVICE_IP: &str = "10.0.0.1";
 /// Prefix of each cluster's directory (followed by the owning process id).
@@ -89,6 +94,7 @@ pub struct ClusterBuilder {
     plane: ControlPlaneBuilder,
     with_node: bool,
     assets: Option<NodeAssets>,
+    with_registry: bool,
     start_timeout: Duration,
 }
 
@@ -98,6 +104,7 @@ impl Default for ClusterBuilder {
             plane: ControlPlaneBuilder::default(),
             with_node: true,
             assets: None,
+            with_registry: false,
             start_timeout: Duration::from_secs(90),
         }
     }
@@ -109,6 +116,27 @@ impl ClusterBuilder {
     /// work, but no Pod is scheduled or runs. Needs no root.
     pub fn without_node(mut self) -> Self {
         self.with_node = false;
+        self
+    }
+
+    /// Also start an OCI [`Registry`] the node pulls from: it listens on the
+    /// host's end of the node link (loopback without a node), and the
+    /// node's containerd is configured to pull `<host:port>/...` over plain
+    /// HTTP. See [`Cluster::registry`].
+    ///
+    /// ```no_run
+    /// use opkit::envtest::Cluster;
+    ///
+    /// # async fn example() -> Result<(), opkit::envtest::Error> {
+    /// let cluster = Cluster::builder().with_registry().start().await?;
+    /// let registry = cluster.registry().expect("started with_registry");
+    /// // Push an image there (e.g. `cargo opkit image --push <ref> --insecure`),
+    /// // then run a pod with `image: <ref>`.
+    /// println!("{}", registry.reference("my-operator", "dev"));
+    /// # Ok(()) }
+    /// ```
+    pub fn with_registry(mut self) -> Self {
+        self.with_registry = true;
         self
     }
 
@@ -218,6 +246,17 @@ impl ClusterBuilder {
         let controllers = Controllers::start(&assets, &files, dir.path())?;
         footprint.add_process(controllers.controller_manager.pid());
         footprint.add_process(controllers.scheduler.pid());
+        let registry = if self.with_registry {
+            let registry = Registry::builder()
+                .address(IpAddr::V4(address))
+                .start_timeout(self.start_timeout)
+                .start()
+                .await?;
+            footprint.add_process(registry.pid());
+            Some(registry)
+        } else {
+            None
+        };
         let images = if self.with_node {
             assets.images()?
         } else {
@@ -229,6 +268,7 @@ impl ClusterBuilder {
             link: Mutex::new(parts.link.take()),
             cgroups: Mutex::new(parts.cgroups.take()),
             controllers: Mutex::new(Some(controllers)),
+            registry,
             plane,
             images,
             node_address,
@@ -294,6 +334,7 @@ pub struct Cluster {
     link: Mutex<Option<NodeLink>>,
     cgroups: Mutex<Option<NodeCgroups>>,
     controllers: Mutex<Option<Controllers>>,
+    registry: Option<Registry>,
     plane: ControlPlane,
     images: Vec<ImageArchive>,
     node_address: Option<Ipv4Addr>,
@@ -329,6 +370,7 @@ impl Cluster {
             .ok()
             .and_then(|c| c.as_ref().map(NodeCgroups::cgroup_root))
             .ok_or(Error::Stopped)?;
+        let registry = self.registry.as_ref().map(Registry::host);
         let guard = self.namespaces.lock().map_err(|_| Error::Stopped)?;
         let namespaces = guard.as_ref().ok_or(Error::Stopped)?;
         let node = Node::start(
@@ -339,6 +381,7 @@ impl Cluster {
             &self.images,
             node_address,
             &cgroup_root,
+            registry.as_deref(),
             self.start_timeout,
         )?;
         drop(guard);
@@ -381,6 +424,12 @@ impl Cluster {
             .iter()
             .find(|i| i.name == name)
             .map(|i| i.reference.as_str())
+    }
+
+    /// The registry started by [`ClusterBuilder::with_registry`]: the node
+    /// pulls `registry.reference(name, tag)` from it. `None` without it.
+    pub fn registry(&self) -> Option<&Registry> {
+        self.registry.as_ref()
     }
 
     /// How long [`ClusterBuilder::start`] took.
@@ -528,6 +577,9 @@ impl Cluster {
         }
         if let Ok(mut controllers) = self.controllers.lock() {
             controllers.take();
+        }
+        if let Some(registry) = &self.registry {
+            registry.stop();
         }
         self.plane.stop();
         if let Ok(mut dir) = self.dir.lock()

@@ -30,6 +30,10 @@ impl NodeDirs {
     fn kubelet(&self) -> PathBuf {
         self.root.join("kubelet")
     }
+    /// containerd's registry hosts directory (`<host:port>/hosts.toml`).
+    fn registry_hosts(&self) -> PathBuf {
+        self.root.join("containerd").join("certs.d")
+    }
     fn cni_conf(&self) -> PathBuf {
         self.root.join("cni").join("net.d")
     }
@@ -84,6 +88,8 @@ disabled_plugins = [
 
 [plugins.'io.containerd.cri.v1.images']
   snapshotter = "overlayfs"
+  [plugins.'io.containerd.cri.v1.images'.registry]
+    config_path = "{registry_hosts}"
   [plugins.'io.containerd.cri.v1.images'.pinned_images]
     sandbox = "{pause_image}"
 
@@ -115,6 +121,15 @@ disabled_plugins = [
         runc = assets.bin("runc").display(),
         cni_bin = assets.cni_dir().display(),
         cni_conf = dirs.cni_conf().display(),
+        registry_hosts = dirs.registry_hosts().display(),
+    )
+}
+
+/// containerd's `hosts.toml` for a registry at `host` (`ip:port`) that
+/// speaks plain HTTP: pulls of `host/...` go to `http://host`.
+fn registry_hosts_toml(host: &str) -> String {
+    format!(
+        "server = \"http://{host}\"\n\n[host.\"http://{host}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
     )
 }
 
@@ -236,6 +251,7 @@ impl Node {
         images: &[ImageArchive],
         node: Ipv4Addr,
         cgroup_root: &str,
+        registry: Option<&str>,
         timeout: Duration,
     ) -> Result<Self> {
         for dir in [
@@ -267,6 +283,15 @@ impl Node {
             &cni_config(dirs),
         )?;
         write(&dirs.root.join("resolv.conf"), "")?;
+        if let Some(host) = registry {
+            let hosts = dirs.registry_hosts().join(host);
+            std::fs::create_dir_all(&hosts).map_err(|source| Error::Io {
+                what: "creating containerd's registry hosts directory",
+                path: hosts.clone(),
+                source,
+            })?;
+            write(&hosts.join("hosts.toml"), &registry_hosts_toml(host))?;
+        }
         let kubelet_yaml = dirs.kubelet().join("config.json");
         write(
             &kubelet_yaml,
@@ -410,4 +435,35 @@ fn import_images(assets: &NodeAssets, dirs: &NodeDirs, images: &[ImageArchive]) 
         )?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_hosts_use_plain_http() {
+        let toml = registry_hosts_toml("198.18.1.1:5000");
+        assert!(
+            toml.starts_with("server = \"http://198.18.1.1:5000\"\n"),
+            "{toml}"
+        );
+        assert!(toml.contains("[host.\"http://198.18.1.1:5000\"]"), "{toml}");
+        assert!(toml.contains("\"pull\", \"resolve\""), "{toml}");
+    }
+
+    #[test]
+    fn containerd_reads_registry_hosts_from_the_node_directory() {
+        let assets = NodeAssets {
+            root: "/assets".into(),
+        };
+        let dirs = NodeDirs {
+            root: "/node".into(),
+        };
+        let config = containerd_config(&assets, &dirs, "opkit.local/pause:1");
+        assert!(
+            config.contains("config_path = \"/node/containerd/certs.d\""),
+            "{config}"
+        );
+    }
 }

@@ -1,0 +1,324 @@
+//! [`Registry`]: a real OCI registry (`distribution`, the `registry`
+//! command of `github.com/distribution/distribution/v3`) for tests that push
+//! and pull images.
+//!
+//! ```no_run
+//! use opkit::envtest::Registry;
+//!
+//! # async fn example() -> Result<(), opkit::envtest::Error> {
+//! let registry = Registry::start().await?;
+//! // Plain HTTP on loopback: `cargo opkit image --push <this>` pushes there.
+//! println!("push to {}", registry.reference("demo", "v1"));
+//! # Ok(()) }
+//! ```
+//!
+//! The registry listens on a free port of a loopback address (or, for a
+//! [`Cluster`](super::Cluster), the host's end of the node link, where
+//! the node's containerd pulls from it), keeps its blobs in a temporary
+//! directory, and speaks plain HTTP without authentication. It is killed and
+//! its directory removed when the [`Registry`] is stopped or dropped (and it
+//! dies with the test process on Linux); with `OPKIT_RUN_DIR` set, the
+//! process and the directory are recorded for `tests/check-orphans.sh`.
+//!
+//! # Binary
+//!
+//! `$OPKIT_REGISTRY` (the path of a `registry` binary) when set, else the
+//! cache `tests/registry/build.sh` (`make registry`) fills:
+//! `${OPKIT_CACHE:-$HOME/.cache/opkit}/registry/v3.1.2/bin/registry`.
+
+use std::net::{IpAddr, Ipv4Addr, SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use tempfile::TempDir;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use super::control_plane::{is_port_race, remove_stale_dirs, wait_until_ready};
+use super::error::{Error, Result};
+use super::process::ChildProcess;
+
+/// The distribution release `tests/registry/build.sh` builds (kept in step
+/// with `tests/registry/go.mod` by a unit test).
+pub const DEFAULT_REGISTRY_VERSION: &str = "v3.1.2";
+/// Prefix of each registry's directory (followed by the owning process id).
+const DIR_PREFIX: &str = "opkit-registry-";
+/// How often a start is retried when another process took the port first.
+const PORT_RACE_ATTEMPTS: u32 = 3;
+
+/// Options for starting a [`Registry`]; see [`Registry::builder`].
+#[derive(Debug, Clone)]
+pub struct RegistryBuilder {
+    address: IpAddr,
+    binary: Option<PathBuf>,
+    start_timeout: Duration,
+}
+
+impl Default for RegistryBuilder {
+    fn default() -> Self {
+        Self {
+            address: IpAddr::V4(Ipv4Addr::LOCALHOST),
+            binary: None,
+            start_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl RegistryBuilder {
+    /// Listen on this address instead of `127.0.0.1`. Only loopback or an
+    /// address of a link the caller made (as a cluster's host address):
+    /// the registry accepts pushes from anyone who reaches it.
+    pub fn address(mut self, address: IpAddr) -> Self {
+        self.address = address;
+        self
+    }
+
+    /// Use this `registry` binary instead of looking for one.
+    pub fn binary(mut self, path: impl Into<PathBuf>) -> Self {
+        self.binary = Some(path.into());
+        self
+    }
+
+    /// How long to wait for the registry to answer (default 30 s).
+    pub fn start_timeout(mut self, timeout: Duration) -> Self {
+        self.start_timeout = timeout;
+        self
+    }
+
+    /// Starts the registry and waits until `GET /v2/` answers 200.
+    pub async fn start(self) -> Result<Registry> {
+        let binary = match self.binary.clone() {
+            Some(path) => path,
+            None => find_registry_binary()?,
+        };
+        remove_stale_dirs(DIR_PREFIX);
+        let dir = tempfile::Builder::new()
+            .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
+            .tempdir()
+            .map_err(|source| Error::Io {
+                what: "creating the registry's directory",
+                path: std::env::temp_dir(),
+                source,
+            })?;
+        super::footprint::record(&format!("dir {}", dir.path().display()));
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self.start_once(&binary, dir.path()).await {
+                Ok((process, address)) => {
+                    tracing::info!(%address, dir = %dir.path().display(), "registry ready");
+                    return Ok(Registry {
+                        process,
+                        address,
+                        dir,
+                    });
+                }
+                Err(e) if attempt < PORT_RACE_ATTEMPTS && is_port_race(&e) => {
+                    tracing::warn!(attempt, error = %e, "registry port taken; retrying on another");
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    async fn start_once(&self, binary: &Path, dir: &Path) -> Result<(ChildProcess, SocketAddr)> {
+        let address = free_address(self.address)?;
+        let config = dir.join("config.yml");
+        std::fs::write(&config, config_yaml(address, &dir.join("storage"))).map_err(|source| {
+            Error::Io {
+                what: "writing the registry's configuration",
+                path: config.clone(),
+                source,
+            }
+        })?;
+        let args = vec!["serve".to_owned(), config.display().to_string()];
+        let process = spawn_registry(binary, &args, dir.join("registry.log"))?;
+        wait_until_ready(&process, None, self.start_timeout, || v2_answers(address)).await?;
+        Ok((process, address))
+    }
+}
+
+/// Starts `registry serve <config>` with tracing export off (distribution
+/// otherwise dials an OTLP collector on loopback).
+fn spawn_registry(binary: &Path, args: &[String], log: PathBuf) -> Result<ChildProcess> {
+    let mut env_args = vec![
+        "OTEL_TRACES_EXPORTER=none".to_owned(),
+        binary.display().to_string(),
+    ];
+    env_args.extend(args.iter().cloned());
+    ChildProcess::spawn("registry", Path::new("/usr/bin/env"), &env_args, log)
+}
+
+/// The registry's configuration: filesystem storage under `storage`,
+/// deletes allowed, plain HTTP on `address`, no access log.
+fn config_yaml(address: SocketAddr, storage: &Path) -> String {
+    format!(
+        "version: 0.1\n\
+         log:\n  level: warn\n  accesslog:\n    disabled: true\n\
+         storage:\n  filesystem:\n    rootdirectory: {storage}\n  delete:\n    enabled: true\n\
+         http:\n  addr: {address}\n  secret: opkit-envtest\n  draintimeout: 1s\n",
+        storage = storage.display()
+    )
+}
+
+/// A free port on `ip`, as `ip:port`.
+fn free_address(ip: IpAddr) -> Result<SocketAddr> {
+    let listener = TcpListener::bind((ip, 0)).map_err(|source| Error::Io {
+        what: "finding a free port for the registry",
+        path: PathBuf::from(ip.to_string()),
+        source,
+    })?;
+    listener.local_addr().map_err(|source| Error::Io {
+        what: "finding a free port for the registry",
+        path: PathBuf::from(ip.to_string()),
+        source,
+    })
+}
+
+/// `Ok` once `GET /v2/` answers `200`.
+async fn v2_answers(address: SocketAddr) -> std::result::Result<(), String> {
+    let mut stream = tokio::net::TcpStream::connect(address)
+        .await
+        .map_err(|e| format!("connecting to {address}: {e}"))?;
+    let request = format!("GET /v2/ HTTP/1.0\r\nHost: {address}\r\n\r\n");
+    stream
+        .write_all(request.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut head = [0u8; 12];
+    stream
+        .read_exact(&mut head)
+        .await
+        .map_err(|e| e.to_string())?;
+    let status = String::from_utf8_lossy(&head);
+    if status.ends_with(" 200") {
+        Ok(())
+    } else {
+        Err(format!("GET /v2/ answered {status:?}"))
+    }
+}
+
+/// Finds the `registry` binary: `$OPKIT_REGISTRY`, else the build cache.
+pub fn find_registry_binary() -> Result<PathBuf> {
+    let (path, label) = match std::env::var_os("OPKIT_REGISTRY").filter(|v| !v.is_empty()) {
+        Some(path) => (PathBuf::from(path), "$OPKIT_REGISTRY"),
+        None => {
+            let cache = std::env::var_os("OPKIT_CACHE")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| {
+                    std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache").join("opkit"))
+                })
+                .ok_or_else(|| Error::MissingRegistry {
+                    searched: "nowhere ($HOME, OPKIT_CACHE and OPKIT_REGISTRY are all unset)"
+                        .to_owned(),
+                })?;
+            (
+                cache
+                    .join("registry")
+                    .join(DEFAULT_REGISTRY_VERSION)
+                    .join("bin")
+                    .join("registry"),
+                "the opkit build cache",
+            )
+        }
+    };
+    if path.is_file() {
+        Ok(path)
+    } else {
+        Err(Error::MissingRegistry {
+            searched: format!("{} ({label})", path.display()),
+        })
+    }
+}
+
+/// A running registry. Killed, and its storage removed, on
+/// [`stop`](Self::stop) or drop.
+#[derive(Debug)]
+pub struct Registry {
+    // Field order is drop order: the process before its directory.
+    process: ChildProcess,
+    address: SocketAddr,
+    dir: TempDir,
+}
+
+impl Registry {
+    /// Options for starting a registry.
+    pub fn builder() -> RegistryBuilder {
+        RegistryBuilder::default()
+    }
+
+    /// Starts a registry on a free port of `127.0.0.1`.
+    pub async fn start() -> Result<Self> {
+        Self::builder().start().await
+    }
+
+    /// The address it listens on.
+    pub fn address(&self) -> SocketAddr {
+        self.address
+    }
+
+    /// `host:port`, the first part of an image reference.
+    pub fn host(&self) -> String {
+        self.address.to_string()
+    }
+
+    /// `host:port/repository:tag`.
+    pub fn reference(&self, repository: &str, tag: &str) -> String {
+        format!("{}/{repository}:{tag}", self.address)
+    }
+
+    /// The registry's directory: its configuration, `storage/` and
+    /// `registry.log`.
+    pub fn dir_path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The registry's log file.
+    pub fn log_path(&self) -> &Path {
+        self.process.log_path()
+    }
+
+    /// The registry's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Kills the registry (its storage stays until the value is dropped).
+    /// Harmless to call twice.
+    pub fn stop(&self) {
+        self.process.kill();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_names_the_address_and_storage() {
+        let yaml = config_yaml("127.0.0.1:5000".parse().unwrap(), Path::new("/d/storage"));
+        assert!(yaml.contains("addr: 127.0.0.1:5000"), "{yaml}");
+        assert!(yaml.contains("rootdirectory: /d/storage"), "{yaml}");
+    }
+
+    /// The constant names the version the build script builds.
+    #[test]
+    fn default_version_matches_the_build_script() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let gomod = std::fs::read_to_string(repo.join("tests/registry/go.mod")).unwrap();
+        assert!(
+            gomod.contains(&format!(
+                "github.com/distribution/distribution/v3 {DEFAULT_REGISTRY_VERSION}"
+            )),
+            "tests/registry/go.mod does not pin {DEFAULT_REGISTRY_VERSION}"
+        );
+    }
+
+    #[test]
+    fn missing_binary_says_how_to_build_it() {
+        let err = Error::MissingRegistry {
+            searched: "/x/registry".to_owned(),
+        };
+        assert!(err.to_string().contains("make registry"), "{err}");
+    }
+}

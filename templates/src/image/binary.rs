@@ -1,0 +1,358 @@
+//! Finding the project's manager binary and building it as a static
+//! executable: `cargo build --release --target x86_64-unknown-linux-gnu`
+//! with `-C target-feature=+crt-static`, and the checkout, the cargo home
+//! and the target directory remapped to fixed paths so the same source
+//! builds to the same bytes wherever it sits.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::Deserialize;
+
+use super::ImageError;
+
+/// The target the manager is built for: glibc, linked statically.
+pub const TARGET: &str = "x86_64-unknown-linux-gnu";
+
+/// What `cargo metadata` says about the project.
+#[derive(Debug, Clone)]
+pub(crate) struct Project {
+    /// The package's `Cargo.toml`.
+    pub manifest: PathBuf,
+    /// The workspace root (remapped to `/src` in the binary).
+    pub workspace_root: PathBuf,
+    /// The target directory.
+    pub target_dir: PathBuf,
+    /// The package version.
+    pub version: String,
+    /// The package's `repository`, if set.
+    pub repository: Option<String>,
+    /// The bin target to build.
+    pub bin: String,
+}
+
+#[derive(Deserialize)]
+struct Metadata {
+    packages: Vec<Package>,
+    workspace_root: PathBuf,
+    target_directory: PathBuf,
+}
+
+#[derive(Deserialize)]
+struct Package {
+    name: String,
+    version: String,
+    manifest_path: PathBuf,
+    repository: Option<String>,
+    targets: Vec<Target>,
+}
+
+#[derive(Deserialize)]
+struct Target {
+    name: String,
+    kind: Vec<String>,
+}
+
+impl Package {
+    fn bins(&self) -> Vec<&str> {
+        self.targets
+            .iter()
+            .filter(|t| t.kind.iter().any(|k| k == "bin"))
+            .map(|t| t.name.as_str())
+            .collect()
+    }
+}
+
+fn cargo() -> Command {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+}
+
+/// Output of a cargo command that must succeed, or why not.
+fn cargo_output(mut command: Command, what: &'static str) -> Result<String, ImageError> {
+    let output = command
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| ImageError::Cargo {
+            what,
+            detail: format!("cannot run cargo: {e}"),
+        })?;
+    if !output.status.success() {
+        return Err(ImageError::Cargo {
+            what,
+            detail: String::from_utf8_lossy(&output.stderr).trim().to_owned(),
+        });
+    }
+    Ok(String::from_utf8_lossy(&output.stdout).into_owned())
+}
+
+/// The package in `dir` (the nearest `Cargo.toml` at or above it) and the
+/// binary to build: `bin` if given, else the package's only binary, else
+/// the one named like the package (what `cargo opkit new` makes).
+pub(crate) fn find_project(dir: &Path, bin: Option<&str>) -> Result<Project, ImageError> {
+    if !dir.is_dir() {
+        return Err(ImageError::NotACargoProject {
+            dir: dir.to_owned(),
+            detail: "no such directory".to_owned(),
+        });
+    }
+    let mut locate = cargo();
+    locate
+        .current_dir(dir)
+        .args(["locate-project", "--message-format", "plain"]);
+    let manifest = match cargo_output(locate, "locating Cargo.toml") {
+        Ok(out) => PathBuf::from(out.trim()),
+        Err(ImageError::Cargo { detail, .. }) => {
+            return Err(ImageError::NotACargoProject {
+                dir: dir.to_owned(),
+                detail,
+            });
+        }
+        Err(e) => return Err(e),
+    };
+    let mut metadata = cargo();
+    metadata
+        .current_dir(dir)
+        .args(["metadata", "--no-deps", "--format-version", "1"])
+        .arg("--manifest-path")
+        .arg(&manifest);
+    let json = cargo_output(metadata, "reading the project's metadata")?;
+    let metadata: Metadata = serde_json::from_str(&json).map_err(|e| ImageError::Cargo {
+        what: "reading the project's metadata",
+        detail: format!("unexpected `cargo metadata` output: {e}"),
+    })?;
+    let package = metadata
+        .packages
+        .iter()
+        .find(|p| p.manifest_path == manifest)
+        .or_else(|| match bin {
+            // A virtual workspace: the package that has the binary.
+            Some(bin) => metadata.packages.iter().find(|p| p.bins().contains(&bin)),
+            None => None,
+        })
+        .ok_or_else(|| ImageError::NoBinary {
+            manifest: manifest.clone(),
+            detail: "it is a workspace without a package of its own; run this in the \
+                     operator's package directory, or name its binary with --bin"
+                .to_owned(),
+        })?;
+    let bins = package.bins();
+    let chosen = match bin {
+        Some(bin) if bins.contains(&bin) => bin,
+        Some(bin) => {
+            return Err(ImageError::NoBinary {
+                manifest: package.manifest_path.clone(),
+                detail: format!(
+                    "package {} has no binary {bin:?} (its binaries: {})",
+                    package.name,
+                    list(&bins)
+                ),
+            });
+        }
+        None => match bins.as_slice() {
+            [only] => only,
+            _ if bins.contains(&package.name.as_str()) => package.name.as_str(),
+            [] => {
+                return Err(ImageError::NoBinary {
+                    manifest: package.manifest_path.clone(),
+                    detail: format!("package {} has no binary target", package.name),
+                });
+            }
+            _ => {
+                return Err(ImageError::NoBinary {
+                    manifest: package.manifest_path.clone(),
+                    detail: format!(
+                        "package {} has several binaries ({}); choose one with --bin",
+                        package.name,
+                        list(&bins)
+                    ),
+                });
+            }
+        },
+    };
+    Ok(Project {
+        manifest: package.manifest_path.clone(),
+        workspace_root: metadata.workspace_root,
+        target_dir: metadata.target_directory,
+        version: package.version.clone(),
+        repository: package.repository.clone().filter(|r| !r.is_empty()),
+        bin: chosen.to_owned(),
+    })
+}
+
+fn list(names: &[&str]) -> String {
+    if names.is_empty() {
+        "none".to_owned()
+    } else {
+        names.join(", ")
+    }
+}
+
+/// The flags that make the binary static and independent of where the
+/// checkout, the cargo home and the target directory are. Later remaps win
+/// in rustc, so the more specific (longer) prefixes come last.
+pub(crate) fn rustflags(project: &Project) -> Vec<String> {
+    let mut remaps: BTreeMap<usize, Vec<(PathBuf, &str)>> = BTreeMap::new();
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cargo")));
+    let mut add = |path: PathBuf, to: &'static str| {
+        remaps
+            .entry(path.as_os_str().len())
+            .or_default()
+            .push((path, to));
+    };
+    add(project.workspace_root.clone(), "/src");
+    add(project.target_dir.clone(), "/target");
+    if let Some(home) = cargo_home {
+        add(home, "/cargo");
+    }
+    let mut flags = vec!["-C".to_owned(), "target-feature=+crt-static".to_owned()];
+    for (path, to) in remaps.into_values().flatten() {
+        flags.push(format!("--remap-path-prefix={}={to}", path.display()));
+    }
+    flags
+}
+
+#[derive(Deserialize)]
+struct Message {
+    reason: String,
+    #[serde(default)]
+    target: Option<Target>,
+    #[serde(default)]
+    executable: Option<PathBuf>,
+}
+
+/// Builds the project's binary (cargo's progress and errors go to stderr)
+/// and returns its path.
+pub(crate) fn build(project: &Project) -> Result<PathBuf, ImageError> {
+    check_target_installed()?;
+    // The user's own RUSTFLAGS stay; ours are added after them.
+    let mut flags: Vec<String> = match std::env::var("CARGO_ENCODED_RUSTFLAGS") {
+        Ok(encoded) if !encoded.is_empty() => encoded.split('\x1f').map(str::to_owned).collect(),
+        _ => std::env::var("RUSTFLAGS")
+            .map(|f| f.split_whitespace().map(str::to_owned).collect())
+            .unwrap_or_default(),
+    };
+    flags.extend(rustflags(project));
+    let mut command = cargo();
+    command
+        .args([
+            "build",
+            "--release",
+            "--target",
+            TARGET,
+            "--bin",
+            &project.bin,
+        ])
+        .arg("--manifest-path")
+        .arg(&project.manifest)
+        .args(["--message-format", "json-render-diagnostics"])
+        .env_remove("RUSTFLAGS")
+        .env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"))
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit());
+    let output = command.output().map_err(|e| ImageError::Cargo {
+        what: "building the manager",
+        detail: format!("cannot run cargo: {e}"),
+    })?;
+    if !output.status.success() {
+        return Err(ImageError::Cargo {
+            what: "building the manager",
+            detail: format!(
+                "`cargo build --release --target {TARGET} --bin {}` failed ({}); cargo's output is above",
+                project.bin, output.status
+            ),
+        });
+    }
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<Message>(line).ok())
+        .filter(|m| m.reason == "compiler-artifact")
+        .filter(|m| m.target.as_ref().is_some_and(|t| t.name == project.bin))
+        .find_map(|m| m.executable)
+        .ok_or_else(|| ImageError::Cargo {
+            what: "building the manager",
+            detail: format!("cargo reported no executable for binary {}", project.bin),
+        })
+}
+
+fn check_target_installed() -> Result<(), ImageError> {
+    let rustc = std::env::var_os("RUSTC").unwrap_or_else(|| "rustc".into());
+    let sysroot = Command::new(rustc)
+        .args(["--print", "sysroot"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| PathBuf::from(String::from_utf8_lossy(&o.stdout).trim()));
+    match sysroot {
+        Some(root) if !root.join("lib/rustlib").join(TARGET).is_dir() => {
+            Err(ImageError::TargetMissing {
+                target: TARGET,
+                sysroot: root,
+            })
+        }
+        // Without an answer from rustc, let cargo report the problem.
+        _ => Ok(()),
+    }
+}
+
+/// Whether `elf` is a statically linked ELF executable (no `PT_INTERP`
+/// program header, so no dynamic loader is needed in the image).
+pub(crate) fn is_static_elf(elf: &[u8]) -> Result<bool, &'static str> {
+    const PT_INTERP: u32 = 3;
+    if elf.len() < 64 || &elf[..4] != b"\x7fELF" {
+        return Err("not an ELF file");
+    }
+    if elf[4] != 2 || elf[5] != 1 {
+        return Err("not a 64-bit little-endian ELF file");
+    }
+    let u16_at = |at: usize| u16::from_le_bytes([elf[at], elf[at + 1]]) as usize;
+    let phoff = u64::from_le_bytes(elf[32..40].try_into().map_err(|_| "truncated")?) as usize;
+    let (phentsize, phnum) = (u16_at(54), u16_at(56));
+    for i in 0..phnum {
+        let at = phoff
+            .checked_add(i * phentsize)
+            .filter(|at| at + 4 <= elf.len())
+            .ok_or("truncated program headers")?;
+        let kind = u32::from_le_bytes(elf[at..at + 4].try_into().map_err(|_| "truncated")?);
+        if kind == PT_INTERP {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_test_binary_is_recognised_as_elf() {
+        let me = std::fs::read(std::env::current_exe().unwrap()).unwrap();
+        // Test binaries are linked dynamically.
+        assert_eq!(is_static_elf(&me), Ok(false));
+        assert!(is_static_elf(b"#!/bin/sh\n").is_err());
+    }
+
+    #[test]
+    fn longer_prefixes_are_remapped_last() {
+        let project = Project {
+            manifest: "/w/app/Cargo.toml".into(),
+            workspace_root: "/w".into(),
+            target_dir: "/w/target".into(),
+            version: "0.1.0".into(),
+            repository: None,
+            bin: "app".into(),
+        };
+        let flags = rustflags(&project);
+        assert_eq!(flags[..2], ["-C", "target-feature=+crt-static"]);
+        let src = flags
+            .iter()
+            .position(|f| f == "--remap-path-prefix=/w=/src");
+        let target = flags
+            .iter()
+            .position(|f| f == "--remap-path-prefix=/w/target=/target");
+        assert!(src.unwrap() < target.unwrap(), "{flags:?}");
+    }
+}

@@ -1,0 +1,304 @@
+//! `cargo opkit image`: an OCI image of the operator's manager, built
+//! without a container engine — the way `ko` builds Go operators.
+//!
+//! ```no_run
+//! use cargo_opkit::image::{ImageOptions, PushOptions};
+//!
+//! # async fn example() -> Result<(), cargo_opkit::image::ImageError> {
+//! let image = ImageOptions {
+//!     dir: "examples/memcached".into(),
+//!     ..ImageOptions::default()
+//! }
+//! .build()?;
+//! println!("{} ({} bytes) in {}", image.digest, image.size, image.output.display());
+//! image
+//!     .push("127.0.0.1:5000/memcached-operator:dev", PushOptions::default())
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! # What is built
+//!
+//! - The manager: `cargo build --release --target x86_64-unknown-linux-gnu`
+//!   with `-C target-feature=+crt-static` (glibc, linked statically: the
+//!   image needs no libc and no loader), and `--remap-path-prefix` for the
+//!   workspace (`/src`), the target directory (`/target`) and the cargo home
+//!   (`/cargo`), so the same source gives the same binary in any checkout.
+//!   Flags from `RUSTFLAGS` are kept and ours added; `build.rustflags` in a
+//!   `.cargo/config.toml` is not read while these are set.
+//! - One layer (gzipped tar): `/manager`; `/etc/passwd` and `/etc/group`
+//!   with `root`, `nobody` and `nonroot` (65532); `/home/nonroot`; `/tmp`
+//!   (mode 1777). No CA certificates: in a cluster the manager trusts the
+//!   API server through the ServiceAccount's `ca.crt`, which the kubelet
+//!   mounts, and it talks to nothing else; an operator that calls other
+//!   HTTPS services must bring their CA (e.g. from a Secret).
+//! - The config: `User` `65532:65532`, `Entrypoint` `["/manager"]`, labels
+//!   `org.opencontainers.image.{source,revision,version,title}`.
+//!
+//! The Dockerfile of a generated project builds the same thing with Docker
+//! (distroless `static:nonroot`, the same user, path and entrypoint).
+//!
+//! # Reproducible
+//!
+//! Every tar entry has a fixed mtime (`SOURCE_DATE_EPOCH`, else 0), owner
+//! and mode; entries are sorted; gzip's header is fixed; JSON is written
+//! from structs and sorted maps. The same binary and labels always give the
+//! same digest. `created` is set only from `SOURCE_DATE_EPOCH`.
+
+mod binary;
+mod digest;
+mod labels;
+mod layer;
+mod layout;
+mod push;
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+pub use binary::TARGET;
+pub use digest::Sha256Digest;
+pub use layer::{MANAGER_PATH, NONROOT_UID};
+pub use layout::{ImageMetadata, OutputFormat};
+pub use push::PushOptions;
+
+/// Why building or pushing an image failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ImageError {
+    /// The directory holds no Cargo project.
+    #[error(
+        "{} is not inside a Cargo project ({detail}); run this in the operator's directory or pass --dir",
+        dir.display()
+    )]
+    NotACargoProject {
+        /// The directory.
+        dir: PathBuf,
+        /// What cargo said.
+        detail: String,
+    },
+    /// The binary to put in the image could not be chosen.
+    #[error("{}: {detail}", manifest.display())]
+    NoBinary {
+        /// The package's `Cargo.toml`.
+        manifest: PathBuf,
+        /// What is wrong.
+        detail: String,
+    },
+    /// The Rust standard library for the image's target is not installed.
+    #[error(
+        "the Rust target {target} is not installed (no {}/lib/rustlib/{target}); run `rustup target add {target}`",
+        sysroot.display()
+    )]
+    TargetMissing {
+        /// The target.
+        target: &'static str,
+        /// rustc's sysroot.
+        sysroot: PathBuf,
+    },
+    /// A cargo command failed.
+    #[error("{what}: {detail}")]
+    Cargo {
+        /// What was being done.
+        what: &'static str,
+        /// What cargo said.
+        detail: String,
+    },
+    /// The built binary cannot run in an image without libc.
+    #[error(
+        "{} is not a static executable ({reason}); the image holds no libc or loader. \
+         Is something overriding `-C target-feature=+crt-static` (RUSTFLAGS, .cargo/config.toml)?",
+        binary.display()
+    )]
+    NotStatic {
+        /// The binary.
+        binary: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// `SOURCE_DATE_EPOCH` is set but unusable.
+    #[error("{0}")]
+    BadSourceDate(String),
+    /// The output path holds something that is not an earlier image.
+    #[error("{} is {what}; refusing to replace it: choose another --output or remove it", path.display())]
+    OutputInUse {
+        /// The path.
+        path: PathBuf,
+        /// What is there.
+        what: String,
+    },
+    /// The image reference cannot be used.
+    #[error("invalid image reference {reference:?}: {reason}")]
+    BadReference {
+        /// The reference given.
+        reference: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// The registry did not take the image. The layout on disk is intact.
+    #[error("pushing {reference} failed while {step}: {detail}")]
+    Push {
+        /// The reference.
+        reference: String,
+        /// What was being done.
+        step: &'static str,
+        /// What went wrong, and what to do.
+        detail: String,
+    },
+    /// Reading or writing a file failed.
+    #[error("{what}: {}: {source}", path.display())]
+    Io {
+        /// What was being done.
+        what: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A bug in cargo-opkit.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+/// What to build; [`ImageOptions::build`] builds it.
+#[derive(Debug, Clone)]
+pub struct ImageOptions {
+    /// The project's directory, or any directory inside it.
+    pub dir: PathBuf,
+    /// The binary to put in the image (default: the package's only binary,
+    /// or the one named like the package).
+    pub bin: Option<String>,
+    /// Where to write the OCI layout: a directory, or a tar archive if the
+    /// path ends in `.tar`. Default: `<target dir>/oci/<bin>`.
+    pub output: Option<PathBuf>,
+    /// The reference the layout names the image by (`index.json`), e.g. the
+    /// one it is pushed as. Default: `<bin>:<package version>`.
+    pub reference: Option<String>,
+}
+
+impl Default for ImageOptions {
+    fn default() -> Self {
+        Self {
+            dir: PathBuf::from("."),
+            bin: None,
+            output: None,
+            reference: None,
+        }
+    }
+}
+
+/// A built image, written as an OCI layout.
+#[derive(Debug, Clone)]
+pub struct BuiltImage {
+    /// The manifest digest (what a registry and containerd call the image).
+    pub digest: Sha256Digest,
+    /// The sum of the blobs' sizes (what a pull transfers).
+    pub size: u64,
+    /// The manager binary's size.
+    pub binary_size: u64,
+    /// The reference `index.json` names.
+    pub reference: String,
+    /// Where the layout was written.
+    pub output: PathBuf,
+    /// Directory or archive.
+    pub format: OutputFormat,
+    /// The time `cargo build` took.
+    pub build_time: Duration,
+    blobs: layout::ImageBlobs,
+}
+
+impl ImageOptions {
+    /// Builds the binary and writes the image layout.
+    pub fn build(&self) -> Result<BuiltImage, ImageError> {
+        let project = binary::find_project(&self.dir, self.bin.as_deref())?;
+        let started = Instant::now();
+        let executable = binary::build(&project)?;
+        let build_time = started.elapsed();
+        let binary = std::fs::read(&executable).map_err(|source| ImageError::Io {
+            what: "reading the built manager",
+            path: executable.clone(),
+            source,
+        })?;
+        match binary::is_static_elf(&binary) {
+            Ok(true) => {}
+            Ok(false) => {
+                return Err(ImageError::NotStatic {
+                    binary: executable,
+                    reason: "it names a dynamic loader (PT_INTERP)".to_owned(),
+                });
+            }
+            Err(reason) => {
+                return Err(ImageError::NotStatic {
+                    binary: executable,
+                    reason: reason.to_owned(),
+                });
+            }
+        }
+        let project_dir = project
+            .manifest
+            .parent()
+            .map_or_else(|| self.dir.clone(), Path::to_owned);
+        let labels = labels::labels(
+            &project_dir,
+            &project.bin,
+            &project.version,
+            project.repository.as_deref(),
+        );
+        let reference = self
+            .reference
+            .clone()
+            .unwrap_or_else(|| format!("{}:{}", project.bin, project.version));
+        let output = self
+            .output
+            .clone()
+            .unwrap_or_else(|| project.target_dir.join("oci").join(&project.bin));
+        pack_binary(binary, labels, &reference, &output).map(|mut image| {
+            image.build_time = build_time;
+            image
+        })
+    }
+}
+
+/// Packs an already built static `binary` with `labels` and writes the
+/// layout to `output` (a directory, or an archive for `*.tar`).
+pub fn pack_binary(
+    binary: Vec<u8>,
+    labels: std::collections::BTreeMap<String, String>,
+    reference: &str,
+    output: &Path,
+) -> Result<BuiltImage, ImageError> {
+    let epoch = labels::source_date_epoch().map_err(ImageError::BadSourceDate)?;
+    let binary_size = binary.len() as u64;
+    let layer = layer::pack(&layer::entries(binary), epoch.unwrap_or(0))
+        .map_err(|e| ImageError::Internal(format!("writing the layer: {e}")))?;
+    let metadata = ImageMetadata {
+        labels,
+        created: epoch.map(labels::rfc3339),
+    };
+    let blobs = layout::assemble(layer, &metadata)?;
+    let format = OutputFormat::for_path(output);
+    layout::write(&blobs, reference, output, format)?;
+    Ok(BuiltImage {
+        digest: blobs.manifest.digest.clone(),
+        size: blobs.size(),
+        binary_size,
+        reference: reference.to_owned(),
+        output: output.to_owned(),
+        format,
+        build_time: Duration::ZERO,
+        blobs,
+    })
+}
+
+impl BuiltImage {
+    /// Pushes the image to a registry as `reference` (`host[:port]/name:tag`).
+    /// Returns the digest, the same as [`BuiltImage::digest`].
+    pub async fn push(&self, reference: &str, options: PushOptions) -> Result<String, ImageError> {
+        push::push(&self.blobs, reference, options).await
+    }
+}
+
+/// Checks an image reference before anything is built, so a typo fails at
+/// once.
+pub fn check_reference(reference: &str) -> Result<(), ImageError> {
+    push::parse_reference(reference).map(|_| ())
+}

@@ -1,0 +1,145 @@
+//! `cargo opkit image` from the command line: what it prints, and a clear
+//! error that loses nothing for every bad input.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn cargo_opkit(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cargo-opkit"))
+        .current_dir(dir)
+        .arg("opkit")
+        .arg("image")
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// A package with two binaries, `first` and `second`.
+fn two_bins(dir: &Path) {
+    std::fs::create_dir_all(dir.join("src/bin")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"two\"\nversion = \"1.0.0\"\nedition = \"2024\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    for bin in ["first", "second"] {
+        std::fs::write(
+            dir.join(format!("src/bin/{bin}.rs")),
+            format!("fn main() {{ println!(\"{bin}\"); }}\n"),
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn no_cargo_project_is_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = cargo_opkit(dir.path(), &[]);
+    assert!(!output.status.success());
+    let err = stderr(&output);
+    assert!(err.contains("is not inside a Cargo project"), "{err}");
+    let output = cargo_opkit(dir.path(), &["--dir", "missing"]);
+    assert!(
+        stderr(&output).contains("no such directory"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[test]
+fn the_binary_must_be_chosen_and_exist() {
+    let dir = tempfile::tempdir().unwrap();
+    two_bins(dir.path());
+    let output = cargo_opkit(dir.path(), &[]);
+    let err = stderr(&output);
+    assert!(!output.status.success());
+    assert!(
+        err.contains("several binaries (first, second); choose one with --bin"),
+        "{err}"
+    );
+    let output = cargo_opkit(dir.path(), &["--bin", "third"]);
+    let err = stderr(&output);
+    assert!(
+        err.contains("has no binary \"third\" (its binaries: first, second)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn builds_prints_and_refuses_to_clobber() {
+    let dir = tempfile::tempdir().unwrap();
+    two_bins(dir.path());
+    let out = dir.path().join("second.tar");
+    let output = cargo_opkit(
+        dir.path(),
+        &["--bin", "second", "--output", out.to_str().unwrap()],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("image second:1.0.0 (OCI archive)"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("digest sha256:"), "{stdout}");
+    assert!(out.is_file());
+
+    // An output path holding something else is refused, and kept.
+    let output = cargo_opkit(dir.path(), &["--bin", "second", "--output", "src"]);
+    let err = stderr(&output);
+    assert!(!output.status.success());
+    assert!(err.contains("not an OCI image layout"), "{err}");
+    assert!(dir.path().join("src/bin/first.rs").is_file());
+}
+
+#[test]
+fn a_bad_reference_fails_before_building() {
+    let dir = tempfile::tempdir().unwrap();
+    two_bins(dir.path());
+    let output = cargo_opkit(
+        dir.path(),
+        &["--bin", "first", "--push", "127.0.0.1:5000/Not Valid:v1"],
+    );
+    let err = stderr(&output);
+    assert!(!output.status.success());
+    assert!(err.contains("invalid image reference"), "{err}");
+    assert!(!err.contains("Compiling"), "nothing was built: {err}");
+}
+
+#[test]
+fn an_unreachable_registry_keeps_the_layout() {
+    let dir = tempfile::tempdir().unwrap();
+    two_bins(dir.path());
+    // A port nothing listens on: bound, then released.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let out = dir.path().join("layout");
+    let reference = format!("127.0.0.1:{port}/first:v1");
+    let output = cargo_opkit(
+        dir.path(),
+        &[
+            "--bin",
+            "first",
+            "--output",
+            out.to_str().unwrap(),
+            "--push",
+            &reference,
+        ],
+    );
+    let err = stderr(&output);
+    assert!(!output.status.success());
+    assert!(
+        err.contains(&format!(
+            "is a registry listening at http://127.0.0.1:{port}?"
+        )),
+        "{err}"
+    );
+    assert!(err.contains("the image is intact in"), "{err}");
+    assert!(out.join("index.json").is_file());
+}

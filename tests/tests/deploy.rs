@@ -1,0 +1,205 @@
+//! The deploy targets of an operator project's Makefile (`examples/memcached`,
+//! the same Makefile `cargo opkit new` generates), run as a user runs them:
+//! `make` with `kubectl` and `KUBECONFIG` pointing at a local cluster.
+//!
+//! - `make undeploy` deletes the custom resources first and waits, bounded,
+//!   for the operator to finalize them; when something still holds on it
+//!   stops, names it, and says what to do — it never hangs.
+//! - `make run` without the CRDs installed fails at once, saying to run
+//!   `make install`.
+//!
+//! Needs the node assets (`make cluster-assets`: kubectl, the controllers).
+
+mod deploy_support;
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, ListParams};
+use opkit::envtest::{Cluster, ControlPlane};
+use opkit_tests::{eventually, init_tracing};
+
+use deploy_support::{MEMCACHED, Tools, text};
+
+/// A Memcached carrying the operator's finalizer, created while no operator
+/// runs: nothing will ever remove the finalizer.
+const STUCK_MEMCACHED: &str = r#"
+apiVersion: cache.example.com/v1alpha1
+kind: Memcached
+metadata:
+  name: stuck
+  namespace: default
+  finalizers: ["cache.example.com/finalizer"]
+spec:
+  size: 1
+"#;
+
+#[tokio::test]
+async fn undeploy_stops_within_its_bound_naming_what_holds_on_then_finishes() {
+    init_tracing();
+    // The controllers (namespace deletion, garbage collection), no node: the
+    // operator's pod is never run, so nobody finalizes the Memcached.
+    let cluster = Cluster::builder()
+        .without_node()
+        .start()
+        .await
+        .expect("start the control plane and controllers");
+    let tools = Tools::new(cluster.kubeconfig_path());
+    let project = MEMCACHED.dir();
+    for file in [
+        "00-namespace.yaml",
+        "01-crds.yaml",
+        "02-service-account.yaml",
+        "03-rbac.yaml",
+        "04-deployment.yaml",
+    ] {
+        tools.kubectl_ok(&[
+            "apply",
+            "--server-side",
+            "-f",
+            project.join("deploy").join(file).to_str().expect("utf-8"),
+        ]);
+    }
+    tools.kubectl_ok(&[
+        "wait",
+        "--for=condition=Established",
+        "crd/memcacheds.cache.example.com",
+        "--timeout=30s",
+    ]);
+    tools.kubectl_stdin_ok(&["apply", "-f", "-"], STUCK_MEMCACHED);
+
+    let started = Instant::now();
+    let output = tools.make(&project, &["undeploy", "UNDEPLOY_TIMEOUT=3s"]);
+    let took = started.elapsed();
+    assert!(
+        !output.status.success(),
+        "undeploy succeeded with a finalizer nobody removes:\n{}",
+        text(&output)
+    );
+    assert!(
+        took < Duration::from_secs(30),
+        "undeploy took {took:?} with a 3s bound"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    println!("make undeploy with a finalizer nobody removes, after {took:?}:\n{stderr}");
+    for expected in [
+        "these still hold on",
+        "Memcached",
+        "stuck",
+        "cache.example.com/finalizer",
+        "kubectl logs -n memcached-operator-system deployment/memcached-operator-controller-manager",
+        "finalizers\":null",
+    ] {
+        assert!(
+            stderr.contains(expected),
+            "the message does not say {expected:?}:\n{}",
+            text(&output)
+        );
+    }
+    // It stopped before the operator: nothing else was deleted, so the
+    // operator could still finalize the Memcached.
+    let client = cluster.client().expect("admin client");
+    let operator: Api<Deployment> = Api::namespaced(client.clone(), MEMCACHED.namespace);
+    assert!(
+        operator
+            .get_opt(&MEMCACHED.manager())
+            .await
+            .expect("get")
+            .is_some(),
+        "the operator was deleted before its custom resources"
+    );
+
+    // What the message says to do by hand, then undeploy finishes and
+    // leaves nothing.
+    tools.kubectl_ok(&[
+        "patch",
+        "memcached",
+        "stuck",
+        "-n",
+        "default",
+        "--type=merge",
+        "-p",
+        r#"{"metadata":{"finalizers":null}}"#,
+    ]);
+    let output = tools.make(&project, &["undeploy", "UNDEPLOY_TIMEOUT=60s"]);
+    assert!(output.status.success(), "undeploy:\n{}", text(&output));
+    expect_nothing_left(&client, &MEMCACHED).await;
+}
+
+#[tokio::test]
+async fn make_run_without_the_crds_says_to_run_make_install() {
+    init_tracing();
+    let plane = ControlPlane::start()
+        .await
+        .expect("start etcd and kube-apiserver");
+    let tools = Tools::new(plane.kubeconfig_path());
+    let started = Instant::now();
+    // CARGO=false: the check comes before any build.
+    let output = tools.make(&MEMCACHED.dir(), &["run", "CARGO=false"]);
+    assert!(!output.status.success(), "{}", text(&output));
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains("not installed") && stderr.contains("make install"),
+        "{}",
+        text(&output)
+    );
+}
+
+/// Waits until the project's namespace, CRDs, ClusterRole and
+/// ClusterRoleBinding are gone.
+async fn expect_nothing_left(client: &kube::Client, project: &deploy_support::Project) {
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let bindings: Api<ClusterRoleBinding> = Api::all(client.clone());
+    eventually(
+        "undeploy to leave nothing",
+        Duration::from_secs(5),
+        || async {
+            let ns_gone = namespaces
+                .get_opt(project.namespace)
+                .await
+                .is_ok_and(|n| n.is_none());
+            let crds_left = crds
+                .list(&ListParams::default())
+                .await
+                .map(|l| l.items.iter().any(|c| c.spec.group == project.group))
+                .unwrap_or(true);
+            let prefix = format!("{}-", project.name);
+            let roles_left = roles
+                .list(&ListParams::default())
+                .await
+                .map(|l| {
+                    l.items.iter().any(|r| {
+                        r.metadata
+                            .name
+                            .as_deref()
+                            .is_some_and(|n| n.starts_with(&prefix))
+                    })
+                })
+                .unwrap_or(true);
+            let bindings_left = bindings
+                .list(&ListParams::default())
+                .await
+                .map(|l| {
+                    l.items.iter().any(|r| {
+                        r.metadata
+                            .name
+                            .as_deref()
+                            .is_some_and(|n| n.starts_with(&prefix))
+                    })
+                })
+                .unwrap_or(true);
+            ns_gone && !crds_left && !roles_left && !bindings_left
+        },
+    )
+    .await;
+}

@@ -1,0 +1,155 @@
+//! Helpers shared by the `deploy*` tests: running `make` and `kubectl` the
+//! way a user does, against a local cluster's kubeconfig.
+#![allow(dead_code)]
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+/// The workspace root (this crate lives in `tests/`).
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("tests/ has a parent")
+        .to_owned()
+}
+
+/// The workspace's target directory.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"))
+}
+
+/// An operator project with the Makefile `cargo opkit new` generates.
+#[derive(Debug, Clone)]
+pub struct Project {
+    /// The project name (`memcached-operator`).
+    pub name: &'static str,
+    /// The namespace it deploys to.
+    pub namespace: &'static str,
+    /// The API group of its kinds.
+    pub group: &'static str,
+    /// The directory, relative to the workspace (or absolute).
+    pub path: &'static str,
+}
+
+impl Project {
+    /// The project's directory.
+    pub fn dir(&self) -> PathBuf {
+        workspace().join(self.path)
+    }
+
+    /// The manager's Deployment (and ServiceAccount) name.
+    pub fn manager(&self) -> String {
+        format!("{}-controller-manager", self.name)
+    }
+}
+
+/// `examples/memcached`.
+pub const MEMCACHED: Project = Project {
+    name: "memcached-operator",
+    namespace: "memcached-operator-system",
+    group: "cache.example.com",
+    path: "examples/memcached",
+};
+
+/// `kubectl` from the node assets and the kubeconfig it talks through.
+pub struct Tools {
+    /// The kubectl binary.
+    pub kubectl: PathBuf,
+    /// The admin kubeconfig of the local cluster.
+    pub kubeconfig: PathBuf,
+}
+
+impl Tools {
+    /// kubectl from `make cluster-assets`, talking to `kubeconfig`.
+    pub fn new(kubeconfig: &Path) -> Self {
+        let assets = opkit::envtest::find_node_assets()
+            .expect("the node assets (make cluster-assets), for kubectl");
+        Self {
+            kubectl: assets.bin("kubectl"),
+            kubeconfig: kubeconfig.to_owned(),
+        }
+    }
+
+    /// `make <args>` in `dir`, with `KUBECTL` and `KUBECONFIG` set and the
+    /// workspace's `cargo-opkit` first on `PATH`.
+    pub fn make(&self, dir: &Path, args: &[&str]) -> Output {
+        self.make_command(dir, args).output().expect("run make")
+    }
+
+    /// The `make` command [`Tools::make`] runs.
+    pub fn make_command(&self, dir: &Path, args: &[&str]) -> Command {
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let mut paths = vec![target_dir().join("debug")];
+        paths.extend(std::env::split_paths(&path));
+        let mut command = Command::new("make");
+        command
+            .arg("--no-print-directory")
+            .arg(format!("KUBECTL={}", self.kubectl.display()))
+            .args(args)
+            .current_dir(dir)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .env("CARGO_TARGET_DIR", target_dir())
+            .env("PATH", std::env::join_paths(paths).expect("PATH"));
+        command
+    }
+
+    /// `kubectl <args>`.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        Command::new(&self.kubectl)
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .output()
+            .expect("run kubectl")
+    }
+
+    /// `kubectl <args>`, which must succeed; returns its stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let output = self.kubectl(args);
+        assert!(
+            output.status.success(),
+            "kubectl {}:\n{}",
+            args.join(" "),
+            text(&output)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+
+    /// `kubectl <args>` with `input` on stdin, which must succeed.
+    pub fn kubectl_stdin_ok(&self, args: &[&str], input: &str) -> String {
+        let mut child = Command::new(&self.kubectl)
+            .args(args)
+            .env("KUBECONFIG", &self.kubeconfig)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run kubectl");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(input.as_bytes())
+            .expect("write kubectl's stdin");
+        let output = child.wait_with_output().expect("wait for kubectl");
+        assert!(
+            output.status.success(),
+            "kubectl {}:\n{}",
+            args.join(" "),
+            text(&output)
+        );
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    }
+}
+
+/// A command's status, stdout and stderr, for assertion messages.
+pub fn text(output: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
