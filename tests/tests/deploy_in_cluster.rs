@@ -415,6 +415,17 @@ async fn replace_operator_pod(deployed: &Deployed<'_>, old: &Pod) -> Pod {
     new
 }
 
+/// How many custom resources the load step creates: `OPKIT_DEPLOY_LOAD`,
+/// default 100 (`make test`'s budget); 1000 for the recorded figure.
+fn load_size() -> usize {
+    match std::env::var("OPKIT_DEPLOY_LOAD") {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("OPKIT_DEPLOY_LOAD must be a number of objects, not {v:?}")),
+        Err(_) => 100,
+    }
+}
+
 /// Creates `count` objects of the journey's kind in `namespace`, from
 /// `object(i)`, waits until `done` says each was reconciled, and returns
 /// the operator pod's RSS then.
@@ -657,18 +668,21 @@ async fn memcached_operator_ships_as_a_pod_and_does_its_job() {
         "{metrics}"
     );
 
-    // Under load: 1000 Memcacheds of size 1 (a Deployment and a Service
-    // each; the node runs what fits, the rest of the pods stay Pending, so
-    // each gets an Available condition, True or False).
+    // Under load: OPKIT_DEPLOY_LOAD (default 100) Memcacheds of size 1 (a
+    // Deployment and a Service each; the node runs what fits, the rest of
+    // the pods stay Pending, so each gets an Available condition, True or
+    // False). The recorded RSS figure is taken with OPKIT_DEPLOY_LOAD=1000,
+    // which adds about 8 minutes (creating, then undeploying, 1000).
     create_namespace(&client, "load").await;
-    figures.loaded_objects = 1000;
+    let loaded = load_size();
+    figures.loaded_objects = loaded;
     let load_api: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), "load", &deployed.resource);
     figures.rss_loaded_kib = load(
         &deployed,
         &pod,
         "load",
-        1000,
+        loaded,
         |i| memcached(&format!("m{i}"), 1),
         |o| {
             o.data["status"]["conditions"]
@@ -802,6 +816,7 @@ async fn widget_round_trip(deployed: &Deployed<'_>, name: &str) {
 }
 
 #[tokio::test]
+#[ignore = "not yet run to completion: its release build of a generated project is a second cold build (issue 10 stays open); run with --ignored"]
 async fn a_generated_operator_ships_as_a_pod_and_does_its_job() {
     init_tracing();
     build_cargo_opkit();
@@ -869,12 +884,13 @@ async fn a_generated_operator_ships_as_a_pod_and_does_its_job() {
     );
 
     create_namespace(&client, "load").await;
-    figures.loaded_objects = 1000;
+    let loaded = load_size();
+    figures.loaded_objects = loaded;
     figures.rss_loaded_kib = load(
         &deployed,
         &pod,
         "load",
-        1000,
+        loaded,
         |i| widget(&format!("w{i}")),
         |o| condition_true(o, "Ready"),
     )
