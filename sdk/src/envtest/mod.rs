@@ -37,6 +37,10 @@
 //!   [`Cluster`] runs kube-controller-manager, kube-scheduler and a real
 //!   node (containerd, kubelet, kube-proxy) as well.
 //!
+//! Images: [`Registry`] runs a real OCI registry (distribution) on loopback
+//! for tests that push images; [`ClusterBuilder::with_registry`] starts one
+//! the cluster's node pulls from.
+//!
 //! Webhooks: [`ControlPlane::install_webhooks`] points the apiserver at a
 //! webhook server on loopback (see [`crate::webhook`]), trusting a
 //! [`DevCertificate`](crate::webhook::DevCertificate).
