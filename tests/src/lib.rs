@@ -98,12 +98,60 @@ where
     F: FnMut() -> Fut,
     Fut: Future<Output = bool>,
 {
+    eventually_some(what, within, || {
+        let done = check();
+        async move { done.await.then_some(()) }
+    })
+    .await
+}
+
+/// Polls `check` every 50 ms until it returns `Some`, and returns what it
+/// found; panics naming `what` after `within`.
+pub async fn eventually_some<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
     let deadline = tokio::time::Instant::now() + within;
-    while !check().await {
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
         assert!(
             tokio::time::Instant::now() < deadline,
             "timed out after {within:?} waiting for {what}"
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+}
+
+/// The phase of a pod (`""` before it has one).
+pub fn pod_phase(pod: &k8s_openapi::api::core::v1::Pod) -> &str {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.phase.as_deref())
+        .unwrap_or_default()
+}
+
+/// Creates `pod` (`restartPolicy: Never`), waits until it has Succeeded
+/// or Failed, and returns it as it ended with its log.
+pub async fn run_to_completion(
+    pods: &Api<k8s_openapi::api::core::v1::Pod>,
+    pod: &k8s_openapi::api::core::v1::Pod,
+    within: Duration,
+) -> (k8s_openapi::api::core::v1::Pod, String) {
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    if let Err(e) = pods.create(&PostParams::default(), pod).await {
+        panic!("creating pod {name}: {e}");
+    }
+    let ended = eventually_some(&format!("pod {name} to finish"), within, || async {
+        let pod = pods.get_opt(&name).await.ok().flatten()?;
+        matches!(pod_phase(&pod), "Succeeded" | "Failed").then_some(pod)
+    })
+    .await;
+    let log = pods
+        .logs(&name, &kube::api::LogParams::default())
+        .await
+        .unwrap_or_else(|e| panic!("the log of pod {name}: {e}"));
+    (ended, log)
 }

@@ -8,23 +8,13 @@ use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Service};
-use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use opkit::envtest::{Cluster, NODE_NAME};
-use opkit_tests::{create_namespace, eventually, init_tracing};
+use opkit_tests::{create_namespace, eventually, init_tracing, pod_phase, run_to_completion};
 use serde_json::json;
 
 fn from_json<T: serde::de::DeserializeOwned>(value: serde_json::Value) -> T {
     serde_json::from_value(value).expect("a valid object")
-}
-
-async fn pod_phase(pods: &Api<Pod>, name: &str) -> String {
-    pods.get_opt(name)
-        .await
-        .ok()
-        .flatten()
-        .and_then(|p| p.status)
-        .and_then(|s| s.phase)
-        .unwrap_or_default()
 }
 
 async fn is_ready(pods: &Api<Pod>, name: &str) -> bool {
@@ -193,21 +183,9 @@ async fn cluster_runs_pods_and_stops_clean() {
             }]
         }
     }));
-    pods.create(&PostParams::default(), &probe).await.unwrap();
-    eventually(
-        "the client pod to finish",
-        Duration::from_secs(60),
-        || async {
-            matches!(
-                pod_phase(&pods, "client").await.as_str(),
-                "Succeeded" | "Failed"
-            )
-        },
-    )
-    .await;
-    let output = pods.logs("client", &LogParams::default()).await.unwrap();
+    let (client_pod, output) = run_to_completion(&pods, &probe, Duration::from_secs(60)).await;
     assert_eq!(
-        pod_phase(&pods, "client").await,
+        pod_phase(&client_pod),
         "Succeeded",
         "client output: {output}"
     );
@@ -233,19 +211,7 @@ async fn cluster_runs_pods_and_stops_clean() {
             }]
         }
     }));
-    pods.create(&PostParams::default(), &reach).await.unwrap();
-    eventually(
-        "the reach pod to finish",
-        Duration::from_secs(60),
-        || async {
-            matches!(
-                pod_phase(&pods, "reach").await.as_str(),
-                "Succeeded" | "Failed"
-            )
-        },
-    )
-    .await;
-    let output = pods.logs("reach", &LogParams::default()).await.unwrap();
+    let (_, output) = run_to_completion(&pods, &reach, Duration::from_secs(60)).await;
     assert!(
         output.contains("apiserver=0"),
         "the kubernetes Service from a pod: {output}"

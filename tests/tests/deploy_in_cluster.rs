@@ -36,7 +36,7 @@ use kube::api::{
     PostParams,
 };
 use opkit::envtest::Cluster;
-use opkit_tests::{create_namespace, init_tracing};
+use opkit_tests::{create_namespace, eventually_some, init_tracing};
 use serde_json::json;
 
 use deploy_support::{MEMCACHED, Project, Tools, target_dir, text, workspace};
@@ -45,26 +45,6 @@ use deploy_support::{MEMCACHED, Project, Tools, target_dir, text, workspace};
 const WAIT: Duration = Duration::from_secs(60);
 /// How long pods may take to start on the node.
 const POD_WAIT: Duration = Duration::from_secs(180);
-
-/// Polls `check` every 200 ms until it returns `Some`; panics naming `what`
-/// after `within`.
-async fn eventually<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-}
 
 fn is_ready(pod: &Pod) -> bool {
     pod.metadata.deletion_timestamp.is_none()
@@ -110,7 +90,7 @@ impl Deployed<'_> {
     async fn ready_operator_pod(&self) -> Pod {
         let pods = self.operator_pods();
         let selector = self.selector();
-        eventually("the operator pod to be Ready", POD_WAIT, || async {
+        eventually_some("the operator pod to be Ready", POD_WAIT, || async {
             let list = pods
                 .list(&ListParams::default().labels(&selector))
                 .await
@@ -133,7 +113,7 @@ impl Deployed<'_> {
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), self.project.namespace);
         let name = format!("{}-lock", self.project.name);
         let prefix = format!("{pod}_");
-        eventually(&format!("{pod} to hold the Lease {name}"), WAIT, || async {
+        eventually_some(&format!("{pod} to hold the Lease {name}"), WAIT, || async {
             let holder = leases.get_opt(&name).await.ok()??.spec?.holder_identity?;
             holder.starts_with(&prefix).then_some(holder)
         })
@@ -213,7 +193,7 @@ impl Deployed<'_> {
         pods.create(&PostParams::default(), &pod)
             .await
             .expect("create the scrape pod");
-        let phase = eventually("the scrape pod to finish", POD_WAIT, || async {
+        let phase = eventually_some("the scrape pod to finish", POD_WAIT, || async {
             let phase = pods.get(pod_name).await.ok()?.status?.phase?;
             matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
         })
@@ -404,7 +384,7 @@ async fn replace_operator_pod(deployed: &Deployed<'_>, old: &Pod) -> Pod {
         .await
         .expect("delete the operator pod");
     let pods = deployed.operator_pods();
-    eventually("the old operator pod to be gone", POD_WAIT, || async {
+    eventually_some("the old operator pod to be gone", POD_WAIT, || async {
         pods.get_opt(&old_name).await.ok()?.is_none().then_some(())
     })
     .await;
@@ -450,7 +430,7 @@ async fn load(
             .await
             .unwrap_or_else(|e| panic!("create object {i}: {e}"));
     }
-    eventually(
+    eventually_some(
         &format!("{count} objects reconciled"),
         Duration::from_secs(600),
         || async {
@@ -525,7 +505,7 @@ fn memcached(name: &str, size: i32) -> serde_json::Value {
 async fn memcached_pods_ready(client: &kube::Client, namespace: &str, name: &str, count: usize) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let selector = format!("app.kubernetes.io/instance={name}");
-    eventually(
+    eventually_some(
         &format!("{count} Ready memcached pods of {namespace}/{name}"),
         POD_WAIT,
         || async {
@@ -551,7 +531,7 @@ async fn memcached_available(deployed: &Deployed<'_>, name: &str, size: i32) -> 
         .expect("create the Memcached");
     let uid = created.metadata.uid.clone().expect("uid");
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "shop");
-    let deployment = eventually("the Memcached's Deployment", WAIT, || async {
+    let deployment = eventually_some("the Memcached's Deployment", WAIT, || async {
         deployments.get_opt(name).await.ok().flatten()
     })
     .await;
@@ -565,7 +545,7 @@ async fn memcached_available(deployed: &Deployed<'_>, name: &str, size: i32) -> 
         ("Memcached", uid.as_str())
     );
     memcached_pods_ready(client, "shop", name, usize::try_from(size).expect("size")).await;
-    eventually("Available=True", WAIT, || async {
+    eventually_some("Available=True", WAIT, || async {
         let object = api.get(name).await.ok()?;
         condition_true(&object, "Available").then_some(())
     })
@@ -581,20 +561,20 @@ async fn memcached_finalized(deployed: &Deployed<'_>, name: &str, uid: &str) {
     api.delete(name, &DeleteParams::default())
         .await
         .expect("delete the Memcached");
-    eventually("the Memcached to be gone", WAIT, || async {
+    eventually_some("the Memcached to be gone", WAIT, || async {
         api.get_opt(name).await.ok()?.is_none().then_some(())
     })
     .await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "shop");
     let services: Api<Service> = Api::namespaced(client.clone(), "shop");
-    eventually("its Deployment and Service to be gone", WAIT, || async {
+    eventually_some("its Deployment and Service to be gone", WAIT, || async {
         let gone = deployments.get_opt(name).await.ok()?.is_none()
             && services.get_opt(name).await.ok()?.is_none();
         gone.then_some(())
     })
     .await;
     let events: Api<Event> = Api::namespaced(client.clone(), "shop");
-    eventually("the Finalized Event", WAIT, || async {
+    eventually_some("the Finalized Event", WAIT, || async {
         let list = events.list(&ListParams::default()).await.ok()?;
         list.items
             .iter()
@@ -729,7 +709,7 @@ async fn memcached_operator_ships_as_a_pod_and_does_its_job() {
         .await
         .expect("create the Memcached");
     let expected = r#"cannot patch resource \"deployments\" in API group \"apps\""#;
-    let logged = eventually(
+    let logged = eventually_some(
         "the forbidden error in the operator's log",
         WAIT,
         || async {
@@ -794,7 +774,7 @@ async fn widget_round_trip(deployed: &Deployed<'_>, name: &str) {
         .await
         .expect("create the Widget");
     let uid = created.metadata.uid.clone().expect("uid");
-    eventually("the finalizer and Ready=True", WAIT, || async {
+    eventually_some("the finalizer and Ready=True", WAIT, || async {
         let object = api.get(name).await.ok()?;
         (has_finalizer(&object) && condition_true(&object, "Ready")).then_some(())
     })
@@ -802,12 +782,12 @@ async fn widget_round_trip(deployed: &Deployed<'_>, name: &str) {
     api.delete(name, &DeleteParams::default())
         .await
         .expect("delete the Widget");
-    eventually("the Widget to be gone", WAIT, || async {
+    eventually_some("the Widget to be gone", WAIT, || async {
         api.get_opt(name).await.ok()?.is_none().then_some(())
     })
     .await;
     let events: Api<Event> = Api::namespaced(deployed.client.clone(), "default");
-    eventually("the Finalizing Event", WAIT, || async {
+    eventually_some("the Finalizing Event", WAIT, || async {
         let list = events.list(&ListParams::default()).await.ok()?;
         list.items
             .iter()

@@ -10,9 +10,9 @@ use std::time::Duration;
 
 use cargo_opkit::image::{BuiltImage, ImageOptions, PushOptions};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, LogParams, PostParams};
+use kube::api::Api;
 use opkit::envtest::{Cluster, Registry};
-use opkit_tests::{create_namespace, eventually, init_tracing};
+use opkit_tests::{create_namespace, init_tracing, pod_phase, run_to_completion};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// What the tiny program prints: its name, its user and group ids, and
@@ -175,26 +175,8 @@ async fn cluster_pulls_and_runs_a_pushed_image() {
         }
     }))
     .unwrap();
-    pods.create(&PostParams::default(), &pod).await.unwrap();
-    let phase = |pod: Option<Pod>| {
-        pod.and_then(|p| p.status)
-            .and_then(|s| s.phase)
-            .unwrap_or_default()
-    };
-    eventually("the pod to finish", Duration::from_secs(120), || async {
-        matches!(
-            phase(pods.get_opt("tiny").await.ok().flatten()).as_str(),
-            "Succeeded" | "Failed"
-        )
-    })
-    .await;
-    let pod = pods.get("tiny").await.unwrap();
-    let logs = pods.logs("tiny", &LogParams::default()).await.unwrap();
-    assert_eq!(
-        phase(Some(pod.clone())),
-        "Succeeded",
-        "logs: {logs}; {pod:?}"
-    );
+    let (pod, logs) = run_to_completion(&pods, &pod, Duration::from_secs(120)).await;
+    assert_eq!(pod_phase(&pod), "Succeeded", "logs: {logs}; {pod:?}");
     assert_eq!(
         logs.trim(),
         "hello from opkit-tiny uid=65532 gid=65532 user=nonroot tmp=true"

@@ -347,10 +347,7 @@ impl<K: DeserializeOwned> ListWatch<K> {
                     reason: source.to_string(),
                 }
             }),
-            (None, true) => Err(ReflectorError::DecodeProtobuf {
-                what: "list response",
-                reason: "the server answered protobuf to a request for JSON".into(),
-            }),
+            (None, true) => Err(unasked_protobuf("list response")),
             (_, false) => decode_list(&bytes),
         }
     }
@@ -382,12 +379,7 @@ impl<K: DeserializeOwned> ListWatch<K> {
         let (body, is_protobuf) = self.send(req).await?;
         let reader = match (self.protobuf, is_protobuf) {
             (Some(codec), true) => EventReader::Protobuf(FrameReader::new(body, codec)),
-            (None, true) => {
-                return Err(ReflectorError::DecodeProtobuf {
-                    what: "watch response",
-                    reason: "the server answered protobuf to a request for JSON".into(),
-                });
-            }
+            (None, true) => return Err(unasked_protobuf("watch response")),
             (_, false) => EventReader::Json(LineReader::new(body)),
         };
         Ok(WatchStream {
@@ -778,21 +770,65 @@ impl LineSplitter {
     }
 }
 
+/// A protobuf answer to a request that asked for JSON only.
+fn unasked_protobuf(what: &'static str) -> ReflectorError {
+    ReflectorError::DecodeProtobuf {
+        what,
+        reason: "the server answered protobuf to a request for JSON".into(),
+    }
+}
+
+/// A response body, chunk by chunk, ending for good at its end or at the
+/// first read error.
+struct BodyChunks {
+    body: Body,
+    done: bool,
+}
+
+impl BodyChunks {
+    fn new(body: Body) -> Self {
+        Self { body, done: false }
+    }
+
+    /// The next chunk of data; `None` once the body has ended (or was
+    /// stopped), then forever.
+    async fn next(&mut self) -> Result<Option<Bytes>, kube::Error> {
+        while !self.done {
+            match self.body.frame().await {
+                None => self.done = true,
+                Some(Err(e)) => {
+                    self.done = true;
+                    return Err(e);
+                }
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        return Ok(Some(data));
+                    }
+                }
+            }
+        }
+        Ok(None)
+    }
+
+    /// Reads no more.
+    fn stop(&mut self) {
+        self.done = true;
+    }
+}
+
 /// Reads a protobuf watch body frame by frame.
 struct FrameReader<K> {
-    body: Body,
+    body: BodyChunks,
     split: protobuf::FrameSplitter,
     codec: protobuf::Codec<K>,
-    done: bool,
 }
 
 impl<K> FrameReader<K> {
     fn new(body: Body, codec: protobuf::Codec<K>) -> Self {
         Self {
-            body,
+            body: BodyChunks::new(body),
             split: protobuf::FrameSplitter::default(),
             codec,
-            done: false,
         }
     }
 
@@ -811,30 +847,25 @@ impl<K> FrameReader<K> {
                 }
                 Ok(None) => {}
                 Err(e) => {
-                    self.done = true;
+                    self.body.stop();
                     self.split = protobuf::FrameSplitter::default();
                     return Some(Err(decode_error(e.to_string())));
                 }
             }
-            if self.done {
-                if self.split.has_partial() {
-                    tracing::debug!(
-                        "protobuf watch stream ended inside a frame; treating as end of watch"
-                    );
-                }
-                return None;
-            }
-            match self.body.frame().await {
-                None => self.done = true,
-                Some(Err(e)) => {
-                    tracing::debug!(error = %e, "watch stream read error; treating as end of watch");
-                    self.done = true;
-                    self.split = protobuf::FrameSplitter::default();
-                }
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        self.split.push(&data);
+            match self.body.next().await {
+                Ok(Some(data)) => self.split.push(&data),
+                Ok(None) => {
+                    if self.split.has_partial() {
+                        tracing::debug!(
+                            "protobuf watch stream ended inside a frame; treating as end of watch"
+                        );
                     }
+                    return None;
+                }
+                Err(e) => {
+                    tracing::debug!(error = %e, "watch stream read error; treating as end of watch");
+                    self.split = protobuf::FrameSplitter::default();
+                    return None;
                 }
             }
         }
@@ -843,17 +874,15 @@ impl<K> FrameReader<K> {
 
 /// Reads a response body line by line.
 struct LineReader {
-    body: Body,
+    body: BodyChunks,
     split: LineSplitter,
-    done: bool,
 }
 
 impl LineReader {
     fn new(body: Body) -> Self {
         Self {
-            body,
+            body: BodyChunks::new(body),
             split: LineSplitter::default(),
-            done: false,
         }
     }
 
@@ -862,20 +891,12 @@ impl LineReader {
             if let Some(line) = self.split.next_line() {
                 return Ok(Some(line));
             }
-            if self.done {
-                return Ok(self.split.finish());
-            }
-            match self.body.frame().await {
-                None => self.done = true,
-                Some(Err(e)) => {
-                    self.done = true;
+            match self.body.next().await {
+                Ok(Some(data)) => self.split.push(data),
+                Ok(None) => return Ok(self.split.finish()),
+                Err(e) => {
                     self.split = LineSplitter::default();
                     return Err(e);
-                }
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        self.split.push(data);
-                    }
                 }
             }
         }

@@ -366,7 +366,6 @@ impl ManagerBuilder {
     }
 }
 
-/// The elector, and its Lease as `namespace/name`.
 /// A client from `config` whose requests are counted and timed in
 /// `rest_client_*`, and the API server's URL.
 fn instrumented_client(
@@ -386,6 +385,7 @@ fn instrumented_client(
     Ok((client, url))
 }
 
+/// The elector, and its Lease as `namespace/name`.
 fn elector(
     client: &kube::Client,
     election: LeaderElection,

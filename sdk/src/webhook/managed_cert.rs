@@ -289,40 +289,22 @@ impl ManagedCertificate {
     ) -> Result<(), WebhookError> {
         // `[]byte` fields travel base64-encoded in JSON.
         let bundle = serde_json::Value::String(BASE64.encode(ca_pem.as_bytes()));
-        let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
-        for name in &self.validating {
-            let Some(config) = self
-                .get_or_skip(&validating, "ValidatingWebhookConfiguration", name, quiet)
-                .await?
-            else {
-                continue;
-            };
-            let configs = config.webhooks.unwrap_or_default();
-            let paths = configs
-                .iter()
-                .enumerate()
-                .filter(|(_, w)| self.targets(&w.client_config, ca_pem))
-                .flat_map(|(i, w)| webhook_ca_bundle(i, &w.name, &bundle));
-            self.patch(&validating, "ValidatingWebhookConfiguration", name, paths)
-                .await?;
-        }
-        let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-        for name in &self.mutating {
-            let Some(config) = self
-                .get_or_skip(&mutating, "MutatingWebhookConfiguration", name, quiet)
-                .await?
-            else {
-                continue;
-            };
-            let configs = config.webhooks.unwrap_or_default();
-            let paths = configs
-                .iter()
-                .enumerate()
-                .filter(|(_, w)| self.targets(&w.client_config, ca_pem))
-                .flat_map(|(i, w)| webhook_ca_bundle(i, &w.name, &bundle));
-            self.patch(&mutating, "MutatingWebhookConfiguration", name, paths)
-                .await?;
-        }
+        self.inject_configurations::<ValidatingWebhookConfiguration>(
+            client,
+            &self.validating,
+            ca_pem,
+            &bundle,
+            quiet,
+        )
+        .await?;
+        self.inject_configurations::<MutatingWebhookConfiguration>(
+            client,
+            &self.mutating,
+            ca_pem,
+            &bundle,
+            quiet,
+        )
+        .await?;
         let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
         for name in &self.crds {
             let Some(crd) = self
@@ -357,6 +339,33 @@ impl ManagedCertificate {
                 .into_iter();
             self.patch(&crds, "CustomResourceDefinition", name, paths)
                 .await?;
+        }
+        Ok(())
+    }
+
+    /// Patches the CA into the webhooks of the named configurations of kind
+    /// `C` that point at the Service and lack it.
+    async fn inject_configurations<C: AdmissionConfiguration>(
+        &self,
+        client: &kube::Client,
+        names: &[String],
+        ca_pem: &str,
+        bundle: &serde_json::Value,
+        quiet: bool,
+    ) -> Result<(), WebhookError> {
+        let api: Api<C> = Api::all(client.clone());
+        for name in names {
+            let Some(config) = self.get_or_skip(&api, C::KIND, name, quiet).await? else {
+                continue;
+            };
+            let paths: Vec<PatchOperation> = config
+                .client_configs()
+                .into_iter()
+                .enumerate()
+                .filter(|(_, (_, client_config))| self.targets(client_config, ca_pem))
+                .flat_map(|(i, (webhook, _))| webhook_ca_bundle(i, webhook, bundle))
+                .collect();
+            self.patch(&api, C::KIND, name, paths.into_iter()).await?;
         }
         Ok(())
     }
@@ -466,6 +475,40 @@ impl CaInjector {
 /// Sets the `caBundle` of the `index`th webhook of a configuration, if it
 /// is still the one named `name` (a test first, so a configuration changed
 /// since it was read fails the patch rather than the wrong webhook).
+/// A webhook configuration kind: its webhooks' names and client configs,
+/// in order (the JSON patch addresses them by index).
+trait AdmissionConfiguration:
+    kube::Resource<DynamicType = ()> + Clone + serde::de::DeserializeOwned + std::fmt::Debug
+{
+    const KIND: &'static str;
+
+    fn client_configs(&self) -> Vec<(&str, &WebhookClientConfig)>;
+}
+
+impl AdmissionConfiguration for ValidatingWebhookConfiguration {
+    const KIND: &'static str = "ValidatingWebhookConfiguration";
+
+    fn client_configs(&self) -> Vec<(&str, &WebhookClientConfig)> {
+        self.webhooks
+            .iter()
+            .flatten()
+            .map(|w| (w.name.as_str(), &w.client_config))
+            .collect()
+    }
+}
+
+impl AdmissionConfiguration for MutatingWebhookConfiguration {
+    const KIND: &'static str = "MutatingWebhookConfiguration";
+
+    fn client_configs(&self) -> Vec<(&str, &WebhookClientConfig)> {
+        self.webhooks
+            .iter()
+            .flatten()
+            .map(|w| (w.name.as_str(), &w.client_config))
+            .collect()
+    }
+}
+
 fn webhook_ca_bundle(index: usize, name: &str, bundle: &serde_json::Value) -> [PatchOperation; 2] {
     let index = index.to_string();
     [

@@ -10,10 +10,11 @@
 //! (they are often the producers) and looks again before it goes idle. Idle
 //! getters wait on a `tokio::sync::Notify`; an add wakes at most as many of
 //! them as items became ready. The lock, the inbox and the `Notify` sit on
-//! cache lines of their own ([`CacheAligned`]). Time-based work (delayed items, parked
-//! items, the throttle) needs no background task: exactly one idle getter,
-//! the one "on duty", sleeps until the earliest deadline and is poked when an
-//! earlier one appears. Due timers are also promoted at the start of every
+//! cache lines of their own (`crossbeam_utils::CachePadded`: a write by one
+//! thread would otherwise evict the line the others read). Time-based work
+//! (delayed items, parked items, the throttle) needs no background task:
+//! exactly one idle getter, the one "on duty", sleeps until the earliest
+//! deadline and is poked when an earlier one appears. Due timers are also promoted at the start of every
 //! operation, so items become ready in the order of their deadlines whoever
 //! observes them.
 
@@ -24,6 +25,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, MutexGuard};
 use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
@@ -91,9 +93,9 @@ impl<T: Eq + Hash + Clone> fmt::Debug for WorkQueue<T> {
 /// The shared part of a queue.
 pub(crate) struct Inner<T: Eq + Hash + Clone> {
     pub(crate) name: String,
-    pub(crate) state: CacheAligned<StateLock<T>>,
+    pub(crate) state: CachePadded<StateLock<T>>,
     /// Idle getters wait here.
-    getters: CacheAligned<Notify>,
+    getters: CachePadded<Notify>,
     /// The getter on duty also waits here, to learn of an earlier deadline.
     timer: Notify,
     /// `shutdown_with_drain` waits here.
@@ -106,29 +108,13 @@ pub(crate) struct Inner<T: Eq + Hash + Clone> {
     throttle: Option<Throttle<T>>,
     pub(crate) metrics: Option<QueueMetrics>,
     /// Adds that found the state locked: applied by the next lock holder.
-    inbox: CacheAligned<Mutex<Vec<(T, u32, Priority)>>>,
+    inbox: CachePadded<Mutex<Vec<(T, u32, Priority)>>>,
     /// The index's hasher: items are hashed before the lock is taken.
     hasher: ItemHasher,
     /// The inbox is not empty.
-    inbox_pending: CacheAligned<AtomicBool>,
+    inbox_pending: CachePadded<AtomicBool>,
     /// Mirror of `State::idle`, readable without the lock.
-    idle_getters: CacheAligned<AtomicUsize>,
-}
-
-/// Puts a value on cache lines of its own (two: x86 fetches lines in
-/// adjacent pairs). The queue's lock, its inbox and its getters' `Notify`
-/// are written by different threads at once; sharing a line with each other
-/// or with the read-only configuration (the hasher, read by every add)
-/// would make each write evict the others (false sharing).
-#[repr(align(128))]
-pub(crate) struct CacheAligned<T>(T);
-
-impl<T> std::ops::Deref for CacheAligned<T> {
-    type Target = T;
-
-    fn deref(&self) -> &T {
-        &self.0
-    }
+    idle_getters: CachePadded<AtomicUsize>,
 }
 
 /// The queue's one lock. Critical sections are a few dozen nanoseconds;
@@ -186,17 +172,17 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Inner<T> {
         Self {
             name,
             hasher,
-            state: CacheAligned(StateLock(Mutex::new(state))),
-            getters: CacheAligned(Notify::new()),
+            state: CachePadded::new(StateLock(Mutex::new(state))),
+            getters: CachePadded::new(Notify::new()),
             timer: Notify::new(),
             drained: Notify::new(),
             plain_shutdowns: AtomicUsize::new(0),
             rate_limiter,
             throttle,
             metrics,
-            inbox: CacheAligned(Mutex::new(Vec::new())),
-            inbox_pending: CacheAligned(AtomicBool::new(false)),
-            idle_getters: CacheAligned(AtomicUsize::new(0)),
+            inbox: CachePadded::new(Mutex::new(Vec::new())),
+            inbox_pending: CachePadded::new(AtomicBool::new(false)),
+            idle_getters: CachePadded::new(AtomicUsize::new(0)),
         }
     }
 
@@ -833,7 +819,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// Holds the state lock without applying the inbox (tests of the inbox).
     #[cfg(test)]
     pub(crate) fn hold_lock(&self) -> MutexGuard<'_, State<T>> {
-        self.inner.state.0.0.lock()
+        self.inner.state.0.lock()
     }
 
     #[cfg(test)]

@@ -86,10 +86,12 @@ fn cargo_output(mut command: Command, what: &'static str) -> Result<String, Imag
     Ok(String::from_utf8_lossy(&output.stdout).into_owned())
 }
 
-/// The package in `dir` (the nearest `Cargo.toml` at or above it) and the
-/// binary to build: `bin` if given, else the package's only binary, else
-/// the one named like the package (what `cargo opkit new` makes).
-pub(crate) fn find_project(dir: &Path, bin: Option<&str>) -> Result<Project, ImageError> {
+/// The Cargo package in `dir` (the nearest `Cargo.toml` at or above it;
+/// any package, unlike [`crate::find_project`], which wants an opkit
+/// project) and the binary to build: `bin` if given, else the package's
+/// only binary, else the one named like the package (what `cargo opkit
+/// new` makes).
+pub(crate) fn locate_package(dir: &Path, bin: Option<&str>) -> Result<Project, ImageError> {
     if !dir.is_dir() {
         return Err(ImageError::NotACargoProject {
             dir: dir.to_owned(),

@@ -209,7 +209,7 @@ pub struct BuiltImage {
 impl ImageOptions {
     /// Builds the binary and writes the image layout.
     pub fn build(&self) -> Result<BuiltImage, ImageError> {
-        let project = binary::find_project(&self.dir, self.bin.as_deref())?;
+        let project = binary::locate_package(&self.dir, self.bin.as_deref())?;
         let started = Instant::now();
         let executable = binary::build(&project)?;
         let build_time = started.elapsed();
