@@ -265,20 +265,26 @@ impl<K> ListWatch<K> {
             let is_protobuf = protobuf::is_protobuf(res.headers().get(header::CONTENT_TYPE));
             return Ok((res.into_body(), is_protobuf));
         }
+        let content_type = res.headers().get(header::CONTENT_TYPE).cloned();
         let body = res
             .into_body()
             .collect()
             .await
             .map(|c| c.to_bytes())
             .unwrap_or_default();
-        let mut st = serde_json::from_slice::<StatusLite>(&body)
-            .map(ApiStatus::from)
-            .unwrap_or_else(|_| ApiStatus {
-                code: status.as_u16(),
-                reason: status.canonical_reason().unwrap_or_default().to_string(),
-                // a plain-text body ("404 page not found\n"): no blank lines in logs
-                message: String::from_utf8_lossy(&body).trim().to_owned(),
-            });
+        let decoded = if protobuf::is_protobuf(content_type.as_ref()) {
+            protobuf::decode_error_status(&body)
+        } else {
+            serde_json::from_slice::<StatusLite>(&body)
+                .ok()
+                .map(ApiStatus::from)
+        };
+        let mut st = decoded.unwrap_or_else(|| ApiStatus {
+            code: status.as_u16(),
+            reason: status.canonical_reason().unwrap_or_default().to_string(),
+            // a plain-text body ("404 page not found\n"): no blank lines in logs
+            message: String::from_utf8_lossy(&body).trim().to_owned(),
+        });
         st.code = status.as_u16();
         Err(ReflectorError::Api(st))
     }

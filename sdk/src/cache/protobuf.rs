@@ -336,23 +336,37 @@ pub(crate) fn decode_event<K>(
             }
             .into_line())
         }
-        b"ERROR" => {
-            let s = pb_meta::Status::decode(env.raw)?;
-            Ok(WatchLine::Error(ApiStatus {
-                code: s
-                    .code
-                    .and_then(|c| u16::try_from(c).ok())
-                    .unwrap_or_default(),
-                reason: s.reason.unwrap_or_default(),
-                message: s.message.unwrap_or_default(),
-            }))
-        }
+        b"ERROR" => Ok(WatchLine::Error(api_status(env.raw)?)),
         other => Err(ProtobufError(format!(
             "unknown watch event type {:?} (object kind {:?})",
             String::from_utf8_lossy(other),
             env.kind.as_deref().unwrap_or("")
         ))),
     }
+}
+
+/// Reads a `metav1.Status` (the object's bytes, envelope removed).
+fn api_status(raw: &[u8]) -> Result<ApiStatus, ProtobufError> {
+    let s = pb_meta::Status::decode(raw)?;
+    Ok(ApiStatus {
+        code: s
+            .code
+            .and_then(|c| u16::try_from(c).ok())
+            .unwrap_or_default(),
+        reason: s.reason.unwrap_or_default(),
+        message: s.message.unwrap_or_default(),
+    })
+}
+
+/// Decodes the body of an error response the server sent as protobuf (it
+/// answers errors in the first type the request accepts): the `Status`
+/// inside the envelope, or `None` if the body is not one.
+pub(crate) fn decode_error_status(body: &[u8]) -> Option<ApiStatus> {
+    let env = envelope(body).ok()?;
+    if env.kind.as_deref().is_some_and(|k| k != "Status") {
+        return None;
+    }
+    api_status(env.raw).ok()
 }
 
 /// Splits a protobuf watch stream into frames (4-byte big-endian length,
@@ -653,6 +667,28 @@ mod tests {
             WatchLine::Bookmark { resource_version: Some(rv), initial_events_end: true } if rv == "9"
         ));
         assert!(matches!(&lines[3], WatchLine::Error(s) if s.is_expired()));
+    }
+
+    #[test]
+    fn error_bodies_decode_to_their_status() {
+        let forbidden = enveloped(
+            "Status",
+            pb_meta::Status {
+                code: Some(403),
+                reason: Some("Forbidden".into()),
+                message: Some("configmaps is forbidden".into()),
+                ..Default::default()
+            }
+            .encode_to_vec(),
+        );
+        let st = decode_error_status(&forbidden).unwrap();
+        assert_eq!(
+            (st.code, st.reason.as_str(), st.message.as_str()),
+            (403, "Forbidden", "configmaps is forbidden")
+        );
+        assert!(decode_error_status(b"404 page not found").is_none());
+        let not_status = enveloped("ConfigMap", pb_config_map("a", "1").encode_to_vec());
+        assert!(decode_error_status(&not_status).is_none());
     }
 
     #[test]
