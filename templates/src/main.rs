@@ -134,6 +134,11 @@ enum Create {
 }
 
 fn main() -> ExitCode {
+    // `cargo opkit image` names this program as the rustc wrapper of its
+    // workspace's crates.
+    if let Some(code) = cargo_opkit::image::serve_as_rustc_wrapper() {
+        return code;
+    }
     // As a cargo subcommand, `cargo opkit new ..` runs `cargo-opkit opkit new ..`.
     let mut args: Vec<std::ffi::OsString> = std::env::args_os().collect();
     if args.get(1).is_some_and(|a| a == "opkit") {

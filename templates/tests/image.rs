@@ -143,3 +143,65 @@ fn an_unreachable_registry_keeps_the_layout() {
     assert!(err.contains("the image is intact in"), "{err}");
     assert!(out.join("index.json").is_file());
 }
+
+/// A package `app` in `dir` with a path dependency on `lib_dir`.
+fn app_with_dependency(dir: &Path, lib_dir: &Path) {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"app\"\nversion = \"1.0.0\"\nedition = \"2024\"\n\n\
+             [dependencies]\nshared-dep = {{ path = {:?} }}\n\n[workspace]\n",
+            lib_dir.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("src/main.rs"),
+        "fn main() { println!(\"{}\", shared_dep::answer()); }\n",
+    )
+    .unwrap();
+}
+
+#[test]
+fn projects_sharing_a_target_dir_share_dependency_builds_and_digests() {
+    let root = tempfile::tempdir().unwrap();
+    let lib = root.path().join("shared-dep");
+    std::fs::create_dir_all(lib.join("src")).unwrap();
+    std::fs::write(
+        lib.join("Cargo.toml"),
+        "[package]\nname = \"shared-dep\"\nversion = \"0.1.0\"\nedition = \"2024\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        lib.join("src/lib.rs"),
+        "/// The answer.\npub fn answer() -> u32 { 42 }\n",
+    )
+    .unwrap();
+    let target = root.path().join("target");
+    let mut digests = Vec::new();
+    for (i, name) in ["one", "somewhere/else/two"].into_iter().enumerate() {
+        let dir = root.path().join(name);
+        app_with_dependency(&dir, &lib);
+        let output = Command::new(env!("CARGO_BIN_EXE_cargo-opkit"))
+            .current_dir(&dir)
+            .args(["opkit", "image"])
+            .env("CARGO_TARGET_DIR", &target)
+            .output()
+            .unwrap();
+        let err = stderr(&output);
+        assert!(output.status.success(), "{err}");
+        // The second project's build reuses the first's dependency: the
+        // flags every crate sees don't name the project's directory.
+        assert_eq!(err.contains("Compiling shared-dep"), i == 0, "{err}");
+        assert!(err.contains("Compiling app"), "{err}");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        let digest = stdout
+            .split_whitespace()
+            .find(|w| w.starts_with("sha256:"))
+            .map(str::to_owned);
+        digests.push(digest.unwrap_or_else(|| panic!("no digest in {stdout}")));
+    }
+    // The same source in another directory gives the same image.
+    assert_eq!(digests[0], digests[1]);
+}

@@ -10,7 +10,7 @@ use std::process::{Command, Stdio};
 
 use serde::Deserialize;
 
-use super::ImageError;
+use super::{ImageError, rustc_wrapper};
 
 /// The target the manager is built for: glibc, linked statically.
 pub const TARGET: &str = "x86_64-unknown-linux-gnu";
@@ -191,9 +191,12 @@ fn list(names: &[&str]) -> String {
 }
 
 /// The flags that make the binary static and independent of where the
-/// checkout, the cargo home and the target directory are. Later remaps win
+/// checkout, the cargo home and the target directory are. With
+/// `member_remap_in_wrapper`, the checkout's remap is left to the rustc
+/// wrapper (see `rustc_wrapper`) so these flags, which every crate's
+/// fingerprint includes, are the same for every project. Later remaps win
 /// in rustc, so the more specific (longer) prefixes come last.
-pub(crate) fn rustflags(project: &Project) -> Vec<String> {
+pub(crate) fn rustflags(project: &Project, member_remap_in_wrapper: bool) -> Vec<String> {
     let mut remaps: BTreeMap<usize, Vec<(PathBuf, &str)>> = BTreeMap::new();
     let cargo_home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
@@ -204,7 +207,9 @@ pub(crate) fn rustflags(project: &Project) -> Vec<String> {
             .or_default()
             .push((path, to));
     };
-    add(project.workspace_root.clone(), "/src");
+    if !member_remap_in_wrapper {
+        add(project.workspace_root.clone(), WORKSPACE_REMAP);
+    }
     add(project.target_dir.clone(), "/target");
     if let Some(home) = cargo_home {
         add(home, "/cargo");
@@ -215,6 +220,9 @@ pub(crate) fn rustflags(project: &Project) -> Vec<String> {
     }
     flags
 }
+
+/// What the workspace's directory reads as in the binary.
+const WORKSPACE_REMAP: &str = "/src";
 
 #[derive(Deserialize)]
 struct Message {
@@ -236,8 +244,22 @@ pub(crate) fn build(project: &Project) -> Result<PathBuf, ImageError> {
             .map(|f| f.split_whitespace().map(str::to_owned).collect())
             .unwrap_or_default(),
     };
-    flags.extend(rustflags(project));
+    // This program as the members' rustc wrapper, when it serves as one.
+    let wrapper = rustc_wrapper::available()
+        .then(|| std::env::current_exe().ok())
+        .flatten();
+    flags.extend(rustflags(project, wrapper.is_some()));
     let mut command = cargo();
+    if let Some(wrapper) = wrapper {
+        let mut remap = project.workspace_root.clone().into_os_string();
+        remap.push(format!("={WORKSPACE_REMAP}"));
+        if let Some(inner) = std::env::var_os("RUSTC_WORKSPACE_WRAPPER") {
+            command.env(rustc_wrapper::INNER_WRAPPER_ENV, inner);
+        }
+        command
+            .env("RUSTC_WORKSPACE_WRAPPER", wrapper)
+            .env(rustc_wrapper::REMAP_ENV, remap);
+    }
     command
         .args([
             "build",
@@ -347,7 +369,7 @@ mod tests {
             repository: None,
             bin: "app".into(),
         };
-        let flags = rustflags(&project);
+        let flags = rustflags(&project, false);
         assert_eq!(flags[..2], ["-C", "target-feature=+crt-static"]);
         let src = flags
             .iter()
@@ -356,5 +378,9 @@ mod tests {
             .iter()
             .position(|f| f == "--remap-path-prefix=/w/target=/target");
         assert!(src.unwrap() < target.unwrap(), "{flags:?}");
+        // With the wrapper, the flags every crate sees don't name the project.
+        let shared = rustflags(&project, true);
+        assert!(!shared.iter().any(|f| f.contains("=/src")), "{shared:?}");
+        assert!(shared.contains(&"--remap-path-prefix=/w/target=/target".to_owned()));
     }
 }

@@ -25,7 +25,11 @@
 //!   workspace (`/src`), the target directory (`/target`) and the cargo home
 //!   (`/cargo`), so the same source gives the same binary in any checkout.
 //!   Flags from `RUSTFLAGS` are kept and ours added; `build.rustflags` in a
-//!   `.cargo/config.toml` is not read while these are set.
+//!   `.cargo/config.toml` is not read while these are set. In `cargo
+//!   opkit` (and any program that calls [`serve_as_rustc_wrapper`] first),
+//!   the workspace's remap reaches only the workspace's own crates, so
+//!   dependencies' release builds are shared by every project that uses
+//!   the same target directory.
 //! - One layer (gzipped tar): `/manager`; `/etc/passwd` and `/etc/group`
 //!   with `root`, `nobody` and `nonroot` (65532); `/home/nonroot`; `/tmp`
 //!   (mode 1777). No CA certificates: in a cluster the manager trusts the
@@ -51,6 +55,7 @@ mod labels;
 mod layer;
 mod layout;
 mod push;
+mod rustc_wrapper;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -60,6 +65,7 @@ pub use digest::Sha256Digest;
 pub use layer::{MANAGER_PATH, NONROOT_UID};
 pub use layout::{ImageMetadata, OutputFormat};
 pub use push::PushOptions;
+pub use rustc_wrapper::serve_as_rustc_wrapper;
 
 /// Why building or pushing an image failed.
 #[derive(Debug, thiserror::Error)]
