@@ -91,8 +91,9 @@ pub async fn grant(
     }
 }
 
-/// Polls `check` every 50 ms until it returns true; panics naming `what`
-/// after `within`. For conditions a real server reaches asynchronously.
+/// Polls `check` until it returns true; panics naming `what` after
+/// `within`. For conditions a real server reaches asynchronously (the
+/// boolean form of [`opkit::envtest::eventually`]).
 pub async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
@@ -105,25 +106,9 @@ where
     .await
 }
 
-/// Polls `check` every 50 ms until it returns `Some`, and returns what it
-/// found; panics naming `what` after `within`.
-pub async fn eventually_some<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+/// Polls `check` until it returns `Some`, and returns what it found;
+/// panics naming `what` after `within`.
+pub use opkit::envtest::eventually as eventually_some;
 
 /// The phase of a pod (`""` before it has one).
 pub fn pod_phase(pod: &k8s_openapi::api::core::v1::Pod) -> &str {

@@ -10,27 +10,12 @@ use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{CustomResourceExt, ResourceExt as _};
 use opkit::ControllerWiring;
 use opkit::conditions;
-use opkit::envtest::ControlPlane;
+use opkit::envtest::{ControlPlane, eventually};
 use opkit::manager::Manager;
 use serde_json::json;
 
-async fn eventually<T, F, Fut>(what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
+/// How long the operator may take to react.
+const WAIT: Duration = Duration::from_secs(30);
 
 fn website(name: &str, config_map: &str) -> Website {
     Website::new(
@@ -75,7 +60,7 @@ async fn a_configmap_change_reconciles_the_websites_that_reference_it() {
             .expect("website");
     }
     // No ConfigMap yet: reported as not found.
-    eventually("ConfigFound=False", || async {
+    eventually("ConfigFound=False", WAIT, || async {
         let status = sites.get("blog").await.ok()?.status?;
         let c = conditions::find(&status.conditions, CONFIG_FOUND)?;
         (c.status == "False").then_some(())
@@ -95,7 +80,7 @@ async fn a_configmap_change_reconciles_the_websites_that_reference_it() {
         .await
         .expect("configmap");
     for site in ["blog", "shop"] {
-        eventually("the Websites to see the new ConfigMap", || async {
+        eventually("the Websites to see the new ConfigMap", WAIT, || async {
             let status = sites.get(site).await.ok()?.status?;
             (status.config_version == created.resource_version()
                 && conditions::is_true(&status.conditions, CONFIG_FOUND))
@@ -113,7 +98,7 @@ async fn a_configmap_change_reconciles_the_websites_that_reference_it() {
         .await
         .expect("change the ConfigMap");
     for site in ["blog", "shop"] {
-        eventually("the Websites to see the change", || async {
+        eventually("the Websites to see the change", WAIT, || async {
             let status = sites.get(site).await.ok()?.status?;
             (status.config_version == changed.resource_version()
                 && status.config_keys == ["colour", "font"])
@@ -129,7 +114,7 @@ async fn a_configmap_change_reconciles_the_websites_that_reference_it() {
     maps.delete("theme", &DeleteParams::default())
         .await
         .expect("delete");
-    eventually("ConfigFound=False after the delete", || async {
+    eventually("ConfigFound=False after the delete", WAIT, || async {
         let status = sites.get("shop").await.ok()?.status?;
         (!conditions::is_true(&status.conditions, CONFIG_FOUND) && status.config_version.is_none())
             .then_some(())

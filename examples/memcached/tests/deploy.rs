@@ -26,9 +26,10 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use memcached_operator::api::memcached::{AVAILABLE, DEGRADED, Memcached, MemcachedSpec};
 use memcached_operator::controllers::memcached::IMAGE_ENV;
 use opkit::conditions;
+use opkit::envtest::eventually;
 use opkit::envtest::{Cluster, ControlPlane};
 use serde_json::json;
-use support::{create_namespace, delete_and_expect_finalized, eventually, running_pods};
+use support::{WAIT, create_namespace, delete_and_expect_finalized, running_pods};
 
 /// The files `make deploy` applies, in its order.
 const MANIFESTS: [&str; 5] = [
@@ -67,7 +68,7 @@ async fn apply_manifests(plane: &ControlPlane, edit: impl Fn(&mut DynamicObject)
             .is_some()
     );
     let memcacheds: Api<Memcached> = Api::all(admin);
-    eventually("the Memcached CRD to be served", || async {
+    eventually("the Memcached CRD to be served", WAIT, || async {
         memcacheds
             .list(&ListParams::default())
             .await
@@ -238,7 +239,7 @@ async fn deployed_operator_reconciles_as_its_service_account_without_forbidden_e
         .expect("create the Memcached");
     let uid = created.uid().expect("uid");
 
-    let deployment = eventually("the Deployment", || async {
+    let deployment = eventually("the Deployment", WAIT, || async {
         deployments.get_opt("cache").await.ok().flatten()
     })
     .await;
@@ -248,7 +249,7 @@ async fn deployed_operator_reconciles_as_its_service_account_without_forbidden_e
         (owner.kind.as_str(), owner.uid.as_str(), owner.controller),
         ("Memcached", uid.as_str(), Some(true))
     );
-    let service = eventually("the Service", || async {
+    let service = eventually("the Service", WAIT, || async {
         services.get_opt("cache").await.ok().flatten()
     })
     .await;
@@ -256,7 +257,7 @@ async fn deployed_operator_reconciles_as_its_service_account_without_forbidden_e
 
     // The Deployment controller, scheduler and kubelet run 3 memcached pods.
     running_pods(&admin, "shop", "cache", 3).await;
-    eventually("status Available=True, Degraded=False", || async {
+    eventually("status Available=True, Degraded=False", WAIT, || async {
         let status = memcacheds.get("cache").await.ok()?.status?;
         let healthy = conditions::is_true(&status.conditions, AVAILABLE)
             && conditions::find(&status.conditions, DEGRADED).is_some_and(|c| c.status == "False");
@@ -272,7 +273,7 @@ async fn deployed_operator_reconciles_as_its_service_account_without_forbidden_e
         )
         .await
         .expect("scale to 5");
-    eventually("the Deployment at 5 replicas", || async {
+    eventually("the Deployment at 5 replicas", WAIT, || async {
         let d = deployments.get("cache").await.ok()?;
         (d.spec?.replicas == Some(5)).then_some(())
     })
@@ -341,7 +342,7 @@ async fn a_missing_rule_is_a_clear_forbidden_error_naming_verb_and_resource() {
         .expect("create the Memcached");
 
     let expected = r#"cannot patch resource "deployments" in API group "apps""#;
-    let degraded = eventually("Degraded=True naming the missing rule", || async {
+    let degraded = eventually("Degraded=True naming the missing rule", WAIT, || async {
         let status = memcacheds.get("cache").await.ok()?.status?;
         let degraded = conditions::find(&status.conditions, DEGRADED)?.clone();
         (degraded.status == "True").then_some(degraded)
@@ -352,14 +353,18 @@ async fn a_missing_rule_is_a_clear_forbidden_error_naming_verb_and_resource() {
         "Degraded does not name the missing verb and resource: {}",
         degraded.message
     );
-    let logged = eventually("the forbidden error in the operator's log", || async {
-        let log = operator.log();
-        let lines: Vec<String> = forbidden_lines(&log)
-            .into_iter()
-            .map(str::to_owned)
-            .collect();
-        (!lines.is_empty()).then_some(lines)
-    })
+    let logged = eventually(
+        "the forbidden error in the operator's log",
+        WAIT,
+        || async {
+            let log = operator.log();
+            let lines: Vec<String> = forbidden_lines(&log)
+                .into_iter()
+                .map(str::to_owned)
+                .collect();
+            (!lines.is_empty()).then_some(lines)
+        },
+    )
     .await;
     assert!(
         logged

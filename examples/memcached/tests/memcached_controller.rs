@@ -13,9 +13,10 @@ use memcached_operator::api::memcached::{AVAILABLE, Memcached, MemcachedSpec, PR
 use memcached_operator::controllers::memcached::{FINALIZER, IMAGE_ENV};
 use opkit::conditions;
 use opkit::envtest::Cluster;
+use opkit::envtest::eventually;
 use opkit::manager::Manager;
 use serde_json::json;
-use support::{create_namespace, delete_and_expect_finalized, eventually, running_pods};
+use support::{WAIT, create_namespace, delete_and_expect_finalized, running_pods};
 
 /// Whether the Memcached reports `Available` with `available/size` replicas.
 fn available_with(m: &Memcached, replicas: &str) -> bool {
@@ -74,7 +75,7 @@ async fn memcached_lifecycle() {
         .expect("create the Memcached");
     let uid = created.uid().expect("uid");
 
-    let deployment = eventually("the Deployment", || async {
+    let deployment = eventually("the Deployment", WAIT, || async {
         deployments.get_opt("sample").await.ok().flatten()
     })
     .await;
@@ -85,7 +86,7 @@ async fn memcached_lifecycle() {
         ("Memcached", uid.as_str())
     );
     assert_eq!(owner.controller, Some(true));
-    let service = eventually("the Service", || async {
+    let service = eventually("the Service", WAIT, || async {
         services.get_opt("sample").await.ok().flatten()
     })
     .await;
@@ -93,14 +94,14 @@ async fn memcached_lifecycle() {
 
     // The Deployment controller, scheduler and kubelet start 2 real
     // memcached pods; `Available` follows the Deployment's real status.
-    let with_finalizer = eventually("the finalizer", || async {
+    let with_finalizer = eventually("the finalizer", WAIT, || async {
         let m = memcacheds.get("sample").await.ok()?;
         m.finalizers().iter().any(|f| f == FINALIZER).then_some(m)
     })
     .await;
     assert_eq!(with_finalizer.spec.size, 2, "the Memcached keeps its spec");
     running_pods(&client, "cache", "sample", 2).await;
-    eventually("Available=True with 2/2 replicas", || async {
+    eventually("Available=True with 2/2 replicas", WAIT, || async {
         let m = memcacheds.get("sample").await.ok()?;
         available_with(&m, "2/2").then_some(())
     })
@@ -115,13 +116,13 @@ async fn memcached_lifecycle() {
         )
         .await
         .expect("scale");
-    eventually("the Deployment at 4 replicas", || async {
+    eventually("the Deployment at 4 replicas", WAIT, || async {
         let d = deployments.get("sample").await.ok()?;
         (d.spec?.replicas == Some(4)).then_some(())
     })
     .await;
     running_pods(&client, "cache", "sample", 4).await;
-    eventually("Available=True with 4/4 replicas", || async {
+    eventually("Available=True with 4/4 replicas", WAIT, || async {
         let m = memcacheds.get("sample").await.ok()?;
         available_with(&m, "4/4").then_some(())
     })

@@ -7,7 +7,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ObjectMeta, PostParams};
 use opkit::controller::Controller;
-use opkit::envtest::ControlPlane;
+use opkit::envtest::{ControlPlane, eventually};
 use opkit::manager::Manager;
 use opkit::webhook::{DevCertificate, WebhookClient, WebhookServer};
 use tokio_util::sync::CancellationToken;
@@ -15,21 +15,6 @@ use website_webhooks::api::{v1, v2};
 use website_webhooks::{NAME, WebsiteReconciler, crd, webhooks};
 
 const WITHIN: Duration = Duration::from_secs(30);
-
-async fn eventually<F, Fut>(what: &str, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let deadline = tokio::time::Instant::now() + WITHIN;
-    while !check().await {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
 
 fn api_message(result: Result<impl std::fmt::Debug, kube::Error>) -> String {
     match result {
@@ -99,7 +84,7 @@ async fn websites_are_converted_defaulted_validated_and_reconciled() {
             replicas: None,
         },
     );
-    eventually("the validating webhook to be in effect", || async {
+    eventually("the validating webhook to be in effect", WITHIN, || async {
         new.create(
             &PostParams {
                 dry_run: true,
@@ -109,6 +94,7 @@ async fn websites_are_converted_defaulted_validated_and_reconciled() {
         )
         .await
         .is_err()
+        .then_some(())
     })
     .await;
 
@@ -199,7 +185,7 @@ async fn websites_are_converted_defaulted_validated_and_reconciled() {
         ("shop-site", "https://shop.example", "1"),
         ("blog-site", "http://blog.example", "3"),
     ] {
-        eventually(&format!("ConfigMap {name}"), || async {
+        eventually(&format!("ConfigMap {name}"), WITHIN, || async {
             config_maps
                 .get_opt(name)
                 .await
@@ -210,6 +196,7 @@ async fn websites_are_converted_defaulted_validated_and_reconciled() {
                     data.get("url").map(String::as_str) == Some(url)
                         && data.get("replicas").map(String::as_str) == Some(replicas)
                 })
+                .then_some(())
         })
         .await;
     }

@@ -53,6 +53,9 @@
 //! [`ControlPlane`] is stopped or dropped, even while a test panics. On Linux
 //! they also die with the test process if it is killed outright.
 //!
+//! Waiting: [`eventually`] polls until the server (or your operator) has
+//! done something, and fails the test naming what never happened.
+//!
 //! Do not start a control plane on tokio's paused clock: start-up waits on
 //! real time.
 
@@ -61,6 +64,7 @@ mod cluster;
 mod control_plane;
 mod crds;
 mod error;
+mod eventually;
 mod footprint;
 mod kubeconfig;
 mod pki;
@@ -75,4 +79,5 @@ pub use cluster::{
 };
 pub use control_plane::{ControlPlane, ControlPlaneBuilder};
 pub use error::{Error, Result};
+pub use eventually::{EVENTUALLY_POLL_INTERVAL, eventually};
 pub use registry::{DEFAULT_REGISTRY_VERSION, Registry, RegistryBuilder, find_registry_binary};

@@ -228,15 +228,9 @@ pub async fn create_namespace(client: &Client, name: &str) {
     api.create(&PostParams::default(), &ns).await.unwrap();
 }
 
-/// Waits for `cond` (polled every 20 ms) for at most `timeout`, panicking with `what`.
+/// Waits for `cond` for at most `timeout`, panicking with `what`.
 pub async fn eventually(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    let start = std::time::Instant::now();
-    while !cond() {
-        if start.elapsed() > timeout {
-            panic!("timed out after {timeout:?} waiting for: {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    opkit::envtest::eventually(what, timeout, || std::future::ready(cond().then_some(()))).await
 }
 
 /// Logs to the test output (`RUST_LOG=opkit=debug` for the reflector's story).

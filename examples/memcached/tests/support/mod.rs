@@ -8,40 +8,12 @@ use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use memcached_operator::api::memcached::Memcached;
+use opkit::envtest::eventually;
 
 /// How long anything the operator does may take.
 pub const WAIT: Duration = Duration::from_secs(30);
 /// How long pods may take to start on the local cluster's node.
 pub const POD_WAIT: Duration = Duration::from_secs(120);
-
-/// Polls `check` every 100 ms until it returns `Some`; panics naming
-/// `what` after [`WAIT`].
-pub async fn eventually<T, F, Fut>(what: &str, check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    eventually_within(what, WAIT, check).await
-}
-
-/// [`eventually`] with its own time limit.
-pub async fn eventually_within<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
 
 /// Creates namespace `name` as `client`.
 pub async fn create_namespace(client: &kube::Client, name: &str) {
@@ -65,7 +37,7 @@ pub async fn running_pods(client: &kube::Client, namespace: &str, name: &str, co
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let selector = format!("app.kubernetes.io/instance={name}");
     let what = format!("{count} running memcached pods of {namespace}/{name}");
-    eventually_within(&what, POD_WAIT, || async {
+    eventually(&what, POD_WAIT, || async {
         let list = pods
             .list(&ListParams::default().labels(&selector))
             .await
@@ -100,7 +72,7 @@ pub async fn delete_and_expect_finalized(
         .delete(name, &DeleteParams::default())
         .await
         .expect("delete the Memcached");
-    eventually("the Memcached to be gone", || async {
+    eventually("the Memcached to be gone", WAIT, || async {
         memcacheds.get_opt(name).await.ok()?.is_none().then_some(())
     })
     .await;
@@ -109,7 +81,7 @@ pub async fn delete_and_expect_finalized(
     assert!(deployments.get_opt(name).await.expect("get").is_none());
     assert!(services.get_opt(name).await.expect("get").is_none());
     let events: Api<Event> = Api::namespaced(client.clone(), namespace);
-    eventually("the Finalized Event", || async {
+    eventually("the Finalized Event", WAIT, || async {
         let list = events.list(&ListParams::default()).await.ok()?;
         list.items
             .iter()
