@@ -8,7 +8,7 @@ export OPKIT_CACHE
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: help demo test controlplane registry cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale
+.PHONY: help demo test controlplane registry cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook
 
 help:
 	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
@@ -21,6 +21,7 @@ help:
 	@echo "make lint          cargo fmt --check and clippy with warnings denied"
 	@echo "make bench         run the benchmarks and print ratio tables"
 	@echo "make bench-e2e     one operator in opkit, controller-runtime and kube-runtime, end to end"
+	@echo "make bench-webhook create latency with and without opkit's admission webhooks"
 	@echo "make bench-scale   one Pod controller in opkit and controller-runtime over 10k kwok Pods with churn"
 
 controlplane:
@@ -67,7 +68,7 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
-bench: bench-workqueue bench-informer bench-e2e bench-scale
+bench: bench-workqueue bench-informer bench-e2e bench-scale bench-webhook
 
 bench-workqueue:
 	@tests/peers/bench-workqueue.sh
@@ -85,3 +86,8 @@ bench-e2e: controlplane
 # (issue 13). PODS=10000 REPS=3 by default; builds kwok v0.8.0 if missing.
 bench-scale: controlplane
 	@tests/peers/bench-scale.sh
+
+# Create latency against a real apiserver, with and without opkit's
+# validating and mutating webhooks in the path (CREATES=300 by default).
+bench-webhook: controlplane
+	@$(CARGO) bench -p opkit-tests --bench admission_latency

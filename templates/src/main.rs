@@ -80,6 +80,11 @@ struct Image {
     /// path ends in .tar (default: <target dir>/oci/<bin>).
     #[arg(long, short)]
     output: Option<PathBuf>,
+    /// Name the image in the layout as this reference (name:tag or
+    /// host[:port]/name:tag), as `ctr images import` and skopeo read it
+    /// (default: the --push reference, else <bin>:<package version>).
+    #[arg(long, value_name = "REFERENCE")]
+    tag: Option<String>,
     /// Push the image to a registry as this reference (host[:port]/name:tag).
     #[arg(long, value_name = "REFERENCE")]
     push: Option<String>,
@@ -257,14 +262,14 @@ fn build_image(args: Image) -> Result<(), Error> {
     use cargo_opkit::image::{
         ImageError, ImageOptions, OutputFormat, PushOptions, check_reference,
     };
-    if let Some(reference) = &args.push {
+    for reference in [&args.tag, &args.push].into_iter().flatten() {
         check_reference(reference)?;
     }
     let image = ImageOptions {
         dir: args.dir,
         bin: args.bin,
         output: args.output,
-        reference: args.push.clone(),
+        reference: args.tag.clone().or_else(|| args.push.clone()),
     }
     .build()?;
     let kind = match image.format {

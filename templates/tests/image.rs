@@ -205,3 +205,42 @@ fn projects_sharing_a_target_dir_share_dependency_builds_and_digests() {
     // The same source in another directory gives the same image.
     assert_eq!(digests[0], digests[1]);
 }
+
+#[test]
+fn tag_names_the_image_in_the_layout_without_pushing() {
+    let dir = tempfile::tempdir().unwrap();
+    two_bins(dir.path());
+    let out = dir.path().join("layout");
+    let output = cargo_opkit(
+        dir.path(),
+        &[
+            "--bin",
+            "first",
+            "--tag",
+            "registry.example:5000/first:v9",
+            "--output",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        stdout.contains("image registry.example:5000/first:v9 (OCI layout)"),
+        "{stdout}"
+    );
+    let index: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("index.json")).unwrap()).unwrap();
+    let annotations = &index["manifests"][0]["annotations"];
+    assert_eq!(
+        annotations["io.containerd.image.name"],
+        "registry.example:5000/first:v9"
+    );
+    assert_eq!(annotations["org.opencontainers.image.ref.name"], "v9");
+
+    // A bad tag is refused before anything is built.
+    let output = cargo_opkit(dir.path(), &["--bin", "first", "--tag", "Not Valid:v1"]);
+    let err = stderr(&output);
+    assert!(!output.status.success());
+    assert!(err.contains("invalid image reference"), "{err}");
+    assert!(!err.contains("Compiling"), "nothing was built: {err}");
+}

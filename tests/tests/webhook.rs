@@ -5,7 +5,6 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
@@ -20,9 +19,8 @@ use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use opkit::envtest::ControlPlane;
 use opkit::manager::Manager;
 use opkit::webhook::{
-    AdmissionRequest, BoundWebhookServer, Conversion, ConversionError, Defaulter, Denied,
-    DevCertificate, FailurePolicy, HOSTS_ANNOTATION, Hub, ManagedCertificate, Operation, Spoke,
-    Validator, Verdict, WebhookClient, WebhookError, WebhookOptions, WebhookServer, Webhooks,
+    Conversion, ConversionError, DevCertificate, FailurePolicy, HOSTS_ANNOTATION, Hub,
+    ManagedCertificate, Operation, Spoke, WebhookClient, WebhookOptions, WebhookServer, Webhooks,
 };
 use opkit_tests::{create_namespace, eventually, init_tracing};
 use rustls::pki_types::pem::PemObject;
@@ -30,201 +28,10 @@ use rustls::pki_types::{CertificateDer, ServerName};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::net::TcpStream;
-use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-/// Long enough for a real apiserver on a loaded 2-core machine.
-const WITHIN: Duration = Duration::from_secs(20);
-
-#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, JsonSchema)]
-#[kube(
-    group = "admission.opkit.test",
-    version = "v1",
-    kind = "Gadget",
-    namespaced
-)]
-/// A Gadget: a size and a color, both optional.
-pub struct GadgetSpec {
-    /// At most 10.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub size: Option<i32>,
-    /// Defaults to blue.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub color: Option<String>,
-}
-
-fn gadget(name: &str, size: Option<i32>, color: Option<&str>) -> Gadget {
-    let mut g = Gadget::new(
-        name,
-        GadgetSpec {
-            size,
-            color: color.map(str::to_owned),
-        },
-    );
-    if name.starts_with("protected") {
-        g.metadata.labels = Some([("protected".to_owned(), "true".to_owned())].into());
-    }
-    g
-}
-
-/// Sizes above 10 are refused, above 5 warned about; `protected` objects
-/// cannot be deleted; objects named `slow-*` are answered only once the
-/// gate opens.
-#[derive(Clone, Default)]
-struct GadgetRules {
-    gate: CancellationToken,
-}
-
-impl Validator<Gadget> for GadgetRules {
-    async fn validate_create(&self, g: &Gadget, _: &AdmissionRequest) -> Verdict {
-        if g.metadata
-            .name
-            .as_deref()
-            .is_some_and(|n| n.starts_with("slow-"))
-        {
-            self.gate.cancelled().await;
-        }
-        match g.spec.size {
-            Some(size) if size > 10 => Err(Denied::invalid(format!(
-                "spec.size {size} is above the limit of 10"
-            ))),
-            Some(size) if size > 5 => Ok(vec![format!("spec.size {size} is costly")]),
-            _ => Ok(vec![]),
-        }
-    }
-
-    async fn validate_update(&self, old: &Gadget, new: &Gadget, req: &AdmissionRequest) -> Verdict {
-        if old.spec.color.is_some() && new.spec.color != old.spec.color {
-            return Err(Denied::new("spec.color cannot change once set"));
-        }
-        self.validate_create(new, req).await
-    }
-
-    async fn validate_delete(&self, g: &Gadget, _: &AdmissionRequest) -> Verdict {
-        if g.labels().contains_key("protected") {
-            return Err(Denied::new(format!(
-                "{} is protected",
-                g.metadata.name.as_deref().unwrap_or_default()
-            )));
-        }
-        Ok(vec![])
-    }
-}
-
-/// Colors default to blue, and the object is labelled.
-struct GadgetDefaults;
-
-impl Defaulter<Gadget> for GadgetDefaults {
-    async fn default(&self, g: &mut Gadget, _: &AdmissionRequest) -> Verdict {
-        g.labels_mut()
-            .insert("defaulted-by".to_owned(), "opkit".to_owned());
-        if g.spec.color.is_none() {
-            g.spec.color = Some("blue".to_owned());
-            return Ok(vec!["spec.color defaulted to blue".to_owned()]);
-        }
-        Ok(vec![])
-    }
-}
-
-/// A webhook server running on loopback with a fresh development
-/// certificate.
-struct Served {
-    addr: SocketAddr,
-    dev: DevCertificate,
-    stop: CancellationToken,
-    task: JoinHandle<Result<(), WebhookError>>,
-    loads: tokio::sync::watch::Receiver<u64>,
-    dir: tempfile::TempDir,
-}
-
-impl Served {
-    async fn start(webhooks: &Webhooks) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let dev = DevCertificate::generate(&["127.0.0.1"]).unwrap();
-        let (cert, key) = dev.write_to(dir.path()).unwrap();
-        let server = WebhookServer::new(webhooks.clone())
-            .bind_address("127.0.0.1:0")
-            .cert_files(cert, key)
-            .reload_interval(Duration::from_millis(50))
-            .bind()
-            .await
-            .unwrap();
-        Self::spawn(server, dev, dir)
-    }
-
-    fn spawn(server: BoundWebhookServer, dev: DevCertificate, dir: tempfile::TempDir) -> Self {
-        let addr = server.local_addr().unwrap();
-        let loads = server.certificate_loads();
-        let stop = CancellationToken::new();
-        let task = tokio::spawn(server.serve(stop.clone()));
-        Self {
-            addr,
-            dev,
-            stop,
-            task,
-            loads,
-            dir,
-        }
-    }
-
-    fn client(&self) -> WebhookClient {
-        WebhookClient::url(format!("https://{}", self.addr)).ca_bundle(self.dev.ca_pem())
-    }
-
-    async fn stop(self) {
-        self.stop.cancel();
-        tokio::time::timeout(WITHIN, self.task)
-            .await
-            .expect("the webhook server stops")
-            .unwrap()
-            .unwrap();
-    }
-}
-
-async fn plane_with_gadgets() -> &'static ControlPlane {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    plane.install_crds(&[Gadget::crd()]).await.unwrap();
-    plane
-}
-
-fn api_error(result: Result<impl std::fmt::Debug, kube::Error>) -> kube::core::Status {
-    match result {
-        Err(kube::Error::Api(status)) => *status,
-        other => panic!("expected an API error, got {other:?}"),
-    }
-}
-
-/// Waits until the apiserver calls the validating webhook in `ns` (a
-/// dry-run create of an oversized Gadget is refused by it).
-async fn until_validating(gadgets: &Api<Gadget>) {
-    let probe = gadget("probe", Some(99), Some("red"));
-    eventually("the validating webhook to be in effect", WITHIN, || async {
-        matches!(
-            gadgets.create(&PostParams { dry_run: true, ..PostParams::default() }, &probe).await,
-            Err(kube::Error::Api(status)) if status.message.contains("above the limit")
-        )
-    })
-    .await;
-}
-
-/// Waits until the apiserver calls the mutating webhook in `ns`.
-async fn until_mutating(gadgets: &Api<Gadget>) {
-    let probe = gadget("probe", None, None);
-    eventually("the mutating webhook to be in effect", WITHIN, || async {
-        gadgets
-            .create(
-                &PostParams {
-                    dry_run: true,
-                    ..PostParams::default()
-                },
-                &probe,
-            )
-            .await
-            .is_ok_and(|g| g.spec.color.as_deref() == Some("blue"))
-    })
-    .await;
-}
+mod webhook_support;
+use webhook_support::*;
 
 #[tokio::test]
 async fn a_denied_create_update_or_delete_returns_the_webhooks_message() {
@@ -979,82 +786,4 @@ async fn a_missing_certificate_fails_the_manager_build_with_the_path() {
         .unwrap_err();
     let text = error.to_string();
     assert!(text.contains("/nonexistent/opkit-certs/tls.crt"), "{text}");
-}
-
-/// Not a check: the cost of admission webhooks on a create, measured
-/// against the same apiserver. Run with
-/// `cargo test -p opkit-tests --test webhook -- --ignored --nocapture admission_latency`
-/// (`--release` for figures without debug-build overhead).
-#[tokio::test]
-#[ignore = "a measurement, not a check"]
-async fn admission_latency() {
-    let plane = plane_with_gadgets().await;
-    let admin = plane.client().unwrap();
-    const CREATES: usize = 300;
-    let mut rows = Vec::new();
-    for (label, webhooks) in [
-        ("no webhooks", None),
-        (
-            "validating + mutating",
-            Some(
-                Webhooks::new()
-                    .validating_with::<Gadget, _>(
-                        GadgetRules::default(),
-                        WebhookOptions::new().namespaces(["webhook-latency-on"]),
-                    )
-                    .defaulting_with::<Gadget, _>(
-                        GadgetDefaults,
-                        WebhookOptions::new().namespaces(["webhook-latency-on"]),
-                    ),
-            ),
-        ),
-    ] {
-        let ns = if webhooks.is_some() {
-            "webhook-latency-on"
-        } else {
-            "webhook-latency-off"
-        };
-        create_namespace(&admin, ns).await;
-        let gadgets: Api<Gadget> = Api::namespaced(admin.clone(), ns);
-        let served = match &webhooks {
-            Some(webhooks) => {
-                let served = Served::start(webhooks).await;
-                plane
-                    .install_webhooks("webhook-latency", webhooks, &served.client())
-                    .await
-                    .unwrap();
-                until_validating(&gadgets).await;
-                until_mutating(&gadgets).await;
-                Some(served)
-            }
-            None => None,
-        };
-        let mut took = Vec::with_capacity(CREATES);
-        for i in 0..CREATES {
-            let begun = std::time::Instant::now();
-            gadgets
-                .create(
-                    &PostParams::default(),
-                    &gadget(&format!("g-{i}"), Some(1), None),
-                )
-                .await
-                .unwrap();
-            took.push(begun.elapsed());
-        }
-        took.sort();
-        let at = |q: f64| took[((took.len() as f64 * q) as usize).min(took.len() - 1)];
-        rows.push(format!(
-            "{label:<24} p50 {:>8.2?}  p99 {:>8.2?}",
-            at(0.5),
-            at(0.99)
-        ));
-        if let Some(served) = served {
-            plane.uninstall_webhooks("webhook-latency").await.unwrap();
-            served.stop().await;
-        }
-    }
-    println!(
-        "create latency over {CREATES} creates:\n{}",
-        rows.join("\n")
-    );
 }

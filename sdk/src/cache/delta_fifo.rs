@@ -2,29 +2,26 @@
 //! where every key carries the ordered list of changes (`Deltas`) seen for it
 //! since it was last popped.
 //!
-//! ```ignore
-//! // (crate-internal: the informer drives it)
-//! use std::sync::Arc;
+//! ```no_run
+//! // The queue is the informer's own; handlers see its order (each key's
+//! // changes oldest first) and its tombstones: a deletion the watch missed,
+//! // found by a relist, arrives with the last state the cache knew.
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use kube::api::ObjectMeta;
-//! use opkit::cache::{DeltaFifo, DeltaType, Indexer};
+//! use opkit::cache::{DeletedObject, Event, handler_fn};
 //!
-//! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
-//! let cm = |name: &str| Arc::new(ConfigMap {
-//!     metadata: ObjectMeta { name: Some(name.into()), namespace: Some("ns".into()), ..Default::default() },
-//!     ..Default::default()
+//! let on_delete = handler_fn(|event: Event<ConfigMap>| {
+//!     if let Event::Delete { obj } = event {
+//!         match obj {
+//!             DeletedObject::Object(last) => println!("deleted: {:?}", last.metadata.name),
+//!             DeletedObject::Tombstone(t) => println!(
+//!                 "deleted while the watch was down: {} (last seen at {:?})",
+//!                 t.key.as_str(),
+//!                 t.last_known.metadata.resource_version
+//!             ),
+//!         }
+//!     }
 //! });
-//! let known: Indexer<ConfigMap> = Indexer::new();
-//! let fifo = DeltaFifo::new(Some(known.clone()));
-//! fifo.replace(vec![cm("a")], "10");
-//! fifo.update(cm("a"))?;
-//! let kinds = fifo
-//!     .pop(|popped| popped.deltas.iter().map(|d| d.kind()).collect::<Vec<_>>())
-//!     .await?;
-//! assert_eq!(kinds, [DeltaType::Replaced, DeltaType::Updated]);
-//! assert!(fifo.has_synced());
-//! # Ok(()) }
+//! # let _ = on_delete;
 //! ```
 //!
 //! Semantics (client-go's `DeltaFIFO` with `EmitDeltaTypeReplaced`):

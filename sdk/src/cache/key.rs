@@ -1,15 +1,17 @@
 //! [`ObjectKey`]: the cache key of an object, `namespace/name` (or `name` for
 //! cluster-scoped objects), as client-go's `MetaNamespaceKeyFunc`.
 //!
-//! ```ignore
-//! // (crate-internal: shown for how the pieces fit)
-//! use opkit::cache::ObjectKey;
+//! ```no_run
+//! // Keys are the cache's own; reads name the same two parts, and a
+//! // tombstone carries the key of what was deleted.
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use opkit::cache::{DeletedFinalStateUnknown, Store};
 //!
-//! let key = ObjectKey::new(Some("default"), "web");
-//! assert_eq!(key.as_str(), "default/web");
-//! assert_eq!(key.namespace(), Some("default"));
-//! assert_eq!(key.name(), "web");
-//! assert_eq!(ObjectKey::new(None, "node-1").namespace(), None);
+//! fn describe(store: &Store<ConfigMap>, gone: &DeletedFinalStateUnknown<ConfigMap>) {
+//!     let web = store.get(Some("default"), "web"); // the key "default/web"
+//!     println!("{:?}", web.map(|cm| cm.metadata.uid.clone()));
+//!     println!("{} in {:?}", gone.key.name(), gone.key.namespace());
+//! }
 //! ```
 //!
 //! The key is one shared allocation (`Arc<str>`): the store's map, its indexes

@@ -3,11 +3,21 @@
 //! controller-runtime do by default: smaller responses, and an API server
 //! that encodes them with far less CPU than JSON.
 //!
-//! ```ignore
-//! // (crate-internal: what the ListWatch does with a protobuf response)
+//! ```no_run
+//! // On by default for the kinds below; an informer can ask for JSON instead.
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! let codec = protobuf::codec::<ConfigMap>().expect("ConfigMap is decoded from protobuf");
-//! let page = protobuf::decode_list(&codec, &body)?; // a LIST response body
+//! use opkit::cache::{InformerOptions, ListWatch, ReflectorConfig, SharedIndexInformer};
+//!
+//! # fn doc(client: kube::Client) {
+//! let as_json = SharedIndexInformer::new(
+//!     ListWatch::<ConfigMap>::new(client, &()),
+//!     InformerOptions {
+//!         reflector: ReflectorConfig { protobuf: false, ..ReflectorConfig::default() },
+//!         ..InformerOptions::default()
+//!     },
+//! );
+//! # let _ = as_json;
+//! # }
 //! ```
 //!
 //! Which kinds: those with a conversion below ([`codec`]): `ConfigMap` and

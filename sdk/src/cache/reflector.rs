@@ -1,27 +1,26 @@
 //! The Reflector: keeps a [`ReflectorStore`] (the [`DeltaFifo`]) in step with
 //! the API server by listing, then watching from the list's resourceVersion.
 //!
-//! ```ignore
-//! // (crate-internal: shown for how the pieces fit)
-//! use std::sync::Arc;
+//! ```no_run
+//! // The reflector runs inside an informer; its settings and counters are
+//! // the informer's.
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use opkit::cache::{DeltaFifo, Indexer, ListWatch, Reflector, ReflectorConfig};
-//! use tokio_util::sync::CancellationToken;
+//! use opkit::cache::{InformerOptions, ListWatch, ReflectorConfig, SharedIndexInformer};
 //!
-//! # async fn doc(client: kube::Client) {
-//! let fifo = Arc::new(DeltaFifo::<ConfigMap>::new(Some(Indexer::new())));
-//! let reflector = Reflector::new(
-//!     ListWatch::new(client, &()).namespace("default"),
-//!     Arc::clone(&fifo),
-//!     ReflectorConfig::default(),
+//! # async fn doc(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! let informer = SharedIndexInformer::new(
+//!     ListWatch::<ConfigMap>::new(client, &()).namespace("default"),
+//!     InformerOptions {
+//!         reflector: ReflectorConfig { page_size: 500, ..ReflectorConfig::default() },
+//!         ..InformerOptions::default()
+//!     },
 //! );
-//! let metrics = reflector.metrics();
-//! let cancel = CancellationToken::new();
-//! tokio::spawn(reflector.run(cancel.clone()));
-//! // ... pop deltas from `fifo` ...
-//! println!("{} LIST requests so far", metrics.stats().list_requests);
-//! cancel.cancel();
-//! # }
+//! informer.start()?;
+//! informer.wait_for_sync().await?;
+//! let stats = informer.stats();
+//! println!("{} lists, {} LIST requests so far", stats.relists, stats.list_requests);
+//! informer.stop();
+//! # Ok(()) }
 //! ```
 //!
 //! Behaviour (client-go's `Reflector`):
