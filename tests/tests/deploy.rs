@@ -153,6 +153,25 @@ async fn make_run_without_the_crds_says_to_run_make_install() {
     );
 }
 
+/// Whether any object of `api` is named `prefix...` (true if the list
+/// fails: "not known to be gone").
+async fn any_named_with<K>(api: &Api<K>, prefix: &str) -> bool
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    api.list(&ListParams::default())
+        .await
+        .map(|l| {
+            l.items.iter().any(|o| {
+                o.meta()
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(prefix))
+            })
+        })
+        .unwrap_or(true)
+}
+
 /// Waits until the project's namespace, CRDs, ClusterRole and
 /// ClusterRoleBinding are gone.
 async fn expect_nothing_left(client: &kube::Client, project: &deploy_support::Project) {
@@ -174,30 +193,8 @@ async fn expect_nothing_left(client: &kube::Client, project: &deploy_support::Pr
                 .map(|l| l.items.iter().any(|c| c.spec.group == project.group))
                 .unwrap_or(true);
             let prefix = format!("{}-", project.name);
-            let roles_left = roles
-                .list(&ListParams::default())
-                .await
-                .map(|l| {
-                    l.items.iter().any(|r| {
-                        r.metadata
-                            .name
-                            .as_deref()
-                            .is_some_and(|n| n.starts_with(&prefix))
-                    })
-                })
-                .unwrap_or(true);
-            let bindings_left = bindings
-                .list(&ListParams::default())
-                .await
-                .map(|l| {
-                    l.items.iter().any(|r| {
-                        r.metadata
-                            .name
-                            .as_deref()
-                            .is_some_and(|n| n.starts_with(&prefix))
-                    })
-                })
-                .unwrap_or(true);
+            let roles_left = any_named_with(&roles, &prefix).await;
+            let bindings_left = any_named_with(&bindings, &prefix).await;
             ns_gone && !crds_left && !roles_left && !bindings_left
         },
     )

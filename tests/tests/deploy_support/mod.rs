@@ -107,14 +107,7 @@ impl Tools {
 
     /// `kubectl <args>`, which must succeed; returns its stdout.
     pub fn kubectl_ok(&self, args: &[&str]) -> String {
-        let output = self.kubectl(args);
-        assert!(
-            output.status.success(),
-            "kubectl {}:\n{}",
-            args.join(" "),
-            text(&output)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        succeeded(args, self.kubectl(args))
     }
 
     /// `kubectl <args>` with `input` on stdin, which must succeed.
@@ -133,15 +126,19 @@ impl Tools {
             .expect("stdin")
             .write_all(input.as_bytes())
             .expect("write kubectl's stdin");
-        let output = child.wait_with_output().expect("wait for kubectl");
-        assert!(
-            output.status.success(),
-            "kubectl {}:\n{}",
-            args.join(" "),
-            text(&output)
-        );
-        String::from_utf8_lossy(&output.stdout).into_owned()
+        succeeded(args, child.wait_with_output().expect("wait for kubectl"))
     }
+}
+
+/// The stdout of `kubectl <args>`, which must have succeeded.
+fn succeeded(args: &[&str], output: Output) -> String {
+    assert!(
+        output.status.success(),
+        "kubectl {}:\n{}",
+        args.join(" "),
+        text(&output)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
 }
 
 /// A command's status, stdout and stderr, for assertion messages.
