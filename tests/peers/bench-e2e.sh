@@ -14,6 +14,13 @@
 #   WORKERS=4 UPDATES=2000 PROBES=100 CHURN=50 tests/peers/bench-e2e.sh
 #   RYOW_OFF=1 tests/peers/bench-e2e.sh              # + opkit with read-your-
 #                                                    #   own-writes off (its cost)
+#   KR_LTO=1 tests/peers/bench-e2e.sh                # + kube-runtime built with
+#                                                    #   opkit's release profile
+#
+# The opkit peer is built with the release profile `cargo opkit new`
+# generates (fat LTO, one codegen unit); the kube-runtime peer with cargo's
+# default release profile, as a kube-rs project starts out (KR_LTO=1 adds it
+# built like opkit's, for a like-for-like line).
 #
 # Peers (each its own module/workspace, never built by `make test`):
 #   tests/peers/e2e                    opkit peer + this driver
@@ -39,6 +46,12 @@ echo "bench-e2e: building the opkit peer and the driver (release)" >&2
 CARGO_TARGET_DIR="$target" cargo build --quiet --release --manifest-path "$here/e2e/Cargo.toml" --bins
 echo "bench-e2e: building the kube-runtime peer (release)" >&2
 CARGO_TARGET_DIR="$target" cargo build --quiet --release --manifest-path "$here/e2e-kube-runtime/Cargo.toml"
+kr_lto=()
+if [ "${KR_LTO:-0}" = 1 ]; then
+  echo "bench-e2e: building the kube-runtime peer (opkit's release profile: fat LTO)" >&2
+  CARGO_TARGET_DIR="$target" cargo build --quiet --profile release-lto --manifest-path "$here/e2e-kube-runtime/Cargo.toml"
+  kr_lto=(--peer "kube-runtime-lto=$target/release-lto/e2e-kube-runtime")
+fi
 
 ryow_off=()
 if [ "${RYOW_OFF:-0}" = 1 ]; then
@@ -50,6 +63,7 @@ load_before=$(cut -d' ' -f1-3 /proc/loadavg)
   "${ryow_off[@]}" \
   --peer "controller-runtime=$target/e2e-controller-runtime" \
   --peer "kube-runtime=$target/release/e2e-kube-runtime" \
+  "${kr_lto[@]}" \
   --sizes "${SIZES:-1000,10000}" --reps "${REPS:-3}" --workers "${WORKERS:-4}" \
   --updates "${UPDATES:-2000}" --probes "${PROBES:-100}" --churn "${CHURN:-50}"
 cpu_model=$(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')

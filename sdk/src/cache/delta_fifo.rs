@@ -192,12 +192,31 @@ pub struct Popped<K> {
     pub is_in_initial_list: bool,
 }
 
+/// Above this many slots, a drained queue gives its tables back.
+const SHRINK_ABOVE: usize = 1024;
+
 struct State<K> {
     items: HashMap<ObjectKey, Deltas<K>>,
     queue: VecDeque<ObjectKey>,
     populated: bool,
     initial_population_count: usize,
     closed: bool,
+}
+
+impl<K> State<K> {
+    /// Once the queue is empty again, gives back the memory of the burst
+    /// that filled it (the initial list of every object, a relist): a
+    /// table sized for 50k keys would otherwise stay for the life of the
+    /// informer.
+    fn shrink_if_drained(&mut self) {
+        if self.queue.is_empty()
+            && self.items.is_empty()
+            && (self.items.capacity() > SHRINK_ABOVE || self.queue.capacity() > SHRINK_ABOVE)
+        {
+            self.items = HashMap::new();
+            self.queue = VecDeque::new();
+        }
+    }
 }
 
 /// The DeltaFIFO: see the [module documentation](self).
@@ -462,6 +481,7 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
                 st.initial_population_count -= 1;
             }
             if let Some(deltas) = st.items.remove(&key) {
+                st.shrink_if_drained();
                 return Some(Popped {
                     key,
                     deltas,
@@ -751,6 +771,41 @@ mod tests {
         assert_eq!(f.pop_ready(3, |p| keys.push(p.key.to_string())), 3);
         assert_eq!(keys, ["ns/o0", "ns/o1", "ns/o2"]);
         assert_eq!(f.pop_ready(10, |_| ()), 2);
+    }
+
+    #[test]
+    fn a_drained_queue_gives_back_the_memory_of_a_burst() {
+        let f = DeltaFifo::new(None);
+        for i in 0..5000 {
+            f.add(cm(&format!("o{i}"), "1")).unwrap();
+        }
+        assert!(f.state.lock().items.capacity() >= 5000);
+        assert_eq!(f.pop_ready(4999, |_| ()), 4999);
+        assert!(
+            f.state.lock().items.capacity() >= 5000,
+            "not shrunk while a key is still queued"
+        );
+        assert_eq!(
+            f.pop_ready(10, |p| assert_eq!(p.key.to_string(), "ns/o4999")),
+            1
+        );
+        let st = f.state.lock();
+        assert!(
+            st.items.capacity() <= SHRINK_ABOVE,
+            "{}",
+            st.items.capacity()
+        );
+        assert!(
+            st.queue.capacity() <= SHRINK_ABOVE,
+            "{}",
+            st.queue.capacity()
+        );
+        drop(st);
+        f.add(cm("again", "2")).unwrap();
+        assert_eq!(
+            f.pop_ready(10, |p| assert_eq!(p.key.to_string(), "ns/again")),
+            1
+        );
     }
 
     #[test]

@@ -92,6 +92,12 @@ impl Tools {
             .current_dir(dir)
             .env("KUBECONFIG", &self.kubeconfig)
             .env("CARGO_TARGET_DIR", target_dir())
+            // A generated project ships with fat LTO (its Cargo.toml);
+            // what the journeys prove does not depend on it, and cargo's
+            // default release profile shares dependency builds with the
+            // workspace's examples and links in seconds.
+            .env("CARGO_PROFILE_RELEASE_LTO", "false")
+            .env("CARGO_PROFILE_RELEASE_CODEGEN_UNITS", "16")
             .env("PATH", std::env::join_paths(paths).expect("PATH"));
         command
     }
