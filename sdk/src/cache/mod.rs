@@ -86,7 +86,7 @@ use std::{
 };
 
 use kube::{Client, Resource};
-use parking_lot::Mutex;
+use parking_lot::{Mutex, RwLock};
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -249,6 +249,11 @@ struct CacheInner {
     raw_client: Client,
     writes: Option<Arc<WriteTracker>>,
     informers: Mutex<HashMap<InformerKey, Arc<dyn AnyInformer>>>,
+    /// The `Store<K>` of each kind's cache-scope informer once it has
+    /// synced (it stays synced), by Rust type: a reconcile's reads find it
+    /// without building an [`InformerKey`] (a `Default` dynamic type makes
+    /// the type name one GVK).
+    synced_stores: RwLock<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
     started: AtomicBool,
     cancel: CancellationToken,
     namespace: Option<String>,
@@ -393,6 +398,7 @@ impl SharedCacheBuilder {
                 raw_client: self.client,
                 writes,
                 informers: Mutex::new(HashMap::new()),
+                synced_stores: RwLock::new(HashMap::new()),
                 started: AtomicBool::new(false),
                 cancel: CancellationToken::new(),
                 namespace: self.namespace,
@@ -707,6 +713,15 @@ impl SharedCache {
         K::DynamicType: Default,
         K::Scope: 'static,
     {
+        if let Some(store) = self
+            .inner
+            .synced_stores
+            .read()
+            .get(&TypeId::of::<K>())
+            .and_then(|s| s.downcast_ref::<Store<K>>())
+        {
+            return Ok(store.clone());
+        }
         let scope = self.default_scope::<K>();
         let key = InformerKey::of(&scope);
         let existing = self.inner.informers.lock().get(&key).cloned();
@@ -729,11 +744,16 @@ impl SharedCache {
             self.wait_for(std::slice::from_ref(&informer), timeout)
                 .await?;
         }
-        informer
+        let store = informer
             .as_any()
             .downcast_ref::<SharedIndexInformer<K>>()
             .map(SharedIndexInformer::store)
-            .ok_or_else(|| CacheError::NoInformer(key.describe()))
+            .ok_or_else(|| CacheError::NoInformer(key.describe()))?;
+        self.inner
+            .synced_stores
+            .write()
+            .insert(TypeId::of::<K>(), Arc::new(store.clone()));
+        Ok(store)
     }
 
     /// Waits (at most `wait`) until the informer of `K` in the cache's
