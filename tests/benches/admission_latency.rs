@@ -36,6 +36,15 @@ fn at(sorted: &[Duration], q: f64) -> Duration {
 }
 
 fn main() {
+    // While the fixture waits for the control plane and the webhook
+    // server, kube's client logs every refused connection at ERROR; those
+    // retries are expected here, and RUST_LOG still shows them.
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("error,kube_client=off")),
+        )
+        .try_init();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
