@@ -2,8 +2,9 @@
 //! cluster (`opkit::envtest::Cluster`: real controllers, kubelet,
 //! containerd): `make image` builds and pushes its image to the local
 //! registry, `make deploy IMG=...` applies `deploy/`, and containerd pulls
-//! the image. Then the whole journey, for `examples/memcached` and for a
-//! project `cargo opkit new` generates in a temporary directory:
+//! the image. Then the whole journey, for a project `cargo opkit new`
+//! generates in a temporary directory and for `examples/memcached`, one
+//! after the other on one cluster:
 //!
 //! 1. the operator pod runs under its ServiceAccount, in-cluster config,
 //!    passing the kubelet's readiness and liveness probes;
@@ -22,7 +23,7 @@
 
 mod deploy_support;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -164,8 +165,9 @@ impl Deployed<'_> {
         );
     }
 
-    /// `GET /metrics` through the metrics Service, from a busybox pod.
-    async fn scrape_metrics(&self, pod_name: &str) -> String {
+    /// `GET /metrics` through the metrics Service, from a busybox pod
+    /// `pod_name` in `namespace` (which this creates).
+    async fn scrape_metrics(&self, namespace: &str, pod_name: &str) -> String {
         let services: Api<Service> = Api::namespaced(self.client.clone(), self.project.namespace);
         let service = services
             .get(&format!("{}-metrics", self.project.name))
@@ -176,7 +178,8 @@ impl Deployed<'_> {
             .and_then(|s| s.cluster_ip)
             .expect("a cluster IP");
         let busybox = self.cluster.image("busybox").expect("a busybox image");
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), "scrape");
+        create_namespace(&self.client, namespace).await;
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let pod: Pod = serde_json::from_value(json!({
             "metadata": { "name": pod_name },
             "spec": {
@@ -395,10 +398,6 @@ async fn replace_operator_pod(deployed: &Deployed<'_>, old: &Pod) -> Pod {
     new
 }
 
-/// The two journeys each run a whole cluster and a release build; on a
-/// 2-core machine they run one after the other, not side by side.
-static ONE_JOURNEY_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
-
 /// How many custom resources the load step creates: `OPKIT_DEPLOY_LOAD`,
 /// default 100 (`make test`'s budget); 1000 for the recorded figure.
 fn load_size() -> usize {
@@ -467,10 +466,15 @@ fn print_figures(what: &str, figures: &Figures) {
     );
 }
 
-/// Builds the workspace's `cargo-opkit` (the Makefiles run `cargo opkit`).
+/// Builds the workspace's `cargo-opkit` (the Makefiles run `cargo opkit`)
+/// as `cargo test --workspace --all-features` builds it for cargo-opkit's
+/// own integration tests (`example_in_sync` is the cheapest of them): in a
+/// `make test` it is built already, and the tests running beside this one
+/// never see `target/debug/cargo-opkit` swapped for another build of it.
 fn build_cargo_opkit() {
     let output = std::process::Command::new(env!("CARGO"))
-        .args(["build", "-p", "cargo-opkit"])
+        .args(["test", "--workspace", "--all-features", "--no-run"])
+        .args(["--test", "example_in_sync"])
         .current_dir(workspace())
         .env("CARGO_TARGET_DIR", target_dir())
         .output()
@@ -587,19 +591,12 @@ async fn memcached_finalized(deployed: &Deployed<'_>, name: &str, uid: &str) {
     .await;
 }
 
-#[tokio::test]
-async fn memcached_operator_ships_as_a_pod_and_does_its_job() {
-    init_tracing();
-    let _one_at_a_time = ONE_JOURNEY_AT_A_TIME.lock().await;
-    build_cargo_opkit();
-    let cluster = Cluster::builder()
-        .with_registry()
-        .start()
-        .await
-        .expect("start the local cluster and its registry");
+/// examples/memcached's journey on `cluster`: namespaces `shop`,
+/// `memcached-scrape` and `memcached-load`.
+async fn memcached_operator_journey(cluster: &Cluster) {
     let client = cluster.client().expect("admin client");
     let deployed = Deployed {
-        cluster: &cluster,
+        cluster,
         tools: Tools::new(cluster.kubeconfig_path()),
         project: MEMCACHED,
         dir: MEMCACHED.dir(),
@@ -646,8 +643,7 @@ async fn memcached_operator_ships_as_a_pod_and_does_its_job() {
     memcached_finalized(&deployed, "after", &uid).await;
 
     // /metrics through the metrics Service.
-    create_namespace(&client, "scrape").await;
-    let metrics = deployed.scrape_metrics("metrics").await;
+    let metrics = deployed.scrape_metrics("memcached-scrape", "metrics").await;
     assert!(
         metrics.contains("controller_runtime_reconcile_total{controller=\"memcached\""),
         "{metrics}"
@@ -658,15 +654,15 @@ async fn memcached_operator_ships_as_a_pod_and_does_its_job() {
     // the pods stay Pending, so each gets an Available condition, True or
     // False). The recorded RSS figure is taken with OPKIT_DEPLOY_LOAD=1000,
     // which adds about 8 minutes (creating, then undeploying, 1000).
-    create_namespace(&client, "load").await;
+    create_namespace(&client, "memcached-load").await;
     let loaded = load_size();
     figures.loaded_objects = loaded;
     let load_api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), "load", &deployed.resource);
+        Api::namespaced_with(client.clone(), "memcached-load", &deployed.resource);
     figures.rss_loaded_kib = load(
         &deployed,
         &pod,
-        "load",
+        "memcached-load",
         loaded,
         |i| memcached(&format!("m{i}"), 1),
         |o| {
@@ -800,17 +796,14 @@ async fn widget_round_trip(deployed: &Deployed<'_>, name: &str) {
     .await;
 }
 
-#[tokio::test]
-async fn a_generated_operator_ships_as_a_pod_and_does_its_job() {
-    init_tracing();
-    let _one_at_a_time = ONE_JOURNEY_AT_A_TIME.lock().await;
-    build_cargo_opkit();
-    let tmp = tempfile::tempdir().expect("tempdir");
+/// `cargo opkit new gen-operator` (kind Widget) in `parent`; returns the
+/// project's directory.
+fn generate_operator(parent: &Path) -> PathBuf {
     let lock = workspace().join("Cargo.lock");
     let output = std::process::Command::new(target_dir().join("debug/cargo-opkit"))
         .args(["opkit", "new", "gen-operator", "--group", "e2e.example.com"])
         .args(["--kind", "Widget", "--dir"])
-        .arg(tmp.path())
+        .arg(parent)
         .arg("--lock-from")
         .arg(&lock)
         .env("CARGO_TARGET_DIR", target_dir())
@@ -821,16 +814,15 @@ async fn a_generated_operator_ships_as_a_pod_and_does_its_job() {
         "cargo opkit new:\n{}",
         text(&output)
     );
-    let dir = tmp.path().join("gen-operator");
+    parent.join("gen-operator")
+}
 
-    let cluster = Cluster::builder()
-        .with_registry()
-        .start()
-        .await
-        .expect("start the local cluster and its registry");
+/// The generated project's journey on `cluster`, from its directory `dir`:
+/// namespaces `default`, `gen-scrape` and `gen-load`.
+async fn generated_operator_journey(cluster: &Cluster, dir: PathBuf) {
     let client = cluster.client().expect("admin client");
     let deployed = Deployed {
-        cluster: &cluster,
+        cluster,
         tools: Tools::new(cluster.kubeconfig_path()),
         project: Project {
             name: "gen-operator",
@@ -861,20 +853,19 @@ async fn a_generated_operator_ships_as_a_pod_and_does_its_job() {
     let pod = replace_operator_pod(&deployed, &pod).await;
     widget_round_trip(&deployed, "two").await;
 
-    create_namespace(&client, "scrape").await;
-    let metrics = deployed.scrape_metrics("metrics").await;
+    let metrics = deployed.scrape_metrics("gen-scrape", "metrics").await;
     assert!(
         metrics.contains("controller_runtime_reconcile_total{controller=\"widget\""),
         "{metrics}"
     );
 
-    create_namespace(&client, "load").await;
+    create_namespace(&client, "gen-load").await;
     let loaded = load_size();
     figures.loaded_objects = loaded;
     figures.rss_loaded_kib = load(
         &deployed,
         &pod,
-        "load",
+        "gen-load",
         loaded,
         |i| widget(&format!("w{i}")),
         |o| condition_true(o, "Ready"),
@@ -899,4 +890,27 @@ async fn a_generated_operator_ships_as_a_pod_and_does_its_job() {
     );
     figures.undeploy = deployed.undeploy("300s").await;
     print_figures("a generated operator", &figures);
+}
+
+/// Both journeys on one cluster (starting one takes a while), one after
+/// the other: the generated operator's first, as it leaves no pods behind
+/// (examples/memcached's load leaves memcached pods terminating). The
+/// project is generated while the cluster starts.
+#[tokio::test]
+async fn memcached_and_a_generated_operator_ship_as_pods_and_do_their_job() {
+    init_tracing();
+    build_cargo_opkit();
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let parent = tmp.path().to_owned();
+    let generated = tokio::task::spawn_blocking(move || generate_operator(&parent));
+    let cluster = Cluster::builder()
+        .with_registry()
+        .start()
+        .await
+        .expect("start the local cluster and its registry");
+    let dir = generated
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    generated_operator_journey(&cluster, dir).await;
+    memcached_operator_journey(&cluster).await;
 }
