@@ -249,11 +249,11 @@ struct CacheInner {
     raw_client: Client,
     writes: Option<Arc<WriteTracker>>,
     informers: Mutex<HashMap<InformerKey, Arc<dyn AnyInformer>>>,
-    /// The `Store<K>` of each kind's cache-scope informer once it has
-    /// synced (it stays synced), by Rust type: a reconcile's reads find it
-    /// without building an [`InformerKey`] (a `Default` dynamic type makes
-    /// the type name one GVK).
-    synced_stores: RwLock<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
+    /// Each kind's cache-scope informer (a `SharedIndexInformer<K>`) once
+    /// it has synced (it stays synced), by Rust type: a reconcile's reads
+    /// and read-your-writes waits find it without building an
+    /// [`InformerKey`] (a `Default` dynamic type makes the type one GVK).
+    synced_informers: RwLock<HashMap<TypeId, Arc<dyn Any + Send + Sync>>>,
     started: AtomicBool,
     cancel: CancellationToken,
     namespace: Option<String>,
@@ -398,7 +398,7 @@ impl SharedCacheBuilder {
                 raw_client: self.client,
                 writes,
                 informers: Mutex::new(HashMap::new()),
-                synced_stores: RwLock::new(HashMap::new()),
+                synced_informers: RwLock::new(HashMap::new()),
                 started: AtomicBool::new(false),
                 cancel: CancellationToken::new(),
                 namespace: self.namespace,
@@ -713,14 +713,8 @@ impl SharedCache {
         K::DynamicType: Default,
         K::Scope: 'static,
     {
-        if let Some(store) = self
-            .inner
-            .synced_stores
-            .read()
-            .get(&TypeId::of::<K>())
-            .and_then(|s| s.downcast_ref::<Store<K>>())
-        {
-            return Ok(store.clone());
+        if let Some(informer) = self.synced_informer::<K>() {
+            return Ok(informer.store());
         }
         let scope = self.default_scope::<K>();
         let key = InformerKey::of(&scope);
@@ -744,16 +738,27 @@ impl SharedCache {
             self.wait_for(std::slice::from_ref(&informer), timeout)
                 .await?;
         }
-        let store = informer
+        let typed = informer
             .as_any()
             .downcast_ref::<SharedIndexInformer<K>>()
-            .map(SharedIndexInformer::store)
+            .cloned()
             .ok_or_else(|| CacheError::NoInformer(key.describe()))?;
+        let store = typed.store();
         self.inner
-            .synced_stores
+            .synced_informers
             .write()
-            .insert(TypeId::of::<K>(), Arc::new(store.clone()));
+            .insert(TypeId::of::<K>(), Arc::new(typed));
         Ok(store)
+    }
+
+    /// The cache-scope informer of `K` if a read has found it synced.
+    fn synced_informer<K: 'static>(&self) -> Option<SharedIndexInformer<K>> {
+        self.inner
+            .synced_informers
+            .read()
+            .get(&TypeId::of::<K>())
+            .and_then(|i| i.downcast_ref::<SharedIndexInformer<K>>())
+            .cloned()
     }
 
     /// Waits (at most `wait`) until the informer of `K` in the cache's
@@ -788,7 +793,10 @@ impl SharedCache {
         if pending.is_empty() {
             return Ok(());
         }
-        let informer = self.informer::<K>()?;
+        let informer = match self.synced_informer::<K>() {
+            Some(informer) => informer,
+            None => self.informer::<K>()?,
+        };
         wait_observed(tracker, informer.observed(), pending, wait).await
     }
 
