@@ -26,12 +26,14 @@
 //! a `.tmpl` suffix is dropped and a `dot-` prefix becomes `.`.
 #![warn(clippy::unwrap_used)]
 
+mod cargo_env;
 pub mod image;
 mod names;
 mod project;
 mod render;
 mod webhook;
 
+pub use cargo_env::{cargo_command, clear_crate_env};
 pub use names::{snake_case, validate_group, validate_kind, validate_name, validate_version};
 pub use project::{
     CreateApi, NewProject, OpkitDependency, ProjectFile, find_project, manifests, shared_target_dir,

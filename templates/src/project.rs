@@ -486,8 +486,7 @@ pub fn manifests(dir: &Path) -> Result<(), Error> {
 /// [`manifests`] in exactly `dir`.
 fn manifests_in(dir: &Path) -> Result<(), Error> {
     let project = ProjectFile::read(dir)?;
-    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-    let mut command = Command::new(cargo);
+    let mut command = crate::cargo_command();
     command.current_dir(dir).args([
         "run",
         "--bin",

@@ -270,7 +270,7 @@ fn created_webhooks_are_served_rendered_and_tested() {
         "make deploy must apply every deploy/*.yaml, 05-webhooks.yaml included:\n{makefile}"
     );
 
-    let output = Command::new(env!("CARGO"))
+    let output = cargo_opkit::cargo_command()
         .args([
             "test",
             "--test",

@@ -45,7 +45,7 @@ fn cargo_opkit_with(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
 
 /// `cargo <args>` in `dir`, in the shared target directory.
 fn cargo(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO"))
+    cargo_opkit::cargo_command()
         .args(args)
         .current_dir(dir)
         .env("CARGO_TARGET_DIR", target_dir())

@@ -472,7 +472,7 @@ fn print_figures(what: &str, figures: &Figures) {
 /// `make test` it is built already, and the tests running beside this one
 /// never see `target/debug/cargo-opkit` swapped for another build of it.
 fn build_cargo_opkit() {
-    let output = std::process::Command::new(env!("CARGO"))
+    let output = cargo_opkit::cargo_command()
         .args(["test", "--workspace", "--all-features", "--no-run"])
         .args(["--test", "example_in_sync"])
         .current_dir(workspace())

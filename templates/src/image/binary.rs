@@ -65,7 +65,7 @@ impl Package {
 }
 
 fn cargo() -> Command {
-    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+    crate::cargo_command()
 }
 
 /// Output of a cargo command that must succeed, or why not.

@@ -85,7 +85,7 @@ impl Tools {
         let mut paths = vec![target_dir().join("debug")];
         paths.extend(std::env::split_paths(&path));
         let mut command = Command::new("make");
-        command
+        cargo_opkit::clear_crate_env(&mut command)
             .arg("--no-print-directory")
             .arg(format!("KUBECTL={}", self.kubectl.display()))
             .args(args)
