@@ -1,150 +1,222 @@
 //! The queue's state machine: synchronous, behind the queue's one lock.
 //!
-//! Every item known to the queue has one [`Slot`] in a slab (a `Vec` with a
-//! free list), found through a hash table of slab indices. Ready lanes and
-//! timers hold slab indices, not items: handing out an item needs no hash
-//! lookup, and nothing but the slab owns an item. A slot's flags are
-//! client-go's sets:
+//! Every item the queue knows has one [`Entry`] in `slots`, a `Vec` whose
+//! freed places are reused through a free list; `index`, a hash table of
+//! `(hash, slot)` pairs, finds an item's slot. An entry's [`Phase`] is where
+//! the item is in client-go's sets:
 //!
-//! * `DIRTY`: the item needs processing (client-go's *dirty* set);
-//! * `PROCESSING`: a worker holds it (client-go's *processing* set);
-//! * `QUEUED`: it sits in a ready lane (client-go's *queue*); implies `DIRTY`
-//!   and not `PROCESSING`;
-//! * `PARKED`: dirty, but held back by the per-key minimum interval until a
-//!   timer fires; implies `DIRTY` and not `PROCESSING`.
+//! | phase | client-go | |
+//! |---|---|---|
+//! | `Queued` | *dirty*, in the *queue* | waits in its priority's ready lane |
+//! | `Parked` | *dirty* | held back by the per-key minimum interval until a timer fires |
+//! | `Processing` | *processing* | a worker holds it |
+//! | `ProcessingDirty` | *processing* and *dirty* | queued again on `done` |
+//! | `Idle` | none | kept only for a pending `add_after` |
 //!
-//! A slot may also carry a pending `add_after` (`delay_at`), independent of
-//! the flags: when it fires the item goes through the add rule, so it dedups
-//! against a dirty item exactly like a plain add. A slot is freed as soon as
-//! it has no flag and no pending delay.
+//! An entry may also carry a pending `add_after` (`delay_at`), independent of
+//! the phase: when it fires the item goes through the add rule, so it dedups
+//! against a dirty item exactly like a plain add. An entry is removed as soon
+//! as it is `Idle` with no pending delay.
 //!
-//! Lane elements and timers carry the id the slot had when they were made;
-//! an element whose id no longer matches (the item moved lanes, its delay was
-//! superseded, or the slot was reused) is stale and skipped.
+//! The ready lanes ([`ReadyLanes`]) and the timer heap ([`TimerHeap`]) hold
+//! slot numbers. An element also carries an id, taken from one counter,
+//! that the entry records when the element is made. An element whose entry
+//! no longer records its id (the item moved to a higher lane, was handed
+//! out, its delay was superseded, or its slot was freed or reused) is stale:
+//! it is skipped when it surfaces (lazy deletion, so every operation is
+//! O(1)), and dropped in bulk once stale elements outnumber live ones.
+//!
+//! Three choices keep a big queue (1M waiting items) fast. Measured (see
+//! BENCHMARKS.md, "Workqueue"): with the entries in the hash table itself,
+//! 1M distinct items took 2.6× as long to go through; with a slab but
+//! without the last two, 1.7×.
+//! * entries sit in a slab rather than in the hash table itself, so a FIFO
+//!   burst reads them in the order they were written, and handing out an
+//!   item needs no hash lookup;
+//! * freeing a slot leaves its index entry behind, dead, for the next insert
+//!   of that hash to reuse or a sweep to drop: the index is cold memory, and
+//!   a removal would be a second lookup per item;
+//! * `done` finds the item through a small cache of the slots handed out
+//!   last, so finishing an item usually touches no cold memory.
 //!
 //! Time is passed in ([`LazyNow`]), so the state is deterministic and reads
 //! the clock only when timers or metrics need it.
 
 use std::hash::{BuildHasher, Hash};
 
-use hashbrown::{DefaultHashBuilder, HashTable};
+use hashbrown::DefaultHashBuilder;
+use hashbrown::HashTable;
 use tokio::time::{Duration, Instant};
 
 use super::delay::TimerHeap;
 use super::metrics::QueueMetrics;
 use super::priority::{Priority, ReadyLanes};
 
-const DIRTY: u8 = 1;
-const PROCESSING: u8 = 2;
-const QUEUED: u8 = 4;
-const PARKED: u8 = 8;
-
 /// The longest delay `add_after` honours; longer ones are clamped to it.
 pub(crate) const MAX_DELAY: Duration = Duration::from_secs(365 * 24 * 3600);
+
+/// Slots kept when the queue empties (the memory of a larger burst is given back).
+const SHRINK_ABOVE: usize = 4096;
 
 /// Reads the clock at most once per operation, and only if asked.
 #[derive(Debug, Default)]
 pub(crate) struct LazyNow(Option<Instant>);
 
 impl LazyNow {
+    /// A clock not read yet.
     pub(crate) fn new() -> Self {
         Self(None)
     }
 
+    /// A clock that reads `now` (tests).
     #[cfg(test)]
     pub(crate) fn at(now: Instant) -> Self {
         Self(Some(now))
     }
 
+    /// The current instant, read once.
     pub(crate) fn get(&mut self) -> Instant {
         *self.0.get_or_insert_with(Instant::now)
     }
 }
 
+/// Hashes items for the index. Cloned into the queue handle so that callers
+/// hash outside the lock (the hash is the part of an add that reads the item).
+#[derive(Clone, Default)]
+pub(crate) struct ItemHasher(DefaultHashBuilder);
+
+impl ItemHasher {
+    /// The 32-bit hash the index uses.
+    pub(crate) fn hash<T: Hash>(&self, item: &T) -> u32 {
+        let h = self.0.hash_one(item);
+        // Fold the high half in: the index only sees the 32 bits we keep.
+        (h ^ (h >> 32)) as u32
+    }
+}
+
+/// The 64-bit hash the index is keyed by, rebuilt from the stored 32 bits
+/// (hashbrown takes positions from the low bits and tags from the top ones).
+fn wide(hash: u32) -> u64 {
+    (u64::from(hash) << 32) | u64::from(hash)
+}
+
+/// Where an item is in the queue (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not dirty, not processing: kept only for a pending `add_after`.
+    Idle,
+    /// Dirty, waiting in a ready lane.
+    Queued,
+    /// Dirty, held back by the per-key interval until its park timer fires.
+    Parked,
+    /// Handed out to a worker.
+    Processing,
+    /// Handed out, and added again meanwhile: queued again on `done`.
+    ProcessingDirty,
+}
+
+impl Phase {
+    /// Whether the item needs processing (client-go's *dirty* set).
+    fn is_dirty(self) -> bool {
+        matches!(self, Phase::Queued | Phase::Parked | Phase::ProcessingDirty)
+    }
+
+    /// Whether a worker holds the item (client-go's *processing* set).
+    fn is_processing(self) -> bool {
+        matches!(self, Phase::Processing | Phase::ProcessingDirty)
+    }
+}
+
+/// What the queue knows about one item.
 #[derive(Debug)]
-struct Slot<T> {
+struct Entry<T> {
     item: T,
-    /// The item's 32-bit hash (see [`Slab::hash`]).
+    /// The item's [`ItemHasher`] hash.
     hash: u32,
-    flags: u8,
+    phase: Phase,
     /// Priority of the pending (dirty) instance.
     priority: Priority,
     /// Priority the pending `add_after` adds with.
     delay_priority: Priority,
-    /// Id of the current lane element (if `QUEUED`) or park timer (if `PARKED`).
+    /// Id of the current lane element (if `Queued`) or park timer (if `Parked`).
     id: u32,
     /// Id of the current delay timer (if `delay_at` is set).
     delay_id: u32,
     /// When the pending `add_after` fires (the earliest requested).
-    delay_at: Stamp,
+    delay_at: Option<Instant>,
     /// When the item last became dirty (metrics only).
-    added_at: Stamp,
+    added_at: Option<Instant>,
     /// When the item was handed out (metrics only).
-    started_at: Stamp,
+    started_at: Option<Instant>,
 }
 
-impl<T> Slot<T> {
+impl<T> Entry<T> {
     fn new(item: T, hash: u32) -> Self {
         Self {
             item,
             hash,
-            flags: 0,
+            phase: Phase::Idle,
             priority: Priority::Normal,
             delay_priority: Priority::Normal,
             id: 0,
             delay_id: 0,
-            delay_at: Stamp::NONE,
-            added_at: Stamp::NONE,
-            started_at: Stamp::NONE,
+            delay_at: None,
+            added_at: None,
+            started_at: None,
         }
     }
 
-    fn has(&self, flag: u8) -> bool {
-        self.flags & flag != 0
-    }
-
+    /// Whether nothing keeps the entry: it is removed.
     fn is_vacant(&self) -> bool {
-        self.flags == 0 && self.delay_at.is_none()
-    }
-}
-
-/// A compact `Option<Instant>`: nanoseconds since the state's epoch, plus
-/// one (0 is "none"). Keeps a slot at 64 bytes; an instant before the epoch
-/// (only possible when one queue is shared by runtimes with different test
-/// clocks) reads as the epoch.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Stamp(u64);
-
-impl Stamp {
-    const NONE: Stamp = Stamp(0);
-
-    fn at(epoch: Instant, at: Instant) -> Self {
-        let nanos = at.saturating_duration_since(epoch).as_nanos();
-        Stamp(
-            u64::try_from(nanos)
-                .unwrap_or(u64::MAX - 1)
-                .saturating_add(1),
-        )
+        self.phase == Phase::Idle && self.delay_at.is_none()
     }
 
-    fn is_some(self) -> bool {
-        self.0 != 0
+    /// Whether the timer with `id` is this entry's delay or park timer.
+    fn has_timer(&self, id: u32) -> bool {
+        (self.delay_at.is_some() && self.delay_id == id)
+            || (self.phase == Phase::Parked && self.id == id)
     }
 
-    fn is_none(self) -> bool {
-        self.0 == 0
+    /// Puts the item (in slot `slot`) in its priority's lane under a fresh id.
+    fn enqueue(&mut self, slot: u32, ids: &mut Ids, ready: &mut ReadyLanes) {
+        self.phase = Phase::Queued;
+        self.id = ids.next();
+        ready.push(self.priority, slot, self.id);
     }
 
-    fn get_at(self, epoch: Instant) -> Option<Instant> {
-        self.0
-            .checked_sub(1)
-            .map(|nanos| epoch + Duration::from_nanos(nanos))
-    }
-
-    fn take(&mut self, epoch: Instant) -> Option<Instant> {
-        let at = self.get_at(epoch);
-        *self = Stamp::NONE;
-        at
+    /// The add rule, for the item in slot `slot`.
+    fn mark_dirty(
+        &mut self,
+        slot: u32,
+        priority: Priority,
+        ids: &mut Ids,
+        ready: &mut ReadyLanes,
+        now: &mut LazyNow,
+        metrics: Option<&QueueMetrics>,
+    ) -> Added {
+        if self.phase.is_dirty() {
+            // Already waiting (or dirty while processing): dedup, keeping the
+            // higher priority. A queued item moves to its new lane; the old
+            // element becomes stale.
+            if priority > self.priority {
+                self.priority = priority;
+                if self.phase == Phase::Queued {
+                    self.enqueue(slot, ids, ready);
+                }
+            }
+            return Added::Duplicate;
+        }
+        self.priority = priority;
+        if let Some(m) = metrics {
+            m.added();
+            self.added_at = Some(now.get());
+        }
+        if self.phase == Phase::Processing {
+            self.phase = Phase::ProcessingDirty;
+            return Added::MarkedDirty;
+        }
+        self.enqueue(slot, ids, ready);
+        Added::Queued
     }
 }
 
@@ -171,284 +243,10 @@ pub(crate) enum KeyVerdict {
 
 /// What popping the ready lanes produced.
 pub(crate) enum Popped<T> {
-    /// The item was handed out (now `PROCESSING`).
+    /// The item was handed out (now processing).
     Started(T, Priority),
     /// The item was parked by the per-key check.
     Parked,
-}
-
-/// The slab of slots and the hash index over it.
-///
-/// Cache behaviour decides the speed of a big queue, so:
-/// * index entries carry a 32-bit hash and the slot's generation: growing the
-///   index and skipping other items never touch the slab;
-/// * freeing a slot bumps its generation instead of erasing its index entry
-///   (a second cold probe per item); dead entries are reused by the next
-///   insert that probes past them, and swept when the index would grow;
-/// * `done` finds the item through a small cache of recently handed-out
-///   slots, so finishing an item usually touches no cold memory.
-struct Slab<T> {
-    entries: Vec<SlabEntry<T>>,
-    free: Vec<u32>,
-    index: HashTable<IndexEntry>,
-    /// Index entries whose slot was freed (their generation is stale).
-    dead: usize,
-    /// Slots in use.
-    in_use: usize,
-    /// Recently handed-out slots, by hash (direct-mapped).
-    handed: [IndexEntry; HANDED],
-    hasher: ItemHasher,
-}
-
-/// Hashes items for the index. Cloned into the queue handle so that callers
-/// hash outside the lock (the hash is the part of an add that reads the item).
-#[derive(Clone, Default)]
-pub(crate) struct ItemHasher(DefaultHashBuilder);
-
-impl ItemHasher {
-    /// The 32-bit hash the index uses.
-    pub(crate) fn hash<T: Hash>(&self, item: &T) -> u32 {
-        let h = self.0.hash_one(item);
-        // Fold the high half in: the index only sees the 32 bits we keep.
-        (h ^ (h >> 32)) as u32
-    }
-}
-
-/// Size of the hand-out cache (a power of two, well above any worker count).
-const HANDED: usize = 64;
-
-/// Slots kept allocated when the queue empties (more are given back).
-const SHRINK_ABOVE: usize = 4096;
-
-struct SlabEntry<T> {
-    generation: u32,
-    slot: Option<Slot<T>>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct IndexEntry {
-    idx: u32,
-    hash: u32,
-    generation: u32,
-}
-
-impl IndexEntry {
-    const NONE: IndexEntry = IndexEntry {
-        idx: u32::MAX,
-        hash: 0,
-        generation: 0,
-    };
-}
-
-/// Puts a new slot for `item` into the slab; returns its index and generation.
-fn allocate<T>(
-    entries: &mut Vec<SlabEntry<T>>,
-    free: &mut Vec<u32>,
-    item: T,
-    hash: u32,
-) -> Option<(u32, u32)> {
-    let idx = match free.pop() {
-        Some(idx) => idx,
-        None => {
-            let idx = u32::try_from(entries.len())
-                .ok()
-                .filter(|&i| i != u32::MAX)?;
-            entries.push(SlabEntry {
-                generation: 0,
-                slot: None,
-            });
-            idx
-        }
-    };
-    let entry = entries.get_mut(idx as usize)?;
-    entry.slot = Some(Slot::new(item, hash));
-    Some((idx, entry.generation))
-}
-
-/// The 64-bit hash the index is keyed by, rebuilt from the stored 32 bits
-/// (hashbrown takes positions from the low bits and tags from the top ones).
-fn wide(hash: u32) -> u64 {
-    (u64::from(hash) << 32) | u64::from(hash)
-}
-
-/// The slot an index entry points to, if the entry is not dead.
-fn live<'a, T>(entries: &'a [SlabEntry<T>], e: &IndexEntry) -> Option<&'a Slot<T>> {
-    let entry = entries.get(e.idx as usize)?;
-    if entry.generation == e.generation {
-        entry.slot.as_ref()
-    } else {
-        None
-    }
-}
-
-impl<T: Eq + Hash> Slab<T> {
-    fn new() -> Self {
-        Self {
-            entries: Vec::new(),
-            free: Vec::new(),
-            index: HashTable::new(),
-            dead: 0,
-            in_use: 0,
-            handed: [IndexEntry::NONE; HANDED],
-            hasher: ItemHasher::default(),
-        }
-    }
-
-    #[cfg(test)]
-    fn hash(&self, item: &T) -> u32 {
-        self.hasher.hash(item)
-    }
-
-    fn get_mut(&mut self, idx: u32) -> Option<&mut Slot<T>> {
-        self.entries.get_mut(idx as usize)?.slot.as_mut()
-    }
-
-    /// The slot of `item`, creating a blank one if needed. `None` only when
-    /// 2^32 items are already known.
-    fn slot_for(&mut self, item: T, hash: u32) -> Option<(u32, &mut Slot<T>)> {
-        // One pass over the probe sequence finds the live entry, or else the
-        // first dead entry with this hash (often this item's own old one).
-        let Self { entries, index, .. } = self;
-        let mut dead = None;
-        let mut found = None;
-        for e in index.iter_hash_mut(wide(hash)) {
-            if e.hash != hash {
-                continue;
-            }
-            match live(entries, e) {
-                Some(slot) if slot.item == item => {
-                    found = Some(e.idx);
-                    break;
-                }
-                Some(_) => {}
-                None if dead.is_none() => dead = Some(e),
-                None => {}
-            }
-        }
-        let idx = match (found, dead) {
-            (Some(idx), _) => idx,
-            (None, Some(dead)) => {
-                let (idx, generation) = allocate(entries, &mut self.free, item, hash)?;
-                *dead = IndexEntry {
-                    idx,
-                    hash,
-                    generation,
-                };
-                self.dead = self.dead.saturating_sub(1);
-                self.in_use += 1;
-                idx
-            }
-            (None, None) => {
-                let (idx, generation) = allocate(&mut self.entries, &mut self.free, item, hash)?;
-                self.in_use += 1;
-                // Sweep dead entries rather than grow once a quarter of the
-                // index is dead: the index stays proportional to the live
-                // items (cache-resident), and each sweep is paid for by the
-                // frees that made its dead entries (amortised O(1)).
-                if self.index.len() >= self.index.capacity() && self.dead > self.index.len() / 4 {
-                    self.sweep();
-                }
-                self.index.insert_unique(
-                    wide(hash),
-                    IndexEntry {
-                        idx,
-                        hash,
-                        generation,
-                    },
-                    |e| wide(e.hash),
-                );
-                idx
-            }
-        };
-        let slot = self.get_mut(idx)?;
-        Some((idx, slot))
-    }
-
-    /// Drops every dead index entry.
-    fn sweep(&mut self) {
-        let entries = &self.entries;
-        self.index.retain(|e| live(entries, e).is_some());
-        self.dead = 0;
-    }
-
-    /// Remembers that slot `idx` (with `hash`) was handed out, for `done`.
-    fn handed_out(&mut self, idx: u32, hash: u32) {
-        let generation = self.entries.get(idx as usize).map_or(0, |e| e.generation);
-        if let Some(place) = self.handed.get_mut(hash as usize % HANDED) {
-            *place = IndexEntry {
-                idx,
-                hash,
-                generation,
-            };
-        }
-    }
-
-    /// The slot index of `item` (hashing to `hash`), if it has a slot.
-    fn find(&self, item: &T, hash: u32) -> Option<u32> {
-        let entries = &self.entries;
-        let matches =
-            |e: &IndexEntry| e.hash == hash && live(entries, e).is_some_and(|s| s.item == *item);
-        if let Some(cached) = self.handed.get(hash as usize % HANDED)
-            && matches(cached)
-        {
-            return Some(cached.idx);
-        }
-        self.index.find(wide(hash), |e| matches(e)).map(|e| e.idx)
-    }
-
-    /// Frees slot `idx` if it holds nothing any more. Its index entry stays,
-    /// dead, until reused or swept.
-    fn release_if_vacant(&mut self, idx: u32) {
-        let Some(entry) = self.entries.get_mut(idx as usize) else {
-            return;
-        };
-        if !entry.slot.as_ref().is_some_and(Slot::is_vacant) {
-            return;
-        }
-        entry.slot = None;
-        entry.generation = entry.generation.wrapping_add(1);
-        self.free.push(idx);
-        self.dead += 1;
-        self.in_use -= 1;
-    }
-
-    /// Whether no slot is in use.
-    fn is_empty(&self) -> bool {
-        self.in_use == 0
-    }
-
-    /// Gives the memory of a burst back once the queue is empty again.
-    fn shrink_if_large(&mut self) {
-        if self.in_use == 0 && self.entries.len() > SHRINK_ABOVE {
-            *self = Self {
-                hasher: self.hasher.clone(),
-                ..Self::new()
-            };
-        }
-    }
-
-    fn occupied(&self) -> impl Iterator<Item = (u32, &Slot<T>)> {
-        self.entries
-            .iter()
-            .enumerate()
-            .filter_map(|(i, e)| Some((u32::try_from(i).ok()?, e.slot.as_ref()?)))
-    }
-
-    fn is_live_timer(&self, idx: u32, id: u32) -> bool {
-        self.entries
-            .get(idx as usize)
-            .and_then(|e| e.slot.as_ref())
-            .is_some_and(|s| {
-                (s.delay_at.is_some() && s.delay_id == id) || (s.has(PARKED) && s.id == id)
-            })
-    }
-
-    fn is_live_element(&self, idx: u32, id: u32) -> bool {
-        self.entries
-            .get(idx as usize)
-            .and_then(|e| e.slot.as_ref())
-            .is_some_and(|s| s.has(QUEUED) && s.id == id)
-    }
 }
 
 /// Ids for lane elements and timers (wrapping; a collision after 2^32 ids
@@ -463,13 +261,66 @@ impl Ids {
     }
 }
 
+/// The entry in slot `slot`, if it is in use.
+fn entry<T>(slots: &[Option<Entry<T>>], slot: u32) -> Option<&Entry<T>> {
+    slots.get(slot as usize)?.as_ref()
+}
+
+/// The entry in slot `slot`, if it is in use.
+fn entry_mut<T>(slots: &mut [Option<Entry<T>>], slot: u32) -> Option<&mut Entry<T>> {
+    slots.get_mut(slot as usize)?.as_mut()
+}
+
+/// One index entry: an item's hash and its slot.
+#[derive(Debug, Clone, Copy)]
+struct Indexed {
+    hash: u32,
+    slot: u32,
+}
+
+impl Indexed {
+    /// Points nowhere (an empty place of the hand-out cache).
+    const NONE: Indexed = Indexed {
+        hash: 0,
+        slot: u32::MAX,
+    };
+}
+
+/// Size of the hand-out cache (well above any worker count).
+const HANDED: usize = 64;
+
+/// Whether index entry `i` points to a slot in use by an item of its hash.
+/// Exact, because no two index entries share a hash and a slot: an insert
+/// that takes a slot reuses the dead entry of its hash pointing there, if
+/// there is one, rather than adding another (see [`State::slot_for`]).
+fn is_live<T>(slots: &[Option<Entry<T>>], i: &Indexed) -> bool {
+    entry(slots, i.slot).is_some_and(|e| e.hash == i.hash)
+}
+
+/// Whether index entry `i` points to `item` (hashing to `hash`).
+fn points_to<T: Eq>(slots: &[Option<Entry<T>>], i: &Indexed, item: &T, hash: u32) -> bool {
+    i.hash == hash && entry(slots, i.slot).is_some_and(|e| e.hash == hash && e.item == *item)
+}
+
 /// All mutable state of one queue.
 pub(crate) struct State<T> {
-    slab: Slab<T>,
+    /// The entries; `None` marks a free slot (listed in `free`).
+    slots: Vec<Option<Entry<T>>>,
+    free: Vec<u32>,
+    /// Finds the slot of an item. A freed slot's entry stays, dead, until
+    /// an insert reuses it or a sweep drops it: freeing then needs no
+    /// lookup (the index is cold memory in a big queue).
+    index: HashTable<Indexed>,
+    /// Index entries whose slot was freed (see [`is_live`]).
+    dead: usize,
+    /// The slots of recently handed-out items, by hash (direct-mapped), so
+    /// that `done` usually finds its item without the index.
+    handed: [Indexed; HANDED],
+    hasher: ItemHasher,
     ready: ReadyLanes,
     timers: TimerHeap<u32>,
     ids: Ids,
-    /// Valid elements in the ready lanes.
+    /// Entries in each phase (`queued` is the number of live lane elements).
     queued: usize,
     parked: usize,
     processing: usize,
@@ -494,14 +345,18 @@ pub(crate) struct State<T> {
     pub(crate) throttle_at: Option<Instant>,
     /// A spare buffer for draining the queue's inbox (keeps its capacity).
     pub(crate) batch: Vec<(T, u32, Priority)>,
-    /// Origin of the slots' compact timestamps.
-    epoch: Instant,
 }
 
 impl<T: Eq + Hash + Clone> State<T> {
+    /// An empty state.
     pub(crate) fn new() -> Self {
         Self {
-            slab: Slab::new(),
+            slots: Vec::new(),
+            free: Vec::new(),
+            index: HashTable::new(),
+            dead: 0,
+            handed: [Indexed::NONE; HANDED],
+            hasher: ItemHasher::default(),
             ready: ReadyLanes::new(),
             timers: TimerHeap::new(),
             ids: Ids::default(),
@@ -518,7 +373,6 @@ impl<T: Eq + Hash + Clone> State<T> {
             throttled: false,
             throttle_at: None,
             batch: Vec::new(),
-            epoch: Instant::now(),
         }
     }
 
@@ -527,10 +381,12 @@ impl<T: Eq + Hash + Clone> State<T> {
         self.queued + self.parked
     }
 
+    /// Items in the ready lanes.
     pub(crate) fn queued(&self) -> usize {
         self.queued
     }
 
+    /// Items handed out and not yet done.
     pub(crate) fn processing(&self) -> usize {
         self.processing
     }
@@ -538,7 +394,7 @@ impl<T: Eq + Hash + Clone> State<T> {
     /// Whether the queue knows no item at all (none waiting, processing or delayed).
     #[cfg(test)]
     pub(crate) fn is_idle(&self) -> bool {
-        self.slab.is_empty()
+        self.free.len() == self.slots.len()
     }
 
     /// Nothing handed out and nothing left to hand out.
@@ -546,17 +402,110 @@ impl<T: Eq + Hash + Clone> State<T> {
         self.processing == 0 && self.queued == 0 && self.parked == 0
     }
 
+    /// Whether the timer heap holds anything (possibly only stale timers).
     pub(crate) fn has_timers(&self) -> bool {
         !self.timers.is_empty()
     }
 
+    /// The earliest timer's deadline.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         self.timers.next_deadline()
     }
 
     /// The hasher of this state's index.
     pub(crate) fn hasher(&self) -> ItemHasher {
-        self.slab.hasher.clone()
+        self.hasher.clone()
+    }
+
+    /// The slot of `item` (hashing to `hash`), if the queue knows it.
+    fn find(&self, item: &T, hash: u32) -> Option<u32> {
+        let slots = &self.slots;
+        if let Some(cached) = self.handed.get(hash as usize % HANDED)
+            && points_to(slots, cached, item, hash)
+        {
+            return Some(cached.slot);
+        }
+        let found = self
+            .index
+            .find(wide(hash), |i| points_to(slots, i, item, hash));
+        found.map(|i| i.slot)
+    }
+
+    /// The slot of `item`, with a new `Idle` entry if the queue did not know
+    /// it. `None` only when 2^32 slots are in use.
+    fn slot_for(&mut self, item: T, hash: u32) -> Option<u32> {
+        let Self {
+            slots,
+            free,
+            index,
+            dead,
+            ..
+        } = self;
+        // The slot a new entry would take.
+        let slot = match free.last() {
+            Some(&slot) => slot,
+            None => u32::try_from(slots.len()).ok()?,
+        };
+        // One pass over the candidates finds the item, or else a dead entry
+        // of its hash to reuse: the one pointing at `slot` if any (it must
+        // not stay behind: it would read as live again), else the first
+        // (often the item's own old one).
+        let mut reusable: Option<&mut Indexed> = None;
+        for i in index.iter_hash_mut(wide(hash)) {
+            if points_to(slots, i, &item, hash) {
+                return Some(i.slot);
+            }
+            if i.hash == hash
+                && !is_live(slots, i)
+                && reusable
+                    .as_ref()
+                    .is_none_or(|r| r.slot != slot && i.slot == slot)
+            {
+                reusable = Some(i);
+            }
+        }
+        if free.pop().is_none() {
+            slots.push(None);
+        }
+        *slots.get_mut(slot as usize)? = Some(Entry::new(item, hash));
+        if let Some(i) = reusable {
+            i.slot = slot;
+            *dead = dead.saturating_sub(1);
+            return Some(slot);
+        }
+        // Sweep rather than grow once a quarter of the index is dead: the
+        // index stays proportional to the live items, and each sweep is paid
+        // for by the frees that made its dead entries.
+        if index.len() >= index.capacity() && *dead > index.len() / 4 {
+            index.retain(|i| is_live(slots, i));
+            *dead = 0;
+        }
+        index.insert_unique(wide(hash), Indexed { hash, slot }, |i| wide(i.hash));
+        Some(slot)
+    }
+
+    /// Frees slot `slot` if its entry holds nothing any more (its index
+    /// entry stays, dead).
+    fn release_if_vacant(&mut self, slot: u32) {
+        let Some(place) = self.slots.get_mut(slot as usize) else {
+            return;
+        };
+        if !place.as_ref().is_some_and(Entry::is_vacant) {
+            return;
+        }
+        *place = None;
+        self.free.push(slot);
+        self.dead += 1;
+        if self.free.len() == self.slots.len() && self.slots.len() > SHRINK_ABOVE {
+            // The end of a burst: give its memory back. Every index entry,
+            // lane element and timer is dead or stale by now.
+            self.slots = Vec::new();
+            self.free = Vec::new();
+            self.index = HashTable::new();
+            self.dead = 0;
+            self.ready = ReadyLanes::new();
+            self.timers = TimerHeap::new();
+        }
     }
 
     /// Marks `item` as needing processing.
@@ -568,7 +517,7 @@ impl<T: Eq + Hash + Clone> State<T> {
         now: &mut LazyNow,
         metrics: Option<&QueueMetrics>,
     ) -> Added {
-        let hash = self.slab.hash(&item);
+        let hash = self.hasher.hash(&item);
         self.add_hashed(item, hash, priority, now, metrics)
     }
 
@@ -585,20 +534,15 @@ impl<T: Eq + Hash + Clone> State<T> {
             return Added::Ignored;
         }
         self.promote(now, metrics);
-        let Some((idx, slot)) = self.slab.slot_for(item, hash) else {
+        let Some(slot) = self.slot_for(item, hash) else {
             tracing::error!("workqueue holds 2^32 items; add dropped");
             return Added::Ignored;
         };
-        let outcome = mark_dirty(
-            slot,
-            idx,
-            priority,
-            self.epoch,
-            &mut self.ids,
-            &mut self.ready,
-            now,
-            metrics,
-        );
+        let Some(entry) = entry_mut(&mut self.slots, slot) else {
+            return Added::Ignored;
+        };
+        let outcome =
+            entry.mark_dirty(slot, priority, &mut self.ids, &mut self.ready, now, metrics);
         self.count(outcome);
         outcome
     }
@@ -621,7 +565,7 @@ impl<T: Eq + Hash + Clone> State<T> {
         now: &mut LazyNow,
         metrics: Option<&QueueMetrics>,
     ) -> bool {
-        let hash = self.slab.hash(&item);
+        let hash = self.hasher.hash(&item);
         self.add_after_hashed(item, hash, delay, priority, now, metrics)
     }
 
@@ -645,27 +589,27 @@ impl<T: Eq + Hash + Clone> State<T> {
         }
         let at = now.get() + delay.min(MAX_DELAY);
         self.promote(now, metrics);
-        let epoch = self.epoch;
-        let Some((idx, slot)) = self.slab.slot_for(item, hash) else {
+        let Some(slot) = self.slot_for(item, hash) else {
             tracing::error!("workqueue holds 2^32 items; add_after dropped");
             return false;
         };
-        let at_stamp = Stamp::at(epoch, at);
-        if slot.delay_at.is_some() {
-            slot.delay_priority = slot.delay_priority.max(priority);
-            if at_stamp >= slot.delay_at {
+        let Some(entry) = entry_mut(&mut self.slots, slot) else {
+            return false;
+        };
+        if let Some(current) = entry.delay_at {
+            entry.delay_priority = entry.delay_priority.max(priority);
+            if at >= current {
                 return false;
             }
             // Earlier time wins; the old timer becomes stale.
         } else {
-            slot.delay_priority = priority;
+            entry.delay_priority = priority;
             self.live_timers += 1;
         }
-        let id = self.ids.next();
-        slot.delay_at = at_stamp;
-        slot.delay_id = id;
+        entry.delay_at = Some(at);
+        entry.delay_id = self.ids.next();
         let earliest = self.timers.next_deadline().is_none_or(|next| at < next);
-        self.timers.push(at, id, idx);
+        self.timers.push(at, entry.delay_id, slot);
         self.compact_timers();
         earliest
     }
@@ -682,31 +626,19 @@ impl<T: Eq + Hash + Clone> State<T> {
     fn promote_due(&mut self, now: &mut LazyNow, metrics: Option<&QueueMetrics>) {
         let now_at = now.get();
         while let Some(timer) = self.timers.pop_due(now_at) {
-            let idx = timer.item;
-            let Some(slot) = self.slab.get_mut(idx) else {
-                continue;
+            let (slot, id) = (timer.item, timer.id);
+            let Some(entry) = entry_mut(&mut self.slots, slot).filter(|e| e.has_timer(id)) else {
+                continue; // stale
             };
-            if slot.delay_at.is_some() && slot.delay_id == timer.id {
-                slot.delay_at = Stamp::NONE;
-                self.live_timers -= 1;
-                let priority = slot.delay_priority;
-                let outcome = mark_dirty(
-                    slot,
-                    idx,
-                    priority,
-                    self.epoch,
-                    &mut self.ids,
-                    &mut self.ready,
-                    now,
-                    metrics,
-                );
+            self.live_timers -= 1;
+            if entry.delay_at.is_some() && entry.delay_id == id {
+                entry.delay_at = None;
+                let priority = entry.delay_priority;
+                let outcome =
+                    entry.mark_dirty(slot, priority, &mut self.ids, &mut self.ready, now, metrics);
                 self.count(outcome);
-            } else if slot.has(PARKED) && slot.id == timer.id {
-                let id = self.ids.next();
-                slot.flags = (slot.flags & !PARKED) | QUEUED;
-                slot.id = id;
-                self.ready.push(slot.priority, idx, id);
-                self.live_timers -= 1;
+            } else {
+                entry.enqueue(slot, &mut self.ids, &mut self.ready);
                 self.parked -= 1;
                 self.queued += 1;
                 self.newly_ready += 1;
@@ -720,8 +652,9 @@ impl<T: Eq + Hash + Clone> State<T> {
         if self.timers.len() <= 2 * self.live_timers + 1024 {
             return;
         }
-        let slab = &self.slab;
-        self.timers.retain(|t| slab.is_live_timer(t.item, t.id));
+        let slots = &self.slots;
+        self.timers
+            .retain(|t| entry(slots, t.item).is_some_and(|e| e.has_timer(t.id)));
     }
 
     /// Drops stale lane elements once they outnumber live ones.
@@ -729,8 +662,10 @@ impl<T: Eq + Hash + Clone> State<T> {
         if self.ready.raw_len() <= 2 * self.queued + 1024 {
             return;
         }
-        let slab = &self.slab;
-        self.ready.retain(|idx, id| slab.is_live_element(idx, id));
+        let slots = &self.slots;
+        self.ready.retain(|slot, id| {
+            entry(slots, slot).is_some_and(|e| e.phase == Phase::Queued && e.id == id)
+        });
     }
 
     /// Pops the next ready item (highest priority, oldest first). `check`
@@ -745,38 +680,40 @@ impl<T: Eq + Hash + Clone> State<T> {
             return None;
         }
         loop {
-            let (idx, id, priority) = self.ready.pop()?;
-            let Some(slot) = self.slab.get_mut(idx) else {
-                continue;
-            };
-            if !slot.has(QUEUED) || slot.id != id {
+            let (slot, id, priority) = self.ready.pop()?;
+            let Some(entry) =
+                entry_mut(&mut self.slots, slot).filter(|e| e.phase == Phase::Queued && e.id == id)
+            else {
                 continue; // stale element left behind by a priority upgrade
-            }
+            };
             self.queued -= 1;
-            match check(&slot.item) {
+            return Some(match check(&entry.item) {
                 KeyVerdict::Start => {
-                    slot.flags = (slot.flags & !(DIRTY | QUEUED)) | PROCESSING;
+                    entry.phase = Phase::Processing;
                     if let Some(m) = metrics {
                         let at = now.get();
-                        m.handed_out(slot.added_at.take(self.epoch), at);
-                        slot.started_at = Stamp::at(self.epoch, at);
+                        m.handed_out(entry.added_at.take(), at);
+                        entry.started_at = Some(at);
                     }
                     self.processing += 1;
-                    let (item, hash) = (slot.item.clone(), slot.hash);
-                    self.slab.handed_out(idx, hash);
-                    return Some(Popped::Started(item, priority));
+                    if let Some(cached) = self.handed.get_mut(entry.hash as usize % HANDED) {
+                        *cached = Indexed {
+                            hash: entry.hash,
+                            slot,
+                        };
+                    }
+                    Popped::Started(entry.item.clone(), priority)
                 }
                 KeyVerdict::Park(at) => {
-                    let park_id = self.ids.next();
-                    slot.flags = (slot.flags & !QUEUED) | PARKED;
-                    slot.id = park_id;
-                    self.timers.push(at, park_id, idx);
+                    entry.phase = Phase::Parked;
+                    entry.id = self.ids.next();
+                    self.timers.push(at, entry.id, slot);
                     self.parked += 1;
                     self.live_timers += 1;
                     self.compact_timers();
-                    return Some(Popped::Parked);
+                    Popped::Parked
                 }
-            }
+            });
         }
     }
 
@@ -789,7 +726,7 @@ impl<T: Eq + Hash + Clone> State<T> {
         now: &mut LazyNow,
         metrics: Option<&QueueMetrics>,
     ) -> Option<bool> {
-        let hash = self.slab.hash(item);
+        let hash = self.hasher.hash(item);
         self.done_hashed(item, hash, now, metrics)
     }
 
@@ -803,62 +740,47 @@ impl<T: Eq + Hash + Clone> State<T> {
         metrics: Option<&QueueMetrics>,
     ) -> Option<bool> {
         self.promote(now, metrics);
-        let idx = self.slab.find(item, hash)?;
-        let slot = self.slab.get_mut(idx)?;
-        if !slot.has(PROCESSING) {
+        let slot = self.find(item, hash)?;
+        let entry = entry_mut(&mut self.slots, slot)?;
+        if !entry.phase.is_processing() {
             return None;
         }
-        slot.flags &= !PROCESSING;
-        self.processing -= 1;
+        let dirty = entry.phase == Phase::ProcessingDirty;
         if let Some(m) = metrics {
-            m.finished(slot.started_at.take(self.epoch), now.get());
+            m.finished(entry.started_at.take(), now.get());
         }
-        if slot.has(DIRTY) {
-            let id = self.ids.next();
-            slot.flags |= QUEUED;
-            slot.id = id;
-            self.ready.push(slot.priority, idx, id);
+        if dirty {
+            entry.enqueue(slot, &mut self.ids, &mut self.ready);
             self.queued += 1;
             self.newly_ready += 1;
-            self.compact_lanes();
-            Some(true)
         } else {
-            self.slab.release_if_vacant(idx);
-            if self.slab.is_empty() {
-                self.reset_if_large();
-            }
-            Some(false)
+            entry.phase = Phase::Idle;
         }
-    }
-
-    /// After a burst, once nothing is left: frees the slab, and drops the
-    /// lane elements and timers (all stale by then).
-    fn reset_if_large(&mut self) {
-        if self.slab.entries.len() > SHRINK_ABOVE {
-            self.slab.shrink_if_large();
-            self.ready = ReadyLanes::new();
-            self.timers = TimerHeap::new();
+        self.processing -= 1;
+        if dirty {
+            self.compact_lanes();
+        } else {
+            self.release_if_vacant(slot);
         }
+        Some(dirty)
     }
 
     /// Stops accepting adds and discards pending `add_after`s. Items already
     /// waiting (ready or parked) stay, so getters can drain them.
     pub(crate) fn shut_down(&mut self) {
         self.shutting_down = true;
-        let delayed: Vec<u32> = self
-            .slab
-            .occupied()
-            .filter(|(_, s)| s.delay_at.is_some())
-            .map(|(i, _)| i)
-            .collect();
-        for idx in delayed {
-            if let Some(slot) = self.slab.get_mut(idx) {
-                slot.delay_at = Stamp::NONE;
+        for slot in 0..self.slots.len() {
+            let Ok(slot) = u32::try_from(slot) else {
+                break;
+            };
+            if let Some(entry) = entry_mut(&mut self.slots, slot) {
+                entry.delay_at = None;
             }
-            self.slab.release_if_vacant(idx);
+            self.release_if_vacant(slot);
         }
-        let slab = &self.slab;
-        self.timers.retain(|t| slab.is_live_timer(t.item, t.id));
+        let slots = &self.slots;
+        self.timers
+            .retain(|t| entry(slots, t.item).is_some_and(|e| e.has_timer(t.id)));
         self.live_timers = self.parked;
     }
 
@@ -867,12 +789,8 @@ impl<T: Eq + Hash + Clone> State<T> {
         if self.processing == 0 {
             return;
         }
-        for (_, slot) in self.slab.occupied() {
-            if let Some(at) = slot
-                .started_at
-                .get_at(self.epoch)
-                .filter(|_| slot.has(PROCESSING))
-            {
+        for entry in self.slots.iter().flatten() {
+            if let Some(at) = entry.started_at.filter(|_| entry.phase.is_processing()) {
                 f(at);
             }
         }
@@ -881,52 +799,35 @@ impl<T: Eq + Hash + Clone> State<T> {
     /// Checks the internal invariants (tests only).
     #[cfg(test)]
     pub(crate) fn check_invariants(&self) {
-        let (mut queued, mut parked, mut processing, mut delays, mut slots) = (0, 0, 0, 0, 0);
-        for (idx, slot) in self.slab.occupied() {
-            slots += 1;
-            assert!(!slot.is_vacant(), "vacant slot kept");
-            let hash = self.slab.hash(&slot.item);
+        let (mut queued, mut parked, mut processing, mut delays, mut used) = (0, 0, 0, 0, 0);
+        for (slot, entry) in self.slots.iter().enumerate() {
+            let Some(entry) = entry else { continue };
+            used += 1;
+            assert!(!entry.is_vacant(), "vacant entry kept");
+            assert_eq!(entry.hash, self.hasher.hash(&entry.item), "hash");
             assert_eq!(
-                self.slab.find(&slot.item, hash),
-                Some(idx),
+                self.find(&entry.item, entry.hash),
+                u32::try_from(slot).ok(),
                 "index out of sync"
             );
-            if slot.has(QUEUED) {
-                assert!(slot.has(DIRTY) && !slot.has(PROCESSING) && !slot.has(PARKED));
-                queued += 1;
+            match entry.phase {
+                Phase::Queued => queued += 1,
+                Phase::Parked => parked += 1,
+                Phase::Processing | Phase::ProcessingDirty => processing += 1,
+                Phase::Idle => {}
             }
-            if slot.has(PARKED) {
-                assert!(slot.has(DIRTY) && !slot.has(PROCESSING) && !slot.has(QUEUED));
-                parked += 1;
-            }
-            if slot.has(PROCESSING) {
-                processing += 1;
-            }
-            if slot.has(DIRTY) {
-                assert!(slot.has(PROCESSING) || slot.has(QUEUED) || slot.has(PARKED));
-            }
-            if slot.delay_at.is_some() {
+            if entry.delay_at.is_some() {
                 delays += 1;
             }
         }
-        let entries = &self.slab.entries;
-        let live_entries = self
-            .slab
+        let live = self
             .index
             .iter()
-            .filter(|e| live(entries, e).is_some())
+            .filter(|i| is_live(&self.slots, i))
             .count();
-        assert_eq!(slots, live_entries, "index size");
-        assert_eq!(
-            self.slab.index.len(),
-            live_entries + self.slab.dead,
-            "dead count"
-        );
-        assert_eq!(
-            slots + self.slab.free.len(),
-            self.slab.entries.len(),
-            "free list"
-        );
+        assert_eq!(used, live, "index size");
+        assert_eq!(self.index.len(), live + self.dead, "dead count");
+        assert_eq!(used + self.free.len(), self.slots.len(), "free list");
         assert_eq!(queued, self.queued, "queued count");
         assert_eq!(parked, self.parked, "parked count");
         assert_eq!(processing, self.processing, "processing count");
@@ -934,46 +835,6 @@ impl<T: Eq + Hash + Clone> State<T> {
         assert!(self.timers.len() >= self.live_timers);
         assert!(self.ready.raw_len() >= self.queued);
     }
-}
-
-/// The add rule, for the slot `idx` of the item being added.
-#[allow(clippy::too_many_arguments)]
-fn mark_dirty<T>(
-    slot: &mut Slot<T>,
-    idx: u32,
-    priority: Priority,
-    epoch: Instant,
-    ids: &mut Ids,
-    ready: &mut ReadyLanes,
-    now: &mut LazyNow,
-    metrics: Option<&QueueMetrics>,
-) -> Added {
-    if slot.has(DIRTY) {
-        // Already waiting (or dirty while processing): dedup, keeping the
-        // higher priority. A queued item moves to its new lane; the old
-        // element becomes stale.
-        if priority > slot.priority {
-            slot.priority = priority;
-            if slot.has(QUEUED) {
-                slot.id = ids.next();
-                ready.push(priority, idx, slot.id);
-            }
-        }
-        return Added::Duplicate;
-    }
-    slot.flags |= DIRTY;
-    slot.priority = priority;
-    if let Some(m) = metrics {
-        m.added();
-        slot.added_at = Stamp::at(epoch, now.get());
-    }
-    if slot.has(PROCESSING) {
-        return Added::MarkedDirty;
-    }
-    slot.flags |= QUEUED;
-    slot.id = ids.next();
-    ready.push(priority, idx, slot.id);
-    Added::Queued
 }
 
 #[cfg(test)]
@@ -1188,17 +1049,17 @@ mod tests {
         while let Some(Popped::Started(item, _)) = s.pop(&mut now, None, |_| KeyVerdict::Start) {
             s.done(&item, &mut now, None);
         }
-        assert!(
-            s.slab.entries.len() >= 10_000,
-            "a delayed item keeps the slab"
-        );
+        assert!(s.slots.len() >= 10_000, "a delayed item keeps the slots");
         s.promote(&mut LazyNow::at(t + Duration::from_secs(1)), None);
         let Some(Popped::Started(5, _)) = s.pop(&mut now, None, |_| KeyVerdict::Start) else {
             panic!("delayed item lost");
         };
         s.done(&5, &mut now, None);
         assert!(s.is_idle());
-        assert!(s.slab.entries.is_empty(), "slab not given back");
+        assert!(s.slots.is_empty(), "slots not given back");
+        assert_eq!(s.index.capacity(), 0, "index not given back");
+        assert_eq!(s.dead, 0);
+        assert_eq!(s.ready.raw_len(), 0, "lanes not given back");
         s.check_invariants();
         // and the queue works as before
         s.add(1, Priority::Normal, &mut now, None);
@@ -1231,5 +1092,64 @@ mod tests {
             assert!(s.pop(&mut now, None, |_| KeyVerdict::Start).is_none());
             s.check_invariants();
         }
+    }
+
+    #[test]
+    fn items_with_equal_hashes_stay_apart() {
+        // Lane elements and timers name entries by hash and id: two items
+        // sharing a hash must still be told apart.
+        let t = Instant::now();
+        let mut s: State<u32> = State::new();
+        let mut now = LazyNow::at(t);
+        let hash = s.hasher.hash(&1);
+        s.add_hashed(1, hash, Priority::Low, &mut now, None);
+        s.add_hashed(2, hash, Priority::Normal, &mut now, None);
+        s.add_hashed(1, hash, Priority::High, &mut now, None);
+        s.add_after_hashed(3, hash, 5 * MS, Priority::Normal, &mut now, None);
+        assert_eq!(s.len(), 2);
+        let mut order = Vec::new();
+        while let Some(Popped::Started(item, _)) = s.pop(&mut now, None, |_| KeyVerdict::Start) {
+            order.push(item);
+        }
+        assert_eq!(order, [1, 2]);
+        assert_eq!(s.done_hashed(&2, hash, &mut now, None), Some(false));
+        s.promote(&mut LazyNow::at(t + 5 * MS), None);
+        let Some(Popped::Started(3, _)) = s.pop(&mut now, None, |_| KeyVerdict::Start) else {
+            panic!("delayed item lost");
+        };
+        assert_eq!(s.done_hashed(&1, hash, &mut now, None), Some(false));
+        assert_eq!(s.done_hashed(&3, hash, &mut now, None), Some(false));
+        assert!(s.is_idle());
+        assert_eq!((s.len(), s.processing()), (0, 0));
+    }
+
+    #[test]
+    fn dead_index_entries_are_reused_exactly() {
+        // Items sharing a hash, freed and added again in changing orders:
+        // a dead index entry is reused, never left to read as live again.
+        let t = Instant::now();
+        let mut s: State<u32> = State::new();
+        let mut now = LazyNow::at(t);
+        let hash = 7;
+        for round in 0..60u32 {
+            for i in 0..4 {
+                s.add_hashed(i + round % 3, hash, Priority::Normal, &mut now, None);
+            }
+            let mut started = Vec::new();
+            while let Some(Popped::Started(item, _)) = s.pop(&mut now, None, |_| KeyVerdict::Start)
+            {
+                started.push(item);
+            }
+            if round % 2 == 1 {
+                started.reverse();
+            }
+            for item in started {
+                assert_eq!(s.done_hashed(&item, hash, &mut now, None), Some(false));
+            }
+            assert!(s.is_idle());
+            let live = s.index.iter().filter(|i| is_live(&s.slots, i)).count();
+            assert_eq!((live, s.dead), (0, s.index.len()), "round {round}");
+        }
+        assert!(s.index.len() <= 6, "index grew to {}", s.index.len());
     }
 }
