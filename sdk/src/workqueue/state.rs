@@ -26,10 +26,10 @@
 //! it is skipped when it surfaces (lazy deletion, so every operation is
 //! O(1)), and dropped in bulk once stale elements outnumber live ones.
 //!
-//! Three choices keep a big queue (1M waiting items) fast. Measured (see
-//! BENCHMARKS.md, "Workqueue"): with the entries in the hash table itself,
-//! 1M distinct items took 2.6× as long to go through; with a slab but
-//! without the last two, 1.7×.
+//! Three choices keep a big queue (1M waiting items) fast. Leaving them out
+//! was measured with 1M distinct items (BENCHMARKS.md, "Workqueue"): without
+//! all three they took 2.6× as long to go through, without the last two
+//! 1.7×, without the last one twice the CPU time.
 //! * entries sit in a slab rather than in the hash table itself, so a FIFO
 //!   burst reads them in the order they were written, and handing out an
 //!   item needs no hash lookup;
