@@ -28,7 +28,7 @@
 //!
 //! Three choices keep a big queue (1M waiting items) fast. Leaving them out
 //! was measured with 1M distinct items (BENCHMARKS.md, "Workqueue"): without
-//! all three they took 2.6× as long to go through, without the last two
+//! all three they took 2.2–2.9× as long to go through, without the last two
 //! 1.7×, without the last one twice the CPU time.
 //! * entries sit in a slab rather than in the hash table itself, so a FIFO
 //!   burst reads them in the order they were written, and handing out an
