@@ -6,7 +6,7 @@
 #   REPS=9 tests/peers/bench-workqueue.sh     # more repetitions (median is reported; default 5)
 #   KUBE_RUNTIME=0 tests/peers/bench-workqueue.sh   # skip the kube-runtime peer
 #
-# Workloads (see sdk/examples/bench_workqueue.rs and tests/peers/go-workqueue):
+# Workloads (see tests/peers/opkit-workqueue and tests/peers/go-workqueue):
 #   1. one producer, one worker: 1M distinct keys, add -> get -> done
 #   2. four producers, four workers: 100k keys, each added 10 times
 #   3. one producer, four workers: 100k add_after with 0-100 ms delays; time to drain
@@ -23,9 +23,13 @@ kube_runtime="${KUBE_RUNTIME:-1}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-echo "building opkit example (release)..." >&2
-(cd "$root" && cargo build --release --quiet -p opkit --example bench_workqueue)
-opkit_bin="$root/target/release/examples/bench_workqueue"
+# The opkit peer is a crate of its own, built as a user's operator is (see
+# its Cargo.toml), in the target directory the other peers share.
+peers_target="${CARGO_TARGET_DIR:-$root/target}/peers"
+echo "building the opkit peer (release, the generated profile: fat LTO)..." >&2
+CARGO_TARGET_DIR="$peers_target" cargo build --release --quiet \
+  --manifest-path "$root/tests/peers/opkit-workqueue/Cargo.toml"
+opkit_bin="$peers_target/release/opkit-workqueue"
 
 echo "building client-go peer..." >&2
 (cd "$root/tests/peers/go-workqueue" && go build -o "$work/go-workqueue" .)

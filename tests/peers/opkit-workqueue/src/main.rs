@@ -2,8 +2,12 @@
 //! (the Go peer in `tests/peers/go-workqueue` runs the same workloads on client-go).
 //!
 //! ```text
-//! cargo run --release -p opkit --example bench_workqueue -- <workload> [items]
+//! cargo run --release --manifest-path tests/peers/opkit-workqueue/Cargo.toml -- <workload> [items]
 //! ```
+//!
+//! Built as an operator is (opkit a plain dependency, the generated release
+//! profile), not as an example of the opkit crate: an example also gets
+//! opkit's dev-dependencies, and with them tokio's `test-util`.
 //!
 //! Workloads (items are `Arc<str>` keys like `ns-7/obj-123`, made before timing starts):
 //! 1. one producer, one worker: `items` distinct keys, add → get → done (default 1M);
