@@ -27,6 +27,15 @@ use kube::{
 };
 use opkit::cache::{ReflectorConfig, Scope, SharedCache, StreamingList};
 
+/// `--features mimalloc` / `--features jemalloc`: the allocator A/B of
+/// BENCHMARKS.md ("Informer"); glibc malloc otherwise.
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn rss_kib() -> u64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
