@@ -10,7 +10,8 @@ use syn::{Attribute, Expr, Ident, LitInt, LitStr, Token, Type, parenthesized};
 
 /// The options `#[controller(...)]` accepts, for error messages.
 const OPTIONS: &str = "`for = Kind` (or `for(Kind, predicates(..))`), `owns(Kind, ..)`, \
-     `watches(Kind, map = function)`, `reads(Kind, ..)`, `event_filter(expr, ..)`, \
+     `watches(Kind, map = function)` (or `by_index = \"index\"`), `index(Kind, \"name\", function)`, \
+     `reads(Kind, ..)`, `event_filter(expr, ..)`, \
      `rbac(verb, .. on Kind, ..)`, `finalizer`, `events`, `name = \"..\"`, \
      `max_concurrent_reconciles = N`, `throttle(per_second = N, burst = N)`";
 
@@ -27,11 +28,26 @@ pub(crate) const VERBS: &[(&str, &str)] = &[
     ("deletecollection", "DeleteCollection"),
 ];
 
+/// How a mapped watch finds the requests for a changed object.
+pub(crate) enum WatchMap {
+    /// `map = function`: `function(&Kind, &Store<Primary>) -> Vec<Request>`.
+    Function(Expr),
+    /// `by_index = "index"`: the primaries whose index lists the object.
+    ByIndex(LitStr),
+}
+
 /// A mapped watch: `watches(Kind, map = function, predicates(..))`.
 pub(crate) struct Watch {
     pub kind: Type,
-    pub map: Expr,
+    pub map: WatchMap,
     pub predicates: Vec<Expr>,
+}
+
+/// An index: `index(Kind, "name", function)`.
+pub(crate) struct IndexDecl {
+    pub kind: Type,
+    pub name: LitStr,
+    pub values: Expr,
 }
 
 /// Owned kinds: `owns(Kind, .., metadata, predicates(..))`; the options
@@ -69,6 +85,7 @@ pub(crate) struct Declaration {
     pub primary_predicates: Vec<Expr>,
     pub owns: Vec<Owns>,
     pub watches: Vec<Watch>,
+    pub indexes: Vec<IndexDecl>,
     pub reads: Vec<Type>,
     pub event_filters: Vec<Expr>,
     pub rbac: Vec<RbacClause>,
@@ -154,6 +171,11 @@ impl Declaration {
                 let content;
                 parenthesized!(content in meta.input);
                 self.watches.push(parse_watch(&content, path.span())?);
+            }
+            "index" => {
+                let content;
+                parenthesized!(content in meta.input);
+                self.indexes.push(parse_index(&content, path.span())?);
             }
             "reads" => {
                 let content;
@@ -267,6 +289,39 @@ fn flag(meta: &syn::meta::ParseNestedMeta<'_>, name: &str) -> syn::Result<bool> 
     Ok(true)
 }
 
+/// `Kind, "name", function`.
+fn parse_index(content: ParseStream<'_>, span: Span) -> syn::Result<IndexDecl> {
+    const EXPECTED: &str = "expected `index(Kind, \"name\", function)` with \
+         `fn function(object: &Kind) -> Vec<String>`";
+    if content.is_empty() {
+        return Err(syn::Error::new(span, EXPECTED));
+    }
+    let kind: Type = content.parse()?;
+    content
+        .parse::<Token![,]>()
+        .map_err(|e| syn::Error::new(e.span(), EXPECTED))?;
+    let name: LitStr = content
+        .parse()
+        .map_err(|e| syn::Error::new(e.span(), EXPECTED))?;
+    if name.value().is_empty() {
+        return Err(syn::Error::new_spanned(
+            name,
+            "the index name must not be empty",
+        ));
+    }
+    content
+        .parse::<Token![,]>()
+        .map_err(|e| syn::Error::new(e.span(), EXPECTED))?;
+    let values: Expr = content.parse()?;
+    if !content.is_empty() {
+        content.parse::<Token![,]>()?;
+    }
+    if !content.is_empty() {
+        return Err(content.error("unexpected tokens after the index function"));
+    }
+    Ok(IndexDecl { kind, name, values })
+}
+
 /// `Kind, map = function`.
 fn parse_watch(content: ParseStream<'_>, span: Span) -> syn::Result<Watch> {
     if content.is_empty() {
@@ -280,19 +335,29 @@ fn parse_watch(content: ParseStream<'_>, span: Span) -> syn::Result<Watch> {
         return Err(syn::Error::new_spanned(
             &kind,
             "a watch needs a mapper: `watches(Kind, map = function)` with \
-             `fn function(object: &Kind, cache: &opkit::cache::SharedCache) -> Vec<opkit::reconcile::Request>`",
+             `fn function(object: &Kind, primaries: &opkit::cache::Store<Primary>) -> Vec<opkit::reconcile::Request>`, \
+             or `watches(Kind, by_index = \"index\")`",
         ));
     }
     content.parse::<Token![,]>()?;
     let key: Ident = content.call(Ident::parse_any)?;
-    if key != "map" {
+    let map = if key == "map" {
+        content.parse::<Token![=]>()?;
+        WatchMap::Function(content.parse()?)
+    } else if key == "by_index" {
+        content.parse::<Token![=]>()?;
+        WatchMap::ByIndex(content.parse().map_err(|e| {
+            syn::Error::new(
+                e.span(),
+                "expected the index name: `by_index = \"settings\"`",
+            )
+        })?)
+    } else {
         return Err(syn::Error::new_spanned(
             key,
-            "expected `map = function` after the watched kind",
+            "expected `map = function` or `by_index = \"index\"` after the watched kind",
         ));
-    }
-    content.parse::<Token![=]>()?;
-    let map: Expr = content.parse()?;
+    };
     let mut predicates = Vec::new();
     if !content.is_empty() {
         content.parse::<Token![,]>()?;
@@ -301,7 +366,7 @@ fn parse_watch(content: ParseStream<'_>, span: Span) -> syn::Result<Watch> {
             if key != "predicates" || !content.peek(syn::token::Paren) {
                 return Err(syn::Error::new_spanned(
                     key,
-                    "expected `predicates(..)` after `map = function`",
+                    "expected `predicates(..)` after the mapper",
                 ));
             }
             predicates = parse_predicates(content)?;

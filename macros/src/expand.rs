@@ -6,7 +6,7 @@ use quote::{quote, quote_spanned};
 use syn::spanned::Spanned;
 use syn::{DeriveInput, Ident};
 
-use crate::attr::{Declaration, Target};
+use crate::attr::{Declaration, Target, WatchMap};
 
 /// Several predicates of one watch as one (`a.and(b)...`); `None` for none.
 fn combined(predicates: &[syn::Expr]) -> Option<TokenStream> {
@@ -29,14 +29,25 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
     let ident = &input.ident;
     let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
 
+    let primary_check = quote_spanned! {primary.span()=>
+        ::opkit::derive::primary_kind_is::<Self, #primary>();
+    };
     let primary_call = match combined(&decl.primary_predicates) {
         Some(predicate) => {
-            quote_spanned! {primary.span()=> ::opkit::controller::Controller::for_with::<#primary>(self, #predicate) }
+            quote_spanned! {primary.span()=> ::opkit::controller::Controller::<Self>::with_predicate(self, #predicate) }
         }
         None => {
-            quote_spanned! {primary.span()=> ::opkit::controller::Controller::for_::<#primary>(self) }
+            quote_spanned! {primary.span()=> ::opkit::controller::Controller::<Self>::new(self) }
         }
     };
+    let indexes = decl.indexes.iter().map(|index| {
+        let kind = &index.kind;
+        let name = &index.name;
+        let values = &index.values;
+        let values =
+            quote_spanned! {values.span()=> ::opkit::derive::index_values::<#kind, _>(#values) };
+        quote_spanned! {kind.span()=> .index::<#kind>(#name, #values) }
+    });
     let owns = decl.owns.iter().flat_map(|clause| {
         let predicate = combined(&clause.predicates);
         clause
@@ -53,11 +64,18 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
     });
     let watches = decl.watches.iter().map(|watch| {
         let kind = &watch.kind;
-        let map = &watch.map;
-        let map = quote_spanned! {map.span()=> ::opkit::derive::mapper::<#kind, _>(#map) };
-        match combined(&watch.predicates) {
-            Some(p) => quote_spanned! {kind.span()=> .watches_with::<#kind>(#map, #p) },
-            None => quote_spanned! {kind.span()=> .watches::<#kind>(#map) },
+        match &watch.map {
+            WatchMap::Function(map) => {
+                let map = quote_spanned! {map.span()=> ::opkit::derive::mapper::<#kind, #primary, _>(#map) };
+                match combined(&watch.predicates) {
+                    Some(p) => quote_spanned! {kind.span()=> .watches_with::<#kind>(#map, #p) },
+                    None => quote_spanned! {kind.span()=> .watches::<#kind>(#map) },
+                }
+            }
+            WatchMap::ByIndex(index) => match combined(&watch.predicates) {
+                Some(p) => quote_spanned! {kind.span()=> .watches_by_index_with::<#kind>(#index, #p) },
+                None => quote_spanned! {kind.span()=> .watches_by_index::<#kind>(#index) },
+            },
         }
     });
     let reads = decl.reads.iter().map(|kind| {
@@ -128,8 +146,10 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
     Ok(quote! {
         impl #impl_generics ::opkit::derive::ControllerWiring for #ident #ty_generics #where_clause {
             fn controller(self) -> ::opkit::controller::Controller<Self> {
+                #primary_check
                 #primary_call
                     #(#owns)*
+                    #(#indexes)*
                     #(#watches)*
                     #(#reads)*
                     #(#event_filters)*

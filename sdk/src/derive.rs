@@ -6,10 +6,10 @@
 //! use k8s_openapi::api::apps::v1::Deployment;
 //! use k8s_openapi::api::core::v1::{ConfigMap, Secret, Service};
 //! use kube::CustomResource;
-//! use opkit::cache::SharedCache;
+//! use opkit::cache::Store;
 //! use opkit::predicate::GenerationChanged;
 //! use opkit::rbac::Verb;
-//! use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+//! use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 //! use opkit::{Controller, ControllerWiring};
 //! use schemars::JsonSchema;
 //! use serde::{Deserialize, Serialize};
@@ -22,15 +22,19 @@
 //!     pub settings: Option<String>,
 //! }
 //!
-//! /// A ConfigMap change wakes every Memcached that names it.
-//! fn by_settings(cm: &ConfigMap, cache: &SharedCache) -> Vec<Request> {
-//!     let namespace = cm.metadata.namespace.as_deref();
-//!     cache
-//!         .list::<Memcached>(namespace)
-//!         .unwrap_or_default()
-//!         .iter()
-//!         .filter(|m| m.spec.settings.is_some() && m.spec.settings == cm.metadata.name)
-//!         .filter_map(|m| Request::for_object(&**m))
+//! /// The ConfigMap a Memcached names: its index values.
+//! fn settings_of(m: &Memcached) -> Vec<String> {
+//!     m.spec.settings.iter().cloned().collect()
+//! }
+//!
+//! /// A Secret change wakes the Memcached of the same name (a mapper gets
+//! /// the primary kind's store, typed).
+//! fn same_name(secret: &Secret, memcacheds: &Store<Memcached>) -> Vec<Request> {
+//!     let name = secret.metadata.name.as_deref().unwrap_or_default();
+//!     memcacheds
+//!         .get(secret.metadata.namespace.as_deref(), name)
+//!         .and_then(|m| Request::for_object(&*m))
+//!         .into_iter()
 //!         .collect()
 //! }
 //!
@@ -38,8 +42,10 @@
 //! #[controller(
 //!     for(Memcached, predicates(GenerationChanged)),
 //!     owns(Deployment, Service),
-//!     watches(ConfigMap, map = by_settings),
-//!     reads(Secret),
+//!     index(Memcached, "settings", settings_of),
+//!     // a ConfigMap change wakes every Memcached whose "settings" index lists it
+//!     watches(ConfigMap, by_index = "settings"),
+//!     watches(Secret, map = same_name),
 //!     rbac(create, update, patch, delete on Deployment, Service),
 //!     finalizer,
 //!     events,
@@ -48,7 +54,9 @@
 //! pub struct MemcachedReconciler;
 //!
 //! impl Reconcile for MemcachedReconciler {
-//!     async fn reconcile(&self, _req: Request, _ctx: &Context) -> Result<Action, Error> {
+//!     type Object = Memcached; // must be the `for` kind: a mismatch does not compile
+//!
+//!     async fn reconcile(&self, _req: Request, _ctx: &Context<Memcached>) -> Result<Action, ReconcileError> {
 //!         Ok(Action::done())
 //!     }
 //! }
@@ -76,13 +84,15 @@
 //!
 //! | option | wiring ([`Controller`] method) | RBAC rules |
 //! |---|---|---|
-//! | `for = Kind` (required) | [`Controller::for_::<Kind>`] | `get`, `list`, `watch` on the kind; `get`, `update`, `patch` on its `status`; `update` on its `finalizers` (what setting `blockOwnerDeletion` in owner references needs) |
-//! | `for(Kind, predicates(p, ..))` | [`Controller::for_with::<Kind>`]: only events passing every `p` | as `for = Kind` |
+//! | `for = Kind` (required; the reconciler's [`Reconcile::Object`], checked at compile time) | [`Controller::new`] | `get`, `list`, `watch` on the kind; `get`, `update`, `patch` on its `status`; `update` on its `finalizers` (what setting `blockOwnerDeletion` in owner references needs) |
+//! | `for(Kind, predicates(p, ..))` | [`Controller::with_predicate`]: only events passing every `p` | as `for = Kind` |
 //! | `owns(Kind, ..)` | [`owns::<Kind>()`](Controller::owns): a change wakes the controller-owner; whole objects cached | `get`, `list`, `watch` |
 //! | `owns(Kind, .., metadata)` | [`owns_metadata::<Kind>()`](Controller::owns_metadata): only metadata cached (`PartialObjectMeta<Kind>`) | `get`, `list`, `watch` |
 //! | `owns(Kind, .., predicates(p, ..))` | [`owns_with`](Controller::owns_with) (or [`owns_metadata_with`](Controller::owns_metadata_with)) | `get`, `list`, `watch` |
-//! | `watches(Kind, map = f)` | [`watches::<Kind>`](Controller::watches) with `f(&Kind, &SharedCache) -> Vec<Request>` | `get`, `list`, `watch` |
-//! | `watches(Kind, map = f, predicates(p, ..))` | [`watches_with`](Controller::watches_with) | `get`, `list`, `watch` |
+//! | `watches(Kind, map = f)` | [`watches::<Kind>`](Controller::watches) with `f(&Kind, &Store<Primary>) -> Vec<Request>` | `get`, `list`, `watch` |
+//! | `watches(Kind, by_index = "name")` | [`watches_by_index::<Kind>("name")`](Controller::watches_by_index): the primaries whose index lists the changed object's name | `get`, `list`, `watch` |
+//! | `watches(Kind, map = f, predicates(p, ..))` (or `by_index = ..`) | [`watches_with`](Controller::watches_with) ([`watches_by_index_with`](Controller::watches_by_index_with)) | `get`, `list`, `watch` |
+//! | `index(Kind, "name", f)` | [`index::<Kind>("name", f)`](Controller::index) with `f(&Kind) -> Vec<String>`; read with [`Context::by_index`](crate::reconcile::Context::by_index) | — (the kind must be watched or read) |
 //! | `reads(Kind, ..)` | [`reads::<Kind>()`](Controller::reads): cached and synced before the first reconcile, no reconcile on change | `get`, `list`, `watch` |
 //! | `event_filter(p, ..)` | [`with_event_filter(p)`](Controller::with_event_filter) for each: every watch | — |
 //! | `rbac(verb, .. on Target, ..)` | — | the verbs on each target |
@@ -98,9 +108,10 @@
 //! `owns(..)` clause apply to every kind in it: repeat `owns(..)` for kinds
 //! with different options.
 //!
-//! A mapper is a function path or a closure: `map = |cm, cache| ...` gets
-//! its argument types from the watched kind (see [`mapper`]); it has the
-//! same signature as the builder's [`Controller::watches`]. It runs on the
+//! A mapper is a function path or a closure: `map = |cm, store| ...` gets
+//! its argument types from the watched and the primary kind (see
+//! [`mapper`]); it has the same signature as the builder's
+//! [`Controller::watches`]. It runs on the
 //! cache's event path, so it should only read the cache, never call the
 //! apiserver.
 //!
@@ -161,7 +172,7 @@
 //! `max_concurrent_reconciles = 0`. The UI tests in `tests/ui/` show each
 //! message.
 
-use crate::cache::SharedCache;
+use crate::cache::Store;
 use crate::controller::Controller;
 use crate::manager::{Manager, ManagerError};
 use crate::rbac::Rules;
@@ -183,22 +194,47 @@ pub trait ControllerWiring: Reconcile + Sized {
     }
 }
 
-/// Checks that `map` is a mapper of `K` objects: what the code generated
-/// for `watches(Kind, map = f)` passes `f` through, so a closure gets its
-/// argument types from `Kind` and a wrong signature is reported at `f`.
+/// Checks that `map` is a mapper of `K` objects for a controller of `P`:
+/// what the code generated for `watches(Kind, map = f)` passes `f`
+/// through, so a closure gets its argument types from `Kind` and the
+/// primary kind, and a wrong signature is reported at `f`.
 ///
 /// ```
+/// use k8s_openapi::api::apps::v1::Deployment;
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use opkit::reconcile::Request;
 ///
-/// let map = opkit::derive::mapper::<ConfigMap, _>(|cm, _cache| {
-///     Request::for_object(cm).into_iter().collect()
+/// let map = opkit::derive::mapper::<ConfigMap, Deployment, _>(|cm, deployments| {
+///     let name = cm.metadata.name.as_deref().unwrap_or_default();
+///     deployments
+///         .get(cm.metadata.namespace.as_deref(), name)
+///         .and_then(|d| Request::for_object(&*d))
+///         .into_iter()
+///         .collect()
 /// });
 /// # let _ = map;
 /// ```
-pub fn mapper<K, F>(map: F) -> F
+pub fn mapper<K, P, F>(map: F) -> F
 where
-    F: Fn(&K, &SharedCache) -> Vec<Request> + Send + Sync + 'static,
+    F: Fn(&K, &Store<P>) -> Vec<Request> + Send + Sync + 'static,
 {
     map
+}
+
+/// Checks that `values` is an index function of `K` objects: what the
+/// code generated for `index(Kind, "name", f)` passes `f` through.
+pub fn index_values<K, F>(values: F) -> F
+where
+    F: Fn(&K) -> Vec<String> + Send + Sync + 'static,
+{
+    values
+}
+
+/// Compiles only if `R`'s [`Reconcile::Object`] is `K`: what the code
+/// generated for `#[controller(for = K)]` calls, so a `for` kind that
+/// disagrees with the reconciler's kind is a compile error at `K`.
+pub fn primary_kind_is<R, K>()
+where
+    R: Reconcile<Object = K>,
+{
 }

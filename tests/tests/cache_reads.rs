@@ -14,7 +14,7 @@ use opkit::cache::{CacheError, SharedCache};
 use opkit::controller::Controller;
 use opkit::envtest::ControlPlane;
 use opkit::predicate::GenerationChanged;
-use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use opkit_tests::{create_namespace, eventually, init_tracing};
 use tokio_util::sync::CancellationToken;
 
@@ -61,12 +61,18 @@ struct Reader {
 }
 
 impl Reconcile for Reader {
-    async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
-        if req.name != "app" || ctx.get::<ConfigMap>().await?.is_none() {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        ctx: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
+        if req.name != "app" || ctx.object().await?.is_none() {
             return Ok(Action::done());
         }
         let ns = req.namespace.as_deref();
-        let owned = ctx.get_named::<Secret>(ns, "app-owned").await?;
+        let owned = ctx.get::<Secret>(ns, "app-owned").await?;
         let mut listed: Vec<String> = ctx
             .list::<ConfigMap>(None)
             .await?
@@ -88,10 +94,7 @@ impl Reconcile for Reader {
             .collect();
         web_tier.sort();
         // Nobody declared ServiceAccounts: the read starts an informer.
-        let service_account = ctx
-            .get_named::<ServiceAccount>(ns, "robot")
-            .await?
-            .is_some();
+        let service_account = ctx.get::<ServiceAccount>(ns, "robot").await?.is_some();
         let other_namespace = match ctx.list::<ConfigMap>(Some("reads-b")).await {
             Err(e @ CacheError::NamespaceNotCached { .. }) => e.to_string(),
             other => format!("unexpected: {other:?}"),
@@ -163,7 +166,7 @@ async fn a_reconciler_reads_every_kind_in_the_cache_scope() {
         })
         .unwrap();
     let seen = Arc::new(Mutex::new(None));
-    let controller = Controller::for_::<ConfigMap>(Reader {
+    let controller = Controller::new(Reader {
         seen: Arc::clone(&seen),
     })
     .owns::<Secret>();
@@ -213,7 +216,13 @@ async fn a_reconciler_reads_every_kind_in_the_cache_scope() {
 struct Counter(Arc<Mutex<BTreeMap<String, usize>>>);
 
 impl Reconcile for Counter {
-    async fn reconcile(&self, req: Request, _ctx: &Context) -> Result<Action, Error> {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        _ctx: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
         *self.0.lock().unwrap().entry(req.name).or_default() += 1;
         Ok(Action::done())
     }
@@ -243,9 +252,8 @@ async fn predicates_belong_to_their_watch() {
     // GenerationChanged on the primary watch only: ConfigMaps have no
     // generation, so their updates are dropped; the owned Secret's updates
     // must still wake the owner.
-    let controller =
-        Controller::for_with::<ConfigMap>(Counter(Arc::clone(&counts)), GenerationChanged)
-            .owns::<Secret>();
+    let controller = Controller::with_predicate(Counter(Arc::clone(&counts)), GenerationChanged)
+        .owns::<Secret>();
     let token = CancellationToken::new();
     let run = tokio::spawn({
         let (token, cache) = (token.clone(), cache.clone());
@@ -284,7 +292,13 @@ struct GhostSpec {
 struct Nothing;
 
 impl Reconcile for Nothing {
-    async fn reconcile(&self, _req: Request, _ctx: &Context) -> Result<Action, Error> {
+    type Object = Ghost;
+
+    async fn reconcile(
+        &self,
+        _req: Request,
+        _ctx: &Context<Ghost>,
+    ) -> Result<Action, ReconcileError> {
         Ok(Action::done())
     }
 }
@@ -296,7 +310,7 @@ async fn a_controller_on_its_own_names_a_missing_crd_instead_of_waiting() {
     let cache = SharedCache::new(plane.client().unwrap());
     let result = tokio::time::timeout(
         Duration::from_secs(60),
-        Controller::for_::<Ghost>(Nothing).run_until_cancelled(&cache, CancellationToken::new()),
+        Controller::new(Nothing).run_until_cancelled(&cache, CancellationToken::new()),
     )
     .await
     .expect("the run ends by itself, well before the 120 s sync timeout");

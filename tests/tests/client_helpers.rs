@@ -3,6 +3,7 @@
 //! folded into series, and forbidden errors that name what is missing.
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
@@ -213,7 +214,7 @@ async fn concurrent_finalizer_writers_converge_exactly() {
             .map(|f| format!("test.opkit.dev/{f}"))
             .to_vec(),
     );
-    let stale = api.create(&PostParams::default(), &cm).await.unwrap();
+    let stale = Arc::new(api.create(&PostParams::default(), &cm).await.unwrap());
 
     // Eight writers at once, each starting from the same (soon stale) copy:
     // four add their own finalizer, four remove one.
@@ -237,7 +238,7 @@ async fn concurrent_finalizer_writers_converge_exactly() {
     for task in tasks {
         task.await.unwrap().unwrap();
     }
-    let stored = api.get("guarded").await.unwrap();
+    let stored = Arc::new(api.get("guarded").await.unwrap());
     let expected: BTreeSet<String> = ["keep", "add-0", "add-1", "add-2", "add-3"]
         .map(|f| format!("test.opkit.dev/{f}"))
         .into();
@@ -269,7 +270,7 @@ async fn concurrent_finalizer_writers_converge_exactly() {
     api.delete("guarded", &DeleteParams::default())
         .await
         .unwrap();
-    let deleting = api.get("guarded").await.unwrap();
+    let deleting = Arc::new(api.get("guarded").await.unwrap());
     assert!(deleting.metadata.deletion_timestamp.is_some());
     let err = client::add_finalizer(&api, &deleting, "test.opkit.dev/late")
         .await
@@ -290,11 +291,11 @@ async fn concurrent_finalizer_writers_converge_exactly() {
     // On a vanished object, removing is a no-op that says so.
     let gone = client::remove_finalizer(
         &api,
-        &{
-            let mut c = current.clone();
+        &Arc::new({
+            let mut c = (*current).clone();
             c.metadata.finalizers = Some(vec!["test.opkit.dev/x".into()]);
             c
-        },
+        }),
         "test.opkit.dev/x",
     )
     .await
@@ -596,7 +597,7 @@ async fn forbidden_errors_name_the_missing_verb_and_resource() {
         "{err}"
     );
     // And the allowed write works for the same identity.
-    let g = gizmos.get("g").await.unwrap();
+    let g = Arc::new(gizmos.get("g").await.unwrap());
     client::add_finalizer(&gizmos, &g, "helpers.opkit.dev/cleanup")
         .await
         .unwrap();
@@ -608,7 +609,7 @@ async fn forbidden_errors_name_the_missing_verb_and_resource() {
     )
     .build()
     .unwrap();
-    recorder.warning(&g, "Denied", "Reconciling", "cannot write events");
+    recorder.warning(&*g, "Denied", "Reconciling", "cannot write events");
     tokio::time::timeout(Duration::from_secs(10), recorder.flush())
         .await
         .unwrap();

@@ -12,7 +12,7 @@ use opkit::cache::SharedCache;
 use opkit::controller::Controller;
 use opkit::envtest::ControlPlane;
 use opkit::predicate::GenerationChanged;
-use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use opkit_tests::{create_namespace, eventually, init_tracing};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -33,14 +33,20 @@ struct GadgetReconciler {
 }
 
 impl Reconcile for GadgetReconciler {
-    async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
+    type Object = Gadget;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        ctx: &Context<Gadget>,
+    ) -> Result<Action, ReconcileError> {
         self.seen.lock().unwrap().push(req.clone());
-        let Some(gadget) = ctx.get::<Gadget>().await? else {
+        let Some(gadget) = ctx.object().await? else {
             return Ok(Action::done());
         };
         let ns = gadget.namespace().unwrap_or_default();
         let theme = ctx
-            .get_named::<ConfigMap>(Some(&ns), "settings")
+            .get::<ConfigMap>(Some(&ns), "settings")
             .await?
             .and_then(|cm| cm.data.as_ref()?.get("theme").cloned())
             .unwrap_or_default();
@@ -91,9 +97,9 @@ async fn owned_and_mapped_objects_converge() {
     let cache = SharedCache::builder(client.clone())
         .namespace("ctl-flows")
         .build();
-    let controller = Controller::for_::<Gadget>(reconciler)
+    let controller = Controller::new(reconciler)
         .owns::<ConfigMap>()
-        .watches::<ConfigMap>(|cm: &ConfigMap, _cache: &SharedCache| {
+        .watches::<ConfigMap>(|cm: &ConfigMap, _gadgets: &opkit::cache::Store<Gadget>| {
             // `settings` wakes every Gadget in its namespace: here, the two we make.
             if cm.name_any() != "settings" {
                 return Vec::new();
@@ -223,12 +229,18 @@ struct Instrumented {
 }
 
 impl Reconcile for Instrumented {
-    async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        ctx: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
         if !self.running.lock().unwrap().insert(req.clone()) {
             self.overlaps.lock().unwrap().push(req.clone());
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
-        if let Some(cm) = ctx.get::<ConfigMap>().await? {
+        if let Some(cm) = ctx.object().await? {
             let value = cm
                 .data
                 .as_ref()
@@ -260,15 +272,20 @@ async fn no_key_is_reconciled_twice_at_once_under_load() {
     });
     struct Shared(Arc<Instrumented>);
     impl Reconcile for Shared {
-        async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
+        type Object = ConfigMap;
+
+        async fn reconcile(
+            &self,
+            req: Request,
+            ctx: &Context<ConfigMap>,
+        ) -> Result<Action, ReconcileError> {
             self.0.reconcile(req, ctx).await
         }
     }
     let cache = SharedCache::builder(client.clone())
         .namespace("ctl-load")
         .build();
-    let controller =
-        Controller::for_::<ConfigMap>(Shared(Arc::clone(&reconciler))).max_concurrent_reconciles(8);
+    let controller = Controller::new(Shared(Arc::clone(&reconciler))).max_concurrent_reconciles(8);
     let stats = controller.stats();
     cache.start().unwrap();
     let token = CancellationToken::new();
@@ -330,7 +347,13 @@ async fn predicates_filter_status_only_changes() {
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), "ctl-pred");
     struct Count(Arc<Mutex<Vec<Request>>>);
     impl Reconcile for Count {
-        async fn reconcile(&self, req: Request, _ctx: &Context) -> Result<Action, Error> {
+        type Object = ConfigMap;
+
+        async fn reconcile(
+            &self,
+            req: Request,
+            _ctx: &Context<ConfigMap>,
+        ) -> Result<Action, ReconcileError> {
             self.0.lock().unwrap().push(req);
             Ok(Action::done())
         }
@@ -340,7 +363,7 @@ async fn predicates_filter_status_only_changes() {
         .namespace("ctl-pred")
         .build();
     // ConfigMaps have no generation: GenerationChanged drops every update.
-    let controller = Controller::for_with::<ConfigMap>(Count(Arc::clone(&seen)), GenerationChanged);
+    let controller = Controller::with_predicate(Count(Arc::clone(&seen)), GenerationChanged);
     cache.start().unwrap();
     let token = CancellationToken::new();
     let run = tokio::spawn({

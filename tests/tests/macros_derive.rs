@@ -4,15 +4,15 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, Service};
-use opkit::cache::SharedCache;
+use opkit::cache::Store;
 use opkit::predicate::{
     GenerationChanged, LabelSelector, LabelsChanged, PredicateEvent, PredicateExt,
 };
 use opkit::rbac::Verb;
-use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use opkit::{Controller, ControllerWiring};
 
-fn by_name(cm: &ConfigMap, _cache: &SharedCache) -> Vec<Request> {
+fn by_name(cm: &ConfigMap, _primaries: &Store<ConfigMap>) -> Vec<Request> {
     Request::for_object(cm).into_iter().collect()
 }
 
@@ -38,6 +38,8 @@ fn ready_changed(e: &PredicateEvent<'_, Deployment>) -> bool {
     watches(Secret, map = |s, _| Request::for_object(s).into_iter().collect()),
     watches(ConfigMap, map = by_name, predicates(LabelsChanged)),
     reads(Node),
+    index(ConfigMap, "settings", |cm: &ConfigMap| cm.data.iter().flat_map(|d| d.keys().cloned()).collect()),
+    watches(Pod, by_index = "settings", predicates(LabelsChanged)),
     event_filter(GenerationChanged.or(LabelsChanged)),
     event_filter(LabelSelector::new([("team", "a")].into_iter().collect())),
     rbac(create, patch, delete on Deployment, Service),
@@ -54,7 +56,13 @@ struct R<T: Send + Sync + 'static> {
 }
 
 impl<T: Send + Sync + 'static> Reconcile for R<T> {
-    async fn reconcile(&self, _req: Request, _ctx: &Context) -> Result<Action, Error> {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        _req: Request,
+        _ctx: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
         Ok(Action::done())
     }
 }

@@ -17,4 +17,5 @@ fn controller_derive() {
     t.compile_fail("ui/wrong_mapper.rs");
     t.compile_fail("ui/not_a_resource.rs");
     t.compile_fail("ui/not_reconcile.rs");
+    t.compile_fail("ui/kind_mismatch.rs");
 }

@@ -23,7 +23,7 @@ use opkit::cache::CacheError;
 use opkit::controller::Controller;
 use opkit::envtest::ControlPlane;
 use opkit::manager::{LeaderElection, Manager, ManagerError};
-use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use opkit_tests::{create_namespace, eventually, grant, init_tracing, rule};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -100,7 +100,13 @@ struct Recording {
 }
 
 impl Reconcile for Recording {
-    async fn reconcile(&self, req: Request, _ctx: &Context) -> Result<Action, Error> {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        _ctx: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
         let index = self.journal.start(self.manager, &req.name);
         tokio::time::sleep(self.work).await;
         self.journal.finish(index);
@@ -184,7 +190,7 @@ async fn recording_manager(
         .unwrap();
     manager
         .add(
-            Controller::for_::<ConfigMap>(Recording {
+            Controller::new(Recording {
                 manager: index,
                 journal: journal.clone(),
                 work,
@@ -506,13 +512,19 @@ async fn metrics_are_served_with_controller_runtimes_names_and_move() {
     /// `flaky` fails once, `invalid` terminal, `buggy` panics once.
     struct Scripted(Mutex<BTreeSet<String>>);
     impl Reconcile for Scripted {
-        async fn reconcile(&self, req: Request, _ctx: &Context) -> Result<Action, Error> {
+        type Object = ConfigMap;
+
+        async fn reconcile(
+            &self,
+            req: Request,
+            _ctx: &Context<ConfigMap>,
+        ) -> Result<Action, ReconcileError> {
             let first = self.0.lock().unwrap().insert(req.name.clone());
             match (req.name.as_str(), first) {
                 ("later", _) => Ok(Action::requeue_after(Duration::from_secs(3600))),
-                ("again", true) => Ok(Action::requeue()),
-                ("flaky", true) => Err(Error::retryable("transient")),
-                ("invalid", _) => Err(Error::terminal("bad spec")),
+                ("again", true) => Ok(Action::requeue_rate_limited()),
+                ("flaky", true) => Err(ReconcileError::retryable("transient")),
+                ("invalid", _) => Err(ReconcileError::terminal("bad spec")),
                 ("buggy", true) => panic!("reconciler bug"),
                 _ => Ok(Action::done()),
             }
@@ -529,7 +541,7 @@ async fn metrics_are_served_with_controller_runtimes_names_and_move() {
         .unwrap();
     manager
         .add(
-            Controller::for_::<ConfigMap>(Scripted(Mutex::default()))
+            Controller::new(Scripted(Mutex::default()))
                 .name("scripted")
                 .max_concurrent_reconciles(2),
         )
@@ -686,7 +698,7 @@ async fn readyz_flips_once_the_caches_sync() {
         .await
         .unwrap();
     manager
-        .add(Controller::for_::<ConfigMap>(Recording {
+        .add(Controller::new(Recording {
             manager: 0,
             journal: journal.clone(),
             work: Duration::ZERO,
@@ -764,7 +776,7 @@ async fn process_and_rest_client_metrics_are_served() {
         .build()
         .await
         .unwrap();
-    manager.add(Controller::for_::<ConfigMap>(Idle)).unwrap();
+    manager.add(Controller::new(Idle)).unwrap();
     let running = Running::start(manager);
     let metrics = running.metrics_address.unwrap();
     let host = plane.config().cluster_url.authority().unwrap().to_string();
@@ -833,7 +845,28 @@ struct PhantomSpec {
 struct Idle;
 
 impl Reconcile for Idle {
-    async fn reconcile(&self, _req: Request, _ctx: &Context) -> Result<Action, Error> {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        _req: Request,
+        _ctx: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
+        Ok(Action::done())
+    }
+}
+
+/// Reconciles nothing, of a kind whose CRD is never installed.
+struct IdlePhantom;
+
+impl Reconcile for IdlePhantom {
+    type Object = Phantom;
+
+    async fn reconcile(
+        &self,
+        _req: Request,
+        _ctx: &Context<Phantom>,
+    ) -> Result<Action, ReconcileError> {
         Ok(Action::done())
     }
 }
@@ -853,7 +886,7 @@ async fn a_missing_crd_fails_the_start_naming_it() {
         .build()
         .await
         .unwrap();
-    manager.add(Controller::for_::<Phantom>(Idle)).unwrap();
+    manager.add(Controller::new(IdlePhantom)).unwrap();
     let probes = manager.health_probe_address().unwrap();
     let started = Instant::now();
     let run = tokio::spawn(manager.run_until(std::future::pending()));
@@ -919,7 +952,7 @@ async fn an_unreachable_api_server_fails_the_start_naming_its_url() {
         .build()
         .await
         .unwrap();
-    manager.add(Controller::for_::<ConfigMap>(Idle)).unwrap();
+    manager.add(Controller::new(Idle)).unwrap();
     let result = tokio::time::timeout(
         Duration::from_secs(30),
         manager.run_until(std::future::pending()),
@@ -971,7 +1004,7 @@ async fn a_reconcile_past_the_graceful_timeout_is_abandoned_and_reported() {
         .await
         .unwrap();
     manager
-        .add(Controller::for_::<ConfigMap>(Recording {
+        .add(Controller::new(Recording {
             manager: 0,
             journal: journal.clone(),
             work: Duration::from_secs(600),

@@ -19,7 +19,7 @@ use opkit::cache::SharedCache;
 use opkit::client;
 use opkit::controller::Controller;
 use opkit::envtest::ControlPlane;
-use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use opkit_tests::{create_namespace, eventually, init_tracing};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -65,12 +65,18 @@ fn data<'a>(cm: &'a ConfigMap, key: &str) -> Option<&'a str> {
 }
 
 impl Reconcile for Parents {
-    async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        ctx: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
         let Some(id) = req.name.strip_prefix("p-") else {
             return Ok(Action::done());
         };
         let ns = req.namespace.clone().unwrap_or_default();
-        let Some(parent) = ctx.get::<ConfigMap>().await? else {
+        let Some(parent) = ctx.object().await? else {
             return Ok(Action::done());
         };
         let last = self.last_written_rv.lock().unwrap().get(&req.name).copied();
@@ -80,9 +86,9 @@ impl Reconcile for Parents {
                 .stale_parent_reads
                 .fetch_add(1, Ordering::Relaxed);
         }
-        let api = ctx.api::<ConfigMap>(&ns);
+        let api = ctx.api::<ConfigMap>(Some(&ns));
         let child_name = format!("c-{id}");
-        let child = ctx.get_named::<ConfigMap>(Some(&ns), &child_name).await?;
+        let child = ctx.get::<ConfigMap>(Some(&ns), &child_name).await?;
         let mut wrote = false;
         if data(&parent, "drop-child").is_some() {
             if let Some(child) = child {
@@ -189,7 +195,7 @@ async fn run_scenario(
         last_written_rv: Mutex::new(HashMap::new()),
         deleted_children: Mutex::new(HashSet::new()),
     };
-    let controller = Controller::for_::<ConfigMap>(reconciler)
+    let controller = Controller::new(reconciler)
         .max_concurrent_reconciles(4)
         .read_your_writes(read_your_writes);
     cache.start().unwrap();
@@ -381,7 +387,7 @@ impl WritePaths {
         api: &Api<Widget>,
         name: &str,
         current: Option<&Widget>,
-    ) -> Result<Option<Widget>, Error> {
+    ) -> Result<Option<Widget>, ReconcileError> {
         let widget = |size| {
             let mut w = Widget::new(name, WidgetSpec { size });
             w.metadata.namespace = api_namespace(current);
@@ -398,7 +404,7 @@ impl WritePaths {
             "replace" => {
                 let mut w = current
                     .cloned()
-                    .ok_or_else(|| Error::retryable("replace: widget missing"))?;
+                    .ok_or_else(|| ReconcileError::retryable("replace: widget missing"))?;
                 w.spec.size = 2;
                 Some(api.replace(name, &PostParams::default(), &w).await?)
             }
@@ -412,8 +418,10 @@ impl WritePaths {
             ),
             "client::apply" => Some(client::apply(api, &widget(4), "ryow-test").await?),
             "client::add_finalizer" => {
-                let w = current.ok_or_else(|| Error::retryable("add_finalizer: widget missing"))?;
-                Some(client::add_finalizer(api, w, FINALIZER).await?)
+                let w = current
+                    .ok_or_else(|| ReconcileError::retryable("add_finalizer: widget missing"))?;
+                let written = client::add_finalizer(api, &Arc::new(w.clone()), FINALIZER).await?;
+                Some(Widget::clone(&written))
             }
             "client::patch_status" => Some(
                 client::patch_status(
@@ -433,9 +441,11 @@ impl WritePaths {
                 Some(client::apply_status(api, &w, "ryow-test").await?)
             }
             "client::remove_finalizer" => {
-                let w =
-                    current.ok_or_else(|| Error::retryable("remove_finalizer: widget missing"))?;
-                client::remove_finalizer(api, w, FINALIZER).await?
+                let w = current
+                    .ok_or_else(|| ReconcileError::retryable("remove_finalizer: widget missing"))?;
+                client::remove_finalizer(api, &Arc::new(w.clone()), FINALIZER)
+                    .await?
+                    .map(|w| Widget::clone(&w))
             }
             _ => {
                 api.delete(name, &DeleteParams::default()).await?;
@@ -450,7 +460,13 @@ fn api_namespace(current: Option<&Widget>) -> Option<String> {
 }
 
 impl Reconcile for WritePaths {
-    async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        ctx: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
         let Some(id) = req.name.strip_prefix("t-") else {
             return Ok(Action::done());
         };
@@ -460,15 +476,15 @@ impl Reconcile for WritePaths {
         let Some(step_name) = STEPS.get(step) else {
             return Ok(Action::done());
         };
-        let api = ctx.api::<Widget>(&ns);
-        let current = ctx.get_named::<Widget>(Some(&ns), &name).await?;
+        let api = ctx.api::<Widget>(Some(&ns));
+        let current = ctx.get::<Widget>(Some(&ns), &name).await?;
         let mut with_ns = current.as_deref().cloned();
         if let Some(w) = &mut with_ns {
             w.metadata.namespace = Some(ns.clone());
         }
         let written = self.write(step_name, &api, &name, with_ns.as_ref()).await?;
         // Read back at once.
-        let read = ctx.get_named::<Widget>(Some(&ns), &name).await?;
+        let read = ctx.get::<Widget>(Some(&ns), &name).await?;
         let ok = match (&written, &read) {
             (Some(w), Some(r)) => {
                 r.resource_version().and_then(|v| v.parse::<u64>().ok())
@@ -502,7 +518,7 @@ async fn run_write_paths(ns: &str, read_your_writes: bool) -> Vec<String> {
     let cache = SharedCache::builder(client.clone()).namespace(ns).build();
     let stale = Arc::new(Mutex::new(Vec::new()));
     let done = Arc::new(AtomicUsize::new(0));
-    let controller = Controller::for_::<ConfigMap>(WritePaths {
+    let controller = Controller::new(WritePaths {
         step: Mutex::new(HashMap::new()),
         stale: Arc::clone(&stale),
         done: Arc::clone(&done),

@@ -1,14 +1,16 @@
 #![allow(unused_imports)]
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use opkit::Controller;
-use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, ReconcileError, Reconcile, Request};
 
 #[derive(Controller)]
 #[controller(fro = ConfigMap)]
 struct R;
 
 impl Reconcile for R {
-    async fn reconcile(&self, _req: Request, _ctx: &Context) -> Result<Action, Error> {
+    type Object = ConfigMap;
+
+    async fn reconcile(&self, _req: Request, _ctx: &Context<ConfigMap>) -> Result<Action, ReconcileError> {
         Ok(Action::done())
     }
 }

@@ -1,10 +1,10 @@
 #![allow(unused_imports)]
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use opkit::Controller;
-use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, ReconcileError, Reconcile, Request};
 
 /// Takes the wrong kind: a ConfigMap watch maps Secrets.
-fn by_name(secret: &Secret, _cache: &opkit::cache::SharedCache) -> Vec<Request> {
+fn by_name(secret: &Secret, _primaries: &opkit::cache::Store<ConfigMap>) -> Vec<Request> {
     Request::for_object(secret).into_iter().collect()
 }
 
@@ -13,7 +13,9 @@ fn by_name(secret: &Secret, _cache: &opkit::cache::SharedCache) -> Vec<Request> 
 struct R;
 
 impl Reconcile for R {
-    async fn reconcile(&self, _req: Request, _ctx: &Context) -> Result<Action, Error> {
+    type Object = ConfigMap;
+
+    async fn reconcile(&self, _req: Request, _ctx: &Context<ConfigMap>) -> Result<Action, ReconcileError> {
         Ok(Action::done())
     }
 }

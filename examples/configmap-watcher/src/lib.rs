@@ -1,8 +1,10 @@
-//! A mapped watch, the smallest useful way: a `Website` names a ConfigMap
-//! holding its settings (`spec.configMap`); its status reports which
-//! version of that ConfigMap it last saw. When the ConfigMap changes, the
-//! mapper finds every Website in the cache that references it and
-//! re-reconciles them — no polling, no annotation on the ConfigMap.
+//! A watch mapped through an index, the smallest useful way: a `Website`
+//! names a ConfigMap holding its settings (`spec.configMap`); its status
+//! reports which version of that ConfigMap it last saw. The Website cache
+//! is indexed by the ConfigMap each names ([`config_map_of`]); when a
+//! ConfigMap changes, the index gives every Website that references it and
+//! they are re-reconciled — no polling, no list scan, no annotation on the
+//! ConfigMap (controller-runtime's `IndexField` plus a map function).
 //!
 //! ```
 //! use configmap_watcher::WebsiteReconciler;
@@ -16,13 +18,11 @@
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
-use kube::api::Api;
 use kube::{CustomResource, Resource, ResourceExt};
 use opkit::Controller;
-use opkit::cache::SharedCache;
 use opkit::client;
 use opkit::conditions::{self, ConditionStatus};
-use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -60,34 +60,37 @@ pub struct WebsiteStatus {
     pub conditions: Vec<Condition>,
 }
 
-/// The mapper of the ConfigMap watch: every cached Website in the
-/// ConfigMap's namespace whose `spec.configMap` names it.
-pub fn websites_using(config_map: &ConfigMap, cache: &SharedCache) -> Vec<Request> {
-    let namespace = config_map.namespace();
-    let name = config_map.name_any();
-    let Ok(websites) = cache.list::<Website>(namespace.as_deref()) else {
-        return Vec::new(); // the Website cache is not up yet: its initial list enqueues them all
-    };
-    websites
-        .iter()
-        .filter(|site| site.spec.config_map == name)
-        .filter_map(|site| Request::for_object(&**site))
-        .collect()
+/// The name of the index of Websites by the ConfigMap they name.
+pub const BY_CONFIG_MAP: &str = "spec.configMap";
+
+/// A Website's values in the [`BY_CONFIG_MAP`] index: the ConfigMap it names.
+pub fn config_map_of(site: &Website) -> Vec<String> {
+    vec![site.spec.config_map.clone()]
 }
 
 /// Keeps each Website's status in step with its ConfigMap.
 #[derive(Controller)]
-#[controller(for = Website, watches(ConfigMap, map = websites_using))]
+#[controller(
+    for = Website,
+    index(Website, "spec.configMap", config_map_of),
+    watches(ConfigMap, by_index = "spec.configMap")
+)]
 pub struct WebsiteReconciler;
 
 impl Reconcile for WebsiteReconciler {
-    async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
-        let Some(site) = ctx.get::<Website>().await? else {
+    type Object = Website;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        ctx: &Context<Website>,
+    ) -> Result<Action, ReconcileError> {
+        let Some(site) = ctx.object().await? else {
             return Ok(Action::done());
         };
         let namespace = site.namespace().unwrap_or_default();
         let config = ctx
-            .get_named::<ConfigMap>(Some(&namespace), &site.spec.config_map)
+            .get::<ConfigMap>(Some(&namespace), &site.spec.config_map)
             .await?;
 
         let mut status = site.status.clone().unwrap_or_default();
@@ -126,7 +129,7 @@ impl Reconcile for WebsiteReconciler {
             // Server-side apply, not a merge patch: a field this controller
             // set before and leaves out now (the version of a deleted
             // ConfigMap) is removed.
-            let api: Api<Website> = Api::namespaced(ctx.client(), &namespace);
+            let api = ctx.object_api();
             let mut desired = Website::new(&req.name, site.spec.clone());
             desired.metadata.namespace = Some(namespace.clone());
             desired.status = Some(status);

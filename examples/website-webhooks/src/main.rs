@@ -19,7 +19,6 @@ use std::process::ExitCode;
 use opkit::controller::Controller;
 use opkit::manager::Manager;
 use opkit::webhook::{DEFAULT_CERT_DIR, WebhookServer};
-use website_webhooks::api::v2;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -68,9 +67,7 @@ async fn run(server: WebhookServer) -> Result<(), Box<dyn std::error::Error>> {
         .health_probe_bind_address(":8081")
         .build()
         .await?;
-    manager.add(Controller::for_::<v2::Website>(
-        website_webhooks::WebsiteReconciler,
-    ))?;
+    manager.add(Controller::new(website_webhooks::WebsiteReconciler))?;
     manager.run().await?;
     Ok(())
 }

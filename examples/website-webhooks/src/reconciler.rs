@@ -3,7 +3,7 @@
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
-use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 
 use crate::api::v2;
 
@@ -12,8 +12,14 @@ use crate::api::v2;
 pub struct WebsiteReconciler;
 
 impl Reconcile for WebsiteReconciler {
-    async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
-        let Some(site) = ctx.get::<v2::Website>().await? else {
+    type Object = v2::Website;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        ctx: &Context<v2::Website>,
+    ) -> Result<Action, ReconcileError> {
+        let Some(site) = ctx.object().await? else {
             return Ok(Action::done()); // deleted: the ConfigMap goes with its owner
         };
         let namespace = site.namespace().unwrap_or_default();
@@ -43,7 +49,7 @@ impl Reconcile for WebsiteReconciler {
             &Patch::Apply(&config_map),
         )
         .await
-        .map_err(|e| Error::retryable(format!("applying the ConfigMap of {req}: {e}")))?;
+        .map_err(|e| ReconcileError::retryable(format!("applying the ConfigMap of {req}: {e}")))?;
         Ok(Action::done())
     }
 }

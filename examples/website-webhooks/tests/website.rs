@@ -67,9 +67,7 @@ async fn websites_are_converted_defaulted_validated_and_reconciled() {
         .install_webhooks(NAME, &webhooks(), &client)
         .await
         .unwrap();
-    manager
-        .add(Controller::for_::<v2::Website>(WebsiteReconciler))
-        .unwrap();
+    manager.add(Controller::new(WebsiteReconciler)).unwrap();
     let stop = CancellationToken::new();
     let running = tokio::spawn(manager.run_until(stop.clone().cancelled_owned()));
 

@@ -9,17 +9,19 @@
 //! use std::collections::BTreeMap;
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube::api::{ObjectMeta, PostParams};
-//! use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+//! use opkit::reconcile::{Action, Context, ReconcileError, Reconcile, Request};
 //!
 //! struct Children;
 //!
 //! impl Reconcile for Children {
-//!     async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
+//!     type Object = ConfigMap;
+//!
+//!     async fn reconcile(&self, req: Request, ctx: &Context<ConfigMap>) -> Result<Action, ReconcileError> {
 //!         let ns = req.namespace.clone().unwrap_or_default();
 //!         let name = format!("{}-child", req.name);
 //!         // Waits (bounded) until the cache shows this process's last write
 //!         // of the child: a child created a moment ago is never "absent".
-//!         if ctx.get_named::<ConfigMap>(Some(&ns), &name).await?.is_none() {
+//!         if ctx.get::<ConfigMap>(Some(&ns), &name).await?.is_none() {
 //!             let child = ConfigMap {
 //!                 metadata: ObjectMeta { name: Some(name), ..ObjectMeta::default() },
 //!                 data: Some(BTreeMap::from([("owner".into(), req.name.clone())])),
@@ -35,7 +37,7 @@
 //!
 //! // Opting out (e.g. to measure the cost):
 //! # fn wire(cache: opkit::cache::SharedCache) {
-//! let controller = opkit::controller::Controller::for_::<ConfigMap>(Children)
+//! let controller = opkit::controller::Controller::new(Children)
 //!     .read_your_writes(false);
 //! # let _ = (controller, cache);
 //! # }

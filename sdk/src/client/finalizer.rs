@@ -5,8 +5,38 @@
 //! 409 if anyone changed the object in between; the helper then re-reads the
 //! object, recomputes the list, and tries again with a bounded backoff. A
 //! finalizer written concurrently by another controller is never lost.
+//!
+//! [`finalizer`] does the whole dance in one call, as kube-runtime's
+//! `finalizer` does: add the finalizer before the object's first apply, run
+//! the cleanup when it is being deleted, and release it when the cleanup
+//! is done.
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use opkit::client::{FinalizerEvent, finalizer};
+//! use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
+//!
+//! struct Settings;
+//!
+//! impl Reconcile for Settings {
+//!     type Object = ConfigMap;
+//!
+//!     async fn reconcile(&self, _req: Request, ctx: &Context<ConfigMap>) -> Result<Action, ReconcileError> {
+//!         let Some(cm) = ctx.object().await? else { return Ok(Action::done()) };
+//!         finalizer(&ctx.object_api(), "example.com/cleanup", cm, |event| async move {
+//!             match event {
+//!                 FinalizerEvent::Apply(_cm) => Ok(Action::done()),   // create or update what it needs
+//!                 FinalizerEvent::Cleanup(_cm) => Ok(Action::done()), // delete what it made; then it goes
+//!             }
+//!         })
+//!         .await
+//!     }
+//! }
+//! ```
 
 use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Arc;
 
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -17,6 +47,7 @@ use serde_json::json;
 use super::apply::name_of;
 use super::error::{ClientError, Target};
 use super::retry::RetryPolicy;
+use crate::reconcile::{Action, ReconcileError};
 
 /// Adds `finalizer` to the object (no request if `obj` already lists it).
 /// Returns the object as stored.
@@ -29,7 +60,11 @@ use super::retry::RetryPolicy;
 /// [`RetryPolicy::default`]. Fails with [`ClientError::NotFound`] if the object
 /// is gone, and with [`ClientError::Invalid`] if it is being deleted (the
 /// apiserver forbids new finalizers then).
-pub async fn add_finalizer<K>(api: &Api<K>, obj: &K, finalizer: &str) -> Result<K, ClientError>
+pub async fn add_finalizer<K>(
+    api: &Api<K>,
+    obj: &Arc<K>,
+    finalizer: &str,
+) -> Result<Arc<K>, ClientError>
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
 {
@@ -46,7 +81,7 @@ where
         Some(obj) => Ok(obj),
         None => Err(ClientError::NotFound {
             resource: K::plural(&()).into_owned(),
-            name: name_of(obj)?,
+            name: name_of(&**obj)?,
             namespace: obj.namespace(),
         }),
     }
@@ -61,9 +96,9 @@ where
 /// Conflicts are retried as for [`add_finalizer`].
 pub async fn remove_finalizer<K>(
     api: &Api<K>,
-    obj: &K,
+    obj: &Arc<K>,
     finalizer: &str,
-) -> Result<Option<K>, ClientError>
+) -> Result<Option<Arc<K>>, ClientError>
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
 {
@@ -79,25 +114,25 @@ where
 /// the result guarded by that copy's resourceVersion. `None`: the object is gone.
 async fn edit_finalizers<K, E>(
     api: &Api<K>,
-    obj: &K,
+    obj: &Arc<K>,
     finalizer: &str,
     edit: E,
-) -> Result<Option<K>, ClientError>
+) -> Result<Option<Arc<K>>, ClientError>
 where
     K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
     E: Fn(&mut Vec<String>) -> bool,
 {
-    let name = name_of(obj)?;
+    let name = name_of(&**obj)?;
     let namespace = obj.namespace();
     let get_target = Target::of::<K>("get", namespace.clone(), &name);
     let patch_target = Target::of::<K>("patch", namespace.clone(), &name);
     let policy = RetryPolicy::default();
     let attempts = policy.attempts.max(1);
 
-    let mut current = obj.clone();
+    let mut current = Arc::clone(obj);
     if current.meta().resource_version.is_none() {
         match api.get_opt(&name).await {
-            Ok(Some(fresh)) => current = fresh,
+            Ok(Some(fresh)) => current = Arc::new(fresh),
             Ok(None) => return Ok(None),
             Err(e) => return Err(ClientError::from_kube(e, &get_target)),
         }
@@ -120,7 +155,7 @@ where
         {
             Ok(written) => {
                 tracing::debug!(kind = %K::kind(&()), namespace = ?namespace, %name, %finalizer, ?finalizers, "finalizers updated");
-                return Ok(Some(written));
+                return Ok(Some(Arc::new(written)));
             }
             Err(e) => {
                 let error = ClientError::from_kube(e, &patch_target);
@@ -135,11 +170,63 @@ where
                 tokio::time::sleep(wait).await;
                 attempt += 1;
                 match api.get_opt(&name).await {
-                    Ok(Some(fresh)) => current = fresh,
+                    Ok(Some(fresh)) => current = Arc::new(fresh),
                     Ok(None) => return Ok(None),
                     Err(e) => return Err(ClientError::from_kube(e, &get_target)),
                 }
             }
         }
     }
+}
+
+/// What [`finalizer`] asks its body to do.
+#[derive(Debug)]
+pub enum FinalizerEvent<K> {
+    /// The object is live and carries the finalizer: bring the world to its
+    /// desired state.
+    Apply(Arc<K>),
+    /// The object is being deleted and still carries the finalizer: clean
+    /// up what it made outside owner references. `Ok(Action::done())`
+    /// releases it (the finalizer is removed and the apiserver deletes the
+    /// object); any other `Ok` action keeps the finalizer and comes back as
+    /// it says (cleanup not finished yet); an error keeps it and is retried.
+    Cleanup(Arc<K>),
+}
+
+/// Adds, honours and removes `name` on `obj` in one call (kube-runtime's
+/// `finalizer` shape), running `body` with [`FinalizerEvent::Apply`] for a
+/// live object (after adding the finalizer if it was missing) or
+/// [`FinalizerEvent::Cleanup`] for one being deleted (then removing the
+/// finalizer when the cleanup returns `Ok(Action::done())`). An object being
+/// deleted without the finalizer is left alone (`Ok(Action::done())`).
+/// Writes go through `api` with the conflict handling of [`add_finalizer`].
+pub async fn finalizer<K, F, Fut>(
+    api: &Api<K>,
+    name: &str,
+    obj: Arc<K>,
+    body: F,
+) -> Result<Action, ReconcileError>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+    F: FnOnce(FinalizerEvent<K>) -> Fut,
+    Fut: Future<Output = Result<Action, ReconcileError>>,
+{
+    let listed = obj.finalizers().iter().any(|f| f == name);
+    if obj.meta().deletion_timestamp.is_some() {
+        if !listed {
+            return Ok(Action::done());
+        }
+        let action = body(FinalizerEvent::Cleanup(Arc::clone(&obj))).await?;
+        if action != Action::done() {
+            return Ok(action);
+        }
+        remove_finalizer(api, &obj, name).await?;
+        return Ok(Action::done());
+    }
+    let obj = if listed {
+        obj
+    } else {
+        add_finalizer(api, &obj, name).await?
+    };
+    body(FinalizerEvent::Apply(obj)).await
 }

@@ -10,7 +10,7 @@
 //! const MANAGER: &str = "memcached-operator";
 //! const FINALIZER: &str = "cache.example.com/cleanup";
 //!
-//! # async fn example(kube: kube::Client, owner: ConfigMap) -> Result<(), Box<dyn std::error::Error>> {
+//! # async fn example(kube: kube::Client, owner: std::sync::Arc<ConfigMap>) -> Result<(), Box<dyn std::error::Error>> {
 //! let api: Api<ConfigMap> = Api::namespaced(kube.clone(), "shop");
 //!
 //! // Finalizers: safe next to other controllers' writes; conflicts retried.
@@ -27,7 +27,7 @@
 //!     data: Some([("colour".to_owned(), "blue".to_owned())].into()),
 //!     ..ConfigMap::default()
 //! };
-//! client::set_controller_reference(&owner, &mut child)?;
+//! client::set_controller_reference(&*owner, &mut child)?;
 //! match client::apply(&api, &child, MANAGER).await {
 //!     Ok(stored) => println!("applied, resourceVersion {:?}", stored.metadata.resource_version),
 //!     // "forbidden: cannot patch resource "configmaps" in API group "" ...: add verb ..."
@@ -37,7 +37,7 @@
 //!
 //! // Events, deduplicated into series.
 //! let events = EventRecorder::builder(kube, "cache.example.com/memcached").build()?;
-//! events.normal(&owner, "Applied", "Reconciling", "web-config is up to date");
+//! events.normal(&*owner, "Applied", "Reconciling", "web-config is up to date");
 //!
 //! // When the owner is being deleted: clean up, then let it go.
 //! client::remove_finalizer(&api, &owner, FINALIZER).await?;
@@ -49,7 +49,7 @@
 //! | [`apply`] | server-side apply, `force` | `patch` (and `create` for new objects) |
 //! | [`apply_status`] | server-side apply on `/status`, `force` | `patch` on `<resource>/status` |
 //! | [`patch_status`] | merge patch on `/status` | `patch` on `<resource>/status` |
-//! | [`add_finalizer`], [`remove_finalizer`] | merge patch guarded by `resourceVersion`; `get` on conflict | `patch`, `get` |
+//! | [`finalizer`] (one call), [`add_finalizer`], [`remove_finalizer`] | merge patch guarded by `resourceVersion`; `get` on conflict | `patch`, `get` |
 //! | [`set_controller_reference`], [`set_owner_reference`] | none (local) | — |
 //! | [`EventRecorder`] | create / merge-patch `events.k8s.io/v1` Events | `create`, `patch` on `events` |
 //!
@@ -63,10 +63,12 @@ mod events;
 mod finalizer;
 mod owner;
 mod retry;
+mod scope;
 
 pub use apply::{apply, apply_status, patch_status};
 pub use error::{ClientError, EventError, OwnerError};
 pub use events::{DEFAULT_SERIES_WINDOW, Event, EventRecorder, EventRecorderBuilder, EventType};
-pub use finalizer::{add_finalizer, remove_finalizer};
+pub use finalizer::{FinalizerEvent, add_finalizer, finalizer, remove_finalizer};
 pub use owner::{set_controller_reference, set_owner_reference};
 pub use retry::{RetryPolicy, retry_on_conflict};
+pub use scope::{ResourceScope, api_in};

@@ -7,17 +7,19 @@
 //! use opkit::cache::SharedCache;
 //! use opkit::controller::Controller;
 //! use opkit::predicate::{GenerationChanged, LabelSelector};
-//! use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+//! use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 //! use opkit::workqueue::Quota;
 //!
 //! struct Web;
 //!
 //! impl Reconcile for Web {
-//!     async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
-//!         let Some(_deployment) = ctx.get::<Deployment>().await? else {
+//!     type Object = Deployment;
+//!
+//!     async fn reconcile(&self, req: Request, ctx: &Context<Deployment>) -> Result<Action, ReconcileError> {
+//!         let Some(_deployment) = ctx.object().await? else {
 //!             return Ok(Action::done());
 //!         };
-//!         let _service = ctx.get_named::<Service>(req.namespace.as_deref(), &req.name).await?;
+//!         let _service = ctx.get::<Service>(req.namespace.as_deref(), &req.name).await?;
 //!         // ... create or update the Service it owns ...
 //!         Ok(Action::done())
 //!     }
@@ -25,13 +27,26 @@
 //!
 //! # async fn example(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! let cache = SharedCache::new(client);
-//! let controller = Controller::for_with::<Deployment>(Web, GenerationChanged) // spec changes only
+//! let controller = Controller::with_predicate(Web, GenerationChanged) // spec changes only
 //!     .owns::<Service>() // every change of an owned Service wakes its controller-owner
-//!     .watches::<ConfigMap>(|cm, _cache| {
-//!         // a ConfigMap change wakes the Deployment of the same name
-//!         Request::for_object(cm).into_iter().collect()
+//!     // Deployments name their settings ConfigMap in an annotation; index them by it ...
+//!     .index::<Deployment>("settings", |d| {
+//!         d.metadata.annotations.iter().flatten()
+//!             .filter(|(k, _)| *k == "example.com/settings")
+//!             .map(|(_, v)| v.clone())
+//!             .collect()
 //!     })
-//!     .reads::<Secret>() // read in reconcile: synced before the first one
+//!     // ... and a ConfigMap change wakes every Deployment of its namespace indexed by its name.
+//!     .watches_by_index::<ConfigMap>("settings")
+//!     .watches::<Secret>(|secret, deployments| {
+//!         // a Secret change wakes the Deployment of the same name, if there is one
+//!         let name = secret.metadata.name.as_deref().unwrap_or_default();
+//!         deployments
+//!             .get(secret.metadata.namespace.as_deref(), name)
+//!             .and_then(|d| Request::for_object(&*d))
+//!             .into_iter()
+//!             .collect()
+//!     })
 //!     .with_event_filter(LabelSelector::new([("team", "web")].into_iter().collect()))
 //!     .max_concurrent_reconciles(4)
 //!     .throttle(Quota::per_second(50).burst(10)); // requeue_after loops included
@@ -40,8 +55,10 @@
 //! # use futures::FutureExt;
 //! ```
 //!
-//! Each watch has its own predicates (`for_with`, `owns_with`,
+//! Each watch has its own predicates (`with_predicate`, `owns_with`,
 //! `watches_with`); [`Controller::with_event_filter`] filters every watch.
+//! A mapper gets the primary kind's [`Store`], typed: it reads what it
+//! needs without a fallible lookup of the kind.
 //! `owns` caches whole objects, so the reconciler can read them;
 //! [`Controller::owns_metadata`] caches only their metadata when memory
 //! matters more.
@@ -68,7 +85,7 @@ pub use error::ControllerError;
 pub use stats::{ReconcileCounts, ReconcileStats};
 pub(crate) use stats::{ReconcileObserver, ReconcileResult};
 
-use crate::cache::{CacheError, START_LIST_ATTEMPTS, SharedCache};
+use crate::cache::{CacheError, START_LIST_ATTEMPTS, SharedCache, Store};
 use crate::client::EventRecorder;
 use crate::handler::{EnqueueHandler, Mapper, OwnerKind, WatchPredicates, owner_of, the_object};
 use crate::predicate::{HasMetadata, Predicate};
@@ -80,6 +97,9 @@ use crate::workqueue::{Quota, RateLimiter, WorkQueue};
 type WatchFn = Box<
     dyn FnOnce(&SharedCache, &WatchTarget) -> Result<RegisteredWatch, (String, CacheError)> + Send,
 >;
+
+/// Registers one index of a controller on the shared cache.
+type IndexFn = Box<dyn FnOnce(&SharedCache) -> Result<(), (String, CacheError)> + Send>;
 
 /// Waits until a registered watch (or read) has synced; false if it never will.
 type SyncWait = Box<dyn Fn() -> futures::future::BoxFuture<'static, bool> + Send + Sync>;
@@ -97,10 +117,11 @@ struct WatchTarget {
     event_filters: Arc<[Arc<dyn Predicate<dyn HasMetadata>>]>,
 }
 
-/// A controller for the primary kind chosen with [`Controller::for_`].
+/// A controller for the kind of its reconciler ([`Reconcile::Object`]).
 pub struct Controller<R> {
     name: String,
     reconciler: Arc<R>,
+    indexes: Vec<IndexFn>,
     watches: Vec<WatchFn>,
     event_filters: Vec<Arc<dyn Predicate<dyn HasMetadata>>>,
     max_concurrent_reconciles: usize,
@@ -132,36 +153,27 @@ impl<R> std::fmt::Debug for Controller<R> {
 }
 
 impl<R: Reconcile> Controller<R> {
-    /// A controller reconciling objects of kind `K` with `reconciler`: every
-    /// change of a `K` enqueues it. Named after the kind (lower case) unless
+    /// A controller reconciling objects of the reconciler's kind
+    /// ([`Reconcile::Object`]): every change of one enqueues it (as
+    /// controller-runtime's `For`). Named after the kind (lower case) unless
     /// [`name`](Self::name) says otherwise.
-    pub fn for_<K>(reconciler: R) -> Self
-    where
-        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
-        K::Scope: 'static,
-    {
-        Self::primary::<K>(reconciler, WatchPredicates::new())
+    pub fn new(reconciler: R) -> Self {
+        Self::primary(reconciler, WatchPredicates::new())
     }
 
-    /// [`for_`](Self::for_), enqueueing only the events that pass
-    /// `predicate` (combine several with [`PredicateExt`](crate::predicate::PredicateExt)).
-    pub fn for_with<K>(reconciler: R, predicate: impl Predicate<K>) -> Self
-    where
-        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
-        K::Scope: 'static,
-    {
-        Self::primary::<K>(reconciler, WatchPredicates::new().with(predicate))
+    /// [`new`](Self::new), enqueueing only the events of the primary kind
+    /// that pass `predicate` (combine several with
+    /// [`PredicateExt`](crate::predicate::PredicateExt)).
+    pub fn with_predicate(reconciler: R, predicate: impl Predicate<R::Object>) -> Self {
+        Self::primary(reconciler, WatchPredicates::new().with(predicate))
     }
 
-    fn primary<K>(reconciler: R, predicates: WatchPredicates<K>) -> Self
-    where
-        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
-        K::Scope: 'static,
-    {
-        let primary = OwnerKind::of::<K>();
+    fn primary(reconciler: R, predicates: WatchPredicates<R::Object>) -> Self {
+        let primary = OwnerKind::of::<R::Object>();
         let mut controller = Self {
             name: primary.kind.to_lowercase(),
             reconciler: Arc::new(reconciler),
+            indexes: Vec::new(),
             watches: Vec::new(),
             event_filters: Vec::new(),
             max_concurrent_reconciles: 1,
@@ -176,7 +188,7 @@ impl<R: Reconcile> Controller<R> {
             observer: None,
             queue_metrics: None,
         };
-        controller.add_watch::<K>(|_| the_object::<K>(), predicates);
+        controller.add_watch::<R::Object>(|_| Ok(the_object::<R::Object>()), predicates);
         controller
     }
 
@@ -227,17 +239,18 @@ impl<R: Reconcile> Controller<R> {
         C::Scope: 'static,
     {
         let owner = self.primary.clone();
-        self.add_watch::<C>(move |_| owner_of(owner), predicates);
+        self.add_watch::<C>(move |_| Ok(owner_of(owner)), predicates);
         self
     }
 
     /// Also watch objects of kind `W` and reconcile the requests `map`
-    /// returns for each changed object. `map` gets the cache to look up the
-    /// objects that refer to the changed one; it runs on the cache's event
-    /// path, so it should only read the cache.
+    /// returns for each changed object. `map` gets the primary kind's
+    /// [`Store`] to look up the objects that refer to the changed one (or
+    /// an index of it: see [`watches_by_index`](Self::watches_by_index)); it
+    /// runs on the cache's event path, so it should only read.
     pub fn watches<W>(
         self,
-        map: impl Fn(&W, &SharedCache) -> Vec<Request> + Send + Sync + 'static,
+        map: impl Fn(&W, &Store<R::Object>) -> Vec<Request> + Send + Sync + 'static,
     ) -> Self
     where
         W: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
@@ -249,7 +262,7 @@ impl<R: Reconcile> Controller<R> {
     /// [`watches`](Self::watches), for the events that pass `predicate` only.
     pub fn watches_with<W>(
         self,
-        map: impl Fn(&W, &SharedCache) -> Vec<Request> + Send + Sync + 'static,
+        map: impl Fn(&W, &Store<R::Object>) -> Vec<Request> + Send + Sync + 'static,
         predicate: impl Predicate<W>,
     ) -> Self
     where
@@ -261,7 +274,7 @@ impl<R: Reconcile> Controller<R> {
 
     fn mapped_watch<W>(
         mut self,
-        map: impl Fn(&W, &SharedCache) -> Vec<Request> + Send + Sync + 'static,
+        map: impl Fn(&W, &Store<R::Object>) -> Vec<Request> + Send + Sync + 'static,
         predicates: WatchPredicates<W>,
     ) -> Self
     where
@@ -270,11 +283,96 @@ impl<R: Reconcile> Controller<R> {
     {
         self.add_watch::<W>(
             move |cache| {
-                let cache = cache.clone();
-                Mapper::from_fn(move |obj: &W| map(obj, &cache))
+                let store = cache.store::<R::Object>()?;
+                Ok(Mapper::from_fn(move |obj: &W| map(obj, &store)))
             },
             predicates,
         );
+        self
+    }
+
+    /// Also watch objects of kind `W`, and on a change reconcile every
+    /// object of the primary kind whose index `index` (added with
+    /// [`index`](Self::index)) lists the changed object's name — in the
+    /// changed object's namespace when both kinds are namespaced
+    /// (controller-runtime's `IndexField` plus a map function listing by
+    /// that field). An index nobody added fails the wiring, not a reconcile.
+    pub fn watches_by_index<W>(self, index: impl Into<String>) -> Self
+    where
+        W: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        W::Scope: 'static,
+    {
+        self.index_watch::<W>(index.into(), WatchPredicates::new())
+    }
+
+    /// [`watches_by_index`](Self::watches_by_index), for the events that
+    /// pass `predicate` only.
+    pub fn watches_by_index_with<W>(
+        self,
+        index: impl Into<String>,
+        predicate: impl Predicate<W>,
+    ) -> Self
+    where
+        W: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        W::Scope: 'static,
+    {
+        self.index_watch::<W>(index.into(), WatchPredicates::new().with(predicate))
+    }
+
+    fn index_watch<W>(mut self, index: String, predicates: WatchPredicates<W>) -> Self
+    where
+        W: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        W::Scope: 'static,
+    {
+        let primary_namespaced = self.primary.namespaced;
+        self.add_watch::<W>(
+            move |cache| {
+                let store = cache.store::<R::Object>()?;
+                if !store.index_names().contains(&index) {
+                    return Err(CacheError::Index(crate::cache::IndexError::UnknownIndex(
+                        index,
+                    )));
+                }
+                Ok(Mapper::from_fn(move |obj: &W| {
+                    let meta = obj.meta();
+                    let Some(name) = meta.name.as_deref() else {
+                        return Vec::new();
+                    };
+                    let same_namespace = primary_namespaced && meta.namespace.is_some();
+                    store
+                        .by_index(&index, name)
+                        .unwrap_or_default()
+                        .iter()
+                        .filter(|p| !same_namespace || p.meta().namespace == meta.namespace)
+                        .filter_map(|p| Request::for_object(&**p))
+                        .collect()
+                }))
+            },
+            predicates,
+        );
+        self
+    }
+
+    /// Adds the index `name` to the cache's informer of kind `T` when the
+    /// controller is wired (before any of its watches): `values` gives an
+    /// object's index values. Read it with
+    /// [`Context::by_index`](crate::reconcile::Context::by_index), or map
+    /// events through it with [`watches_by_index`](Self::watches_by_index).
+    /// A second index of the same name on one cache fails the wiring.
+    pub fn index<T>(
+        mut self,
+        name: impl Into<String>,
+        values: impl Fn(&T) -> Vec<String> + Send + Sync + 'static,
+    ) -> Self
+    where
+        T: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        T::Scope: 'static,
+    {
+        let name = name.into();
+        self.indexes.push(Box::new(move |cache: &SharedCache| {
+            let kind = T::kind(&()).into_owned();
+            cache.add_index::<T>(name, values).map_err(|e| (kind, e))
+        }));
         self
     }
 
@@ -414,7 +512,7 @@ impl<R: Reconcile> Controller<R> {
 
     fn add_watch<K>(
         &mut self,
-        mapper: impl FnOnce(&SharedCache) -> Mapper<K> + Send + 'static,
+        mapper: impl FnOnce(&SharedCache) -> Result<Mapper<K>, CacheError> + Send + 'static,
         mut predicates: WatchPredicates<K>,
     ) where
         K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
@@ -424,7 +522,8 @@ impl<R: Reconcile> Controller<R> {
             move |cache: &SharedCache, target: &WatchTarget| {
                 let kind = K::kind(&()).into_owned();
                 predicates = predicates.with_event_filters(Arc::clone(&target.event_filters));
-                let handler = EnqueueHandler::new(mapper(cache), predicates, target.queue.clone());
+                let mapper = mapper(cache).map_err(|e| (kind.clone(), e))?;
+                let handler = EnqueueHandler::new(mapper, predicates, target.queue.clone());
                 let informer = cache.informer::<K>().map_err(|e| (kind.clone(), e))?;
                 let registration = informer
                     .add_event_handler(handler)
@@ -538,6 +637,15 @@ impl<R: Reconcile> Controller<R> {
             shutdown_timeout: self.shutdown_timeout,
             read_your_writes: self.read_your_writes,
         };
+        for index in self.indexes {
+            if let Err((kind, source)) = index(cache) {
+                return Err(ControllerError::Watch {
+                    controller: prepared.name.clone(),
+                    kind,
+                    source,
+                });
+            }
+        }
         for watch in self.watches {
             match watch(cache, &target) {
                 Ok(registered) => prepared.watches.push(registered),

@@ -21,7 +21,7 @@ pub struct ReconcileStats {
 pub struct ReconcileCounts {
     /// `Ok(Action::done())`.
     pub success: u64,
-    /// `Ok(Action::requeue())`.
+    /// `Ok(Action::requeue_rate_limited())`.
     pub requeue: u64,
     /// `Ok(Action::requeue_after(..))`.
     pub requeue_after: u64,
@@ -70,7 +70,7 @@ impl ReconcileStats {
 pub(crate) enum ReconcileResult {
     /// `Ok(Action::done())`.
     Success,
-    /// `Ok(Action::requeue())`.
+    /// `Ok(Action::requeue_rate_limited())`.
     Requeue,
     /// `Ok(Action::requeue_after(..))`.
     RequeueAfter,

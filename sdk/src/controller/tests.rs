@@ -11,8 +11,9 @@ use super::stats::ReconcileStats;
 use super::worker::{Outcome, process};
 use crate::cache::SharedCache;
 use crate::reconcile::ControllerShared;
-use crate::reconcile::{Action, Error, Reconcile, Request};
+use crate::reconcile::{Action, Reconcile, ReconcileError, Request};
 use crate::workqueue::WorkQueue;
+use k8s_openapi::api::core::v1::ConfigMap;
 
 /// What the scripted reconciler does on each call, in order.
 #[derive(Clone, Copy, Debug)]
@@ -44,19 +45,21 @@ impl Scripted {
 }
 
 impl Reconcile for Scripted {
+    type Object = ConfigMap;
+
     async fn reconcile(
         &self,
         _req: Request,
-        _ctx: &crate::reconcile::Context,
-    ) -> Result<Action, Error> {
+        _ctx: &crate::reconcile::Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
         self.calls.lock().unwrap().push(Instant::now());
         let step = self.steps.lock().unwrap().pop_front().unwrap_or(Step::Ok);
         match step {
             Step::Ok => Ok(Action::done()),
             Step::RequeueAfter(d) => Ok(Action::requeue_after(d)),
-            Step::Requeue => Ok(Action::requeue()),
-            Step::Fail => Err(Error::retryable("transient")),
-            Step::Terminal => Err(Error::terminal("invalid spec")),
+            Step::Requeue => Ok(Action::requeue_rate_limited()),
+            Step::Fail => Err(ReconcileError::retryable("transient")),
+            Step::Terminal => Err(ReconcileError::terminal("invalid spec")),
             Step::Panic => panic!("reconciler bug"),
             Step::Hang => {
                 std::future::pending::<()>().await;
@@ -65,7 +68,12 @@ impl Reconcile for Scripted {
         }
     }
 
-    async fn on_error(&self, _req: &Request, error: &Error, _ctx: &crate::reconcile::Context) {
+    async fn on_error(
+        &self,
+        _req: &Request,
+        error: &ReconcileError,
+        _ctx: &crate::reconcile::Context<ConfigMap>,
+    ) {
         self.failures
             .lock()
             .unwrap()

@@ -9,7 +9,7 @@ use futures::FutureExt;
 use tracing::Instrument;
 
 use super::stats::{ReconcileObserver, ReconcileResult, ReconcileStats};
-use crate::reconcile::{ActionKind, Context, ControllerShared, Error, Reconcile, Request};
+use crate::reconcile::{ActionKind, Context, ControllerShared, Reconcile, ReconcileError, Request};
 use crate::workqueue::WorkQueue;
 
 /// How a reconcile ended.
@@ -55,7 +55,7 @@ pub(crate) async fn process_observed<R: Reconcile>(
         name = %request.name,
         reconcile_id = %reconcile_id,
     );
-    let ctx = Context::new(Arc::clone(shared), request.clone());
+    let ctx = Context::<R::Object>::new(Arc::clone(shared), request.clone());
     let active = Active::start(stats, observer);
     let started = tokio::time::Instant::now();
     let run = AssertUnwindSafe(reconciler.reconcile(request.clone(), &ctx)).catch_unwind();
@@ -77,7 +77,7 @@ pub(crate) async fn process_observed<R: Reconcile>(
                 (
                     Outcome::Retry,
                     ReconcileResult::Timeout,
-                    Some(Error::retryable(why)),
+                    Some(ReconcileError::retryable(why)),
                 )
             }
             Some(Err(panic)) => {
@@ -87,7 +87,7 @@ pub(crate) async fn process_observed<R: Reconcile>(
                 (
                     Outcome::Retry,
                     ReconcileResult::Panic,
-                    Some(Error::retryable(why)),
+                    Some(ReconcileError::retryable(why)),
                 )
             }
             Some(Ok(Err(error))) if error.is_terminal() => {
@@ -163,8 +163,8 @@ pub(crate) async fn process_observed<R: Reconcile>(
 async fn on_error<R: Reconcile>(
     reconciler: &R,
     request: &Request,
-    error: &Error,
-    ctx: &Context,
+    error: &ReconcileError,
+    ctx: &Context<R::Object>,
     timeout: Option<Duration>,
 ) {
     let hook = AssertUnwindSafe(reconciler.on_error(request, error, ctx)).catch_unwind();

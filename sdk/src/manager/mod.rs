@@ -6,13 +6,15 @@
 //! use k8s_openapi::api::core::v1::Service;
 //! use opkit::controller::Controller;
 //! use opkit::manager::{LeaderElection, Manager, ManagerError};
-//! use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+//! use opkit::reconcile::{Action, Context, ReconcileError, Reconcile, Request};
 //!
 //! struct Web;
 //!
 //! impl Reconcile for Web {
-//!     async fn reconcile(&self, _req: Request, ctx: &Context) -> Result<Action, Error> {
-//!         let Some(_deployment) = ctx.get::<Deployment>().await? else {
+//!     type Object = Deployment;
+//!
+//!     async fn reconcile(&self, _req: Request, ctx: &Context<Deployment>) -> Result<Action, ReconcileError> {
+//!         let Some(_deployment) = ctx.object().await? else {
 //!             return Ok(Action::done());
 //!         };
 //!         // ... create or update the Service it owns ...
@@ -29,7 +31,7 @@
 //!         .health_probe_bind_address(":8081")
 //!         .build()
 //!         .await?;
-//!     manager.add(Controller::for_::<Deployment>(Web).owns::<Service>())?;
+//!     manager.add(Controller::new(Web).owns::<Service>())?;
 //!     // Reconciles (while leading) until SIGTERM or SIGINT, then stops
 //!     // gracefully: Ok(()) means exit 0.
 //!     manager.run().await

@@ -14,7 +14,7 @@ use super::health::{self, Checks};
 use super::server::{self, Endpoints, Serves};
 use super::*;
 use crate::metrics::Metrics;
-use crate::reconcile::{Action, Error, Reconcile};
+use crate::reconcile::{Action, Reconcile, ReconcileError};
 
 /// A client for a server that does not exist: the tests here never call it.
 fn offline_client() -> kube::Client {
@@ -34,11 +34,13 @@ async fn manager(timeout: Duration) -> Manager {
 struct Noop;
 
 impl Reconcile for Noop {
+    type Object = k8s_openapi::api::core::v1::ConfigMap;
+
     async fn reconcile(
         &self,
         _req: crate::reconcile::Request,
-        _ctx: &crate::reconcile::Context,
-    ) -> Result<Action, Error> {
+        _ctx: &crate::reconcile::Context<k8s_openapi::api::core::v1::ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
         Ok(Action::done())
     }
 }
@@ -147,14 +149,10 @@ async fn a_missing_kubeconfig_is_a_config_error() {
 async fn controller_names_are_unique_and_show_in_metrics_at_once() {
     let mut manager = manager(Duration::from_secs(1)).await;
     manager
-        .add(crate::controller::Controller::for_::<
-            k8s_openapi::api::core::v1::ConfigMap,
-        >(Noop))
+        .add(crate::controller::Controller::new(Noop))
         .unwrap();
     let err = manager
-        .add(crate::controller::Controller::for_::<
-            k8s_openapi::api::core::v1::ConfigMap,
-        >(Noop))
+        .add(crate::controller::Controller::new(Noop))
         .unwrap_err();
     assert!(
         matches!(&err, ManagerError::DuplicateController { name } if name == "configmap"),
@@ -162,7 +160,7 @@ async fn controller_names_are_unique_and_show_in_metrics_at_once() {
     );
     manager
         .add(
-            crate::controller::Controller::for_::<k8s_openapi::api::core::v1::ConfigMap>(Noop)
+            crate::controller::Controller::new(Noop)
                 .name("other")
                 .max_concurrent_reconciles(3),
         )

@@ -1,5 +1,6 @@
 //! [`Context`]: what a reconcile can read and write through.
 
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use serde::de::DeserializeOwned;
 
 use super::Request;
 use crate::cache::{CacheError, SharedCache, Store};
-use crate::client::EventRecorder;
+use crate::client::{EventRecorder, ResourceScope};
 
 /// Shared by every reconcile of one controller.
 #[derive(Debug)]
@@ -23,9 +24,15 @@ pub(crate) struct ControllerShared {
     pub read_your_writes: Option<Duration>,
 }
 
-/// Handed to each [`reconcile`](super::Reconcile::reconcile): cache-backed
-/// reads (no API calls), the client for writes, an Event recorder, and the
+/// Handed to each [`reconcile`](super::Reconcile::reconcile) of a
+/// reconciler whose kind is `K` ([`Reconcile::Object`](super::Reconcile::Object)):
+/// the object itself ([`object`](Self::object)), cache-backed reads of any
+/// kind (no API calls), the client for writes, an Event recorder, and the
 /// controller's name.
+///
+/// Namespaces are passed one way everywhere: `Option<&str>`, `None` for a
+/// cluster-scoped kind (or, for [`list`](Self::list) and [`api`](Self::api)
+/// of a namespaced kind, every namespace the cache holds).
 ///
 /// Reads see the cache's scope: every namespace, or the one the manager
 /// (its cache) is limited to; asking for another namespace is an error that
@@ -42,7 +49,7 @@ pub(crate) struct ControllerShared {
 /// (create, replace, patch, server-side apply, delete, their status forms,
 /// and every [`client`](crate::client) helper called on such an `Api`)
 /// returns, a read of that object through this `Context`
-/// ([`get`](Self::get), [`get_named`](Self::get_named), [`list`](Self::list),
+/// ([`object`](Self::object), [`get`](Self::get), [`list`](Self::list),
 /// [`by_index`](Self::by_index), [`store`](Self::store)) never returns the
 /// state from before the write: it waits until the cache has caught up
 /// (a deleted object is then absent, or replaced by a newer one of the same
@@ -60,135 +67,173 @@ pub(crate) struct ControllerShared {
 /// ```
 /// use k8s_openapi::api::apps::v1::Deployment;
 /// use k8s_openapi::api::core::v1::Secret;
-/// use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+/// use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 ///
 /// struct Web;
 ///
 /// impl Reconcile for Web {
-///     async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
-///         let Some(web) = ctx.get::<Deployment>().await? else {
+///     type Object = Deployment;
+///
+///     async fn reconcile(&self, req: Request, ctx: &Context<Deployment>) -> Result<Action, ReconcileError> {
+///         let Some(web) = ctx.object().await? else {
 ///             return Ok(Action::done()); // deleted
 ///         };
 ///         let namespace = req.namespace.as_deref();
-///         let _tls = ctx.get_named::<Secret>(namespace, "web-tls").await?;
+///         let _tls = ctx.get::<Secret>(namespace, "web-tls").await?;
 ///         let _siblings = ctx.list::<Deployment>(namespace).await?;
+///         let _deployments = ctx.object_api(); // writes go here
 ///         # let _ = web;
 ///         Ok(Action::done())
 ///     }
 /// }
 /// ```
-#[derive(Debug, Clone)]
-pub struct Context {
+pub struct Context<K> {
     shared: Arc<ControllerShared>,
     request: Request,
+    kind: PhantomData<fn() -> K>,
 }
 
-impl Context {
+impl<K> Clone for Context<K> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+            request: self.request.clone(),
+            kind: PhantomData,
+        }
+    }
+}
+
+impl<K> std::fmt::Debug for Context<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("controller", &self.shared.name)
+            .field("request", &self.request)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<K> Context<K>
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K::Scope: 'static,
+{
     pub(crate) fn new(shared: Arc<ControllerShared>, request: Request) -> Self {
-        Self { shared, request }
+        Self {
+            shared,
+            request,
+            kind: PhantomData,
+        }
     }
 
-    /// The object this reconcile is for, from the cache (`None` once deleted).
-    pub async fn get<K>(&self) -> Result<Option<Arc<K>>, CacheError>
-    where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
-        K::DynamicType: Default,
-        K::Scope: 'static,
-    {
-        self.get_named(self.request.namespace.as_deref(), &self.request.name)
+    /// The object this reconcile is for, from the cache (`None` once it is
+    /// deleted). Its type is the reconciler's kind: nothing to name again.
+    pub async fn object(&self) -> Result<Option<Arc<K>>, CacheError> {
+        self.get::<K>(self.request.namespace.as_deref(), &self.request.name)
             .await
     }
 
-    /// The cached object `name` in `namespace` (`None` for cluster-scoped
-    /// kinds).
-    pub async fn get_named<K>(
+    /// An `Api` for the reconciler's own kind, in the namespace of the
+    /// object being reconciled (every namespace for a cluster-scoped kind):
+    /// where its finalizers, status and the object itself are written.
+    pub fn object_api(&self) -> kube::Api<K>
+    where
+        K::Scope: ResourceScope,
+    {
+        self.api::<K>(self.request.namespace.as_deref())
+    }
+}
+
+impl<K> Context<K> {
+    /// The cached object `name` of kind `T` in `namespace` (`None` for
+    /// cluster-scoped kinds).
+    pub async fn get<T>(
         &self,
         namespace: Option<&str>,
         name: &str,
-    ) -> Result<Option<Arc<K>>, CacheError>
+    ) -> Result<Option<Arc<T>>, CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
-        K::DynamicType: Default,
-        K::Scope: 'static,
+        T: Resource + DeserializeOwned + Send + Sync + 'static,
+        T::DynamicType: Default,
+        T::Scope: 'static,
     {
         self.shared.cache.check_namespace(namespace)?;
-        let store = self.synced_store::<K>().await?;
-        self.wait_for_writes::<K>(namespace, Some(name)).await?;
+        let store = self.synced_store::<T>().await?;
+        self.wait_for_writes::<T>(namespace, Some(name)).await?;
         Ok(store.get(namespace, name))
     }
 
-    /// The cached objects of `K` in `namespace` (`None`: all the cache holds).
-    pub async fn list<K>(&self, namespace: Option<&str>) -> Result<Vec<Arc<K>>, CacheError>
+    /// The cached objects of kind `T` in `namespace` (`None`: every namespace the cache holds).
+    pub async fn list<T>(&self, namespace: Option<&str>) -> Result<Vec<Arc<T>>, CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
-        K::DynamicType: Default,
-        K::Scope: 'static,
+        T: Resource + DeserializeOwned + Send + Sync + 'static,
+        T::DynamicType: Default,
+        T::Scope: 'static,
     {
         self.shared.cache.check_namespace(namespace)?;
-        let store = self.synced_store::<K>().await?;
-        self.wait_for_writes::<K>(namespace, None).await?;
+        let store = self.synced_store::<T>().await?;
+        self.wait_for_writes::<T>(namespace, None).await?;
         Ok(match namespace {
             Some(ns) => store.list_namespace(ns),
             None => store.list(),
         })
     }
 
-    /// The cached objects of `K` whose `index` values include `value` (an
+    /// The cached objects of `T` whose `index` values include `value` (an
     /// index added with [`SharedCache::add_index`] when wiring).
-    pub async fn by_index<K>(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, CacheError>
+    pub async fn by_index<T>(&self, index: &str, value: &str) -> Result<Vec<Arc<T>>, CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
-        K::DynamicType: Default,
-        K::Scope: 'static,
+        T: Resource + DeserializeOwned + Send + Sync + 'static,
+        T::DynamicType: Default,
+        T::Scope: 'static,
     {
-        let store = self.synced_store::<K>().await?;
-        self.wait_for_writes::<K>(None, None).await?;
+        let store = self.synced_store::<T>().await?;
+        self.wait_for_writes::<T>(None, None).await?;
         Ok(store.by_index(index, value)?)
     }
 
-    /// A read-only handle to the cached objects of `K` (an informer is
+    /// A read-only handle to the cached objects of `T` (an informer is
     /// started and synced first if nobody watched the kind). It returns once
-    /// the cache shows the writes of `K` made so far through the cache's
+    /// the cache shows the writes of `T` made so far through the cache's
     /// client (by any controller sharing it); reads through the handle do
     /// not wait for later writes.
-    pub async fn store<K>(&self) -> Result<Store<K>, CacheError>
+    pub async fn store<T>(&self) -> Result<Store<T>, CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
-        K::DynamicType: Default,
-        K::Scope: 'static,
+        T: Resource + DeserializeOwned + Send + Sync + 'static,
+        T::DynamicType: Default,
+        T::Scope: 'static,
     {
-        let store = self.synced_store::<K>().await?;
-        self.wait_for_writes::<K>(None, None).await?;
+        let store = self.synced_store::<T>().await?;
+        self.wait_for_writes::<T>(None, None).await?;
         Ok(store)
     }
 
-    async fn synced_store<K>(&self) -> Result<Store<K>, CacheError>
+    async fn synced_store<T>(&self) -> Result<Store<T>, CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
-        K::DynamicType: Default,
-        K::Scope: 'static,
+        T: Resource + DeserializeOwned + Send + Sync + 'static,
+        T::DynamicType: Default,
+        T::Scope: 'static,
     {
         self.shared
             .cache
-            .synced_store::<K>(self.shared.read_sync_timeout)
+            .synced_store::<T>(self.shared.read_sync_timeout)
             .await
     }
 
-    async fn wait_for_writes<K>(
+    async fn wait_for_writes<T>(
         &self,
         namespace: Option<&str>,
         name: Option<&str>,
     ) -> Result<(), CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
-        K::DynamicType: Default,
-        K::Scope: 'static,
+        T: Resource + DeserializeOwned + Send + Sync + 'static,
+        T::DynamicType: Default,
+        T::Scope: 'static,
     {
         match self.shared.read_your_writes {
             Some(wait) => {
                 self.shared
                     .cache
-                    .wait_for_writes::<K>(namespace, name, wait)
+                    .wait_for_writes::<T>(namespace, name, wait)
                     .await
             }
             None => Ok(()),
@@ -206,25 +251,18 @@ impl Context {
         }
     }
 
-    /// An `Api` for objects of `K` in `namespace`, over [`client`](Self::client):
-    /// the natural way to write (`create`, `replace`, `patch`, `delete`,
-    /// their `_status` forms, and the [`client`](crate::client) helpers).
-    pub fn api<K>(&self, namespace: &str) -> kube::Api<K>
+    /// An `Api` for objects of `T` over [`client`](Self::client), the
+    /// natural way to write (`create`, `replace`, `patch`, `delete`, their
+    /// `_status` forms, and the [`client`](crate::client) helpers):
+    /// `Some(namespace)` for a namespaced kind, `None` for a cluster-scoped
+    /// kind or every namespace of a namespaced one (a namespace given for a
+    /// cluster-scoped kind is ignored).
+    pub fn api<T>(&self, namespace: Option<&str>) -> kube::Api<T>
     where
-        K: Resource<Scope = kube::core::NamespaceResourceScope>,
-        K::DynamicType: Default,
+        T: Resource<DynamicType = ()>,
+        T::Scope: ResourceScope,
     {
-        kube::Api::namespaced(self.client(), namespace)
-    }
-
-    /// An `Api` for a cluster-scoped kind `K` (or all namespaces of a
-    /// namespaced one), over [`client`](Self::client).
-    pub fn cluster_api<K>(&self) -> kube::Api<K>
-    where
-        K: Resource,
-        K::DynamicType: Default,
-    {
-        kube::Api::all(self.client())
+        T::Scope::api(self.client(), namespace)
     }
 
     /// Records Kubernetes Events (events.k8s.io/v1) about objects, reported
@@ -233,7 +271,7 @@ impl Context {
     ///
     /// ```no_run
     /// # use k8s_openapi::api::core::v1::ConfigMap;
-    /// # fn example(ctx: &opkit::reconcile::Context, cm: &ConfigMap) {
+    /// # fn example(ctx: &opkit::reconcile::Context<ConfigMap>, cm: &ConfigMap) {
     /// ctx.recorder().normal(cm, "Synced", "Reconcile", "settings applied");
     /// # }
     /// ```

@@ -8,18 +8,20 @@
 //! ```
 //! use std::time::Duration;
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+//! use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 //!
 //! struct Expiry;
 //!
 //! impl Reconcile for Expiry {
-//!     async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
-//!         let Some(cm) = ctx.get::<ConfigMap>().await? else {
+//!     type Object = ConfigMap; // the kind this reconciler drives
+//!
+//!     async fn reconcile(&self, req: Request, ctx: &Context<ConfigMap>) -> Result<Action, ReconcileError> {
+//!         let Some(cm) = ctx.object().await? else {
 //!             return Ok(Action::done()); // deleted: nothing to do
 //!         };
 //!         if cm.data.as_ref().is_some_and(|d| d.contains_key("invalid")) {
 //!             // Retrying cannot help: report it and stop.
-//!             return Err(Error::terminal(format!("{req} has an invalid key")));
+//!             return Err(ReconcileError::terminal(format!("{req} has an invalid key")));
 //!         }
 //!         // Look again in five minutes.
 //!         Ok(Action::requeue_after(Duration::from_secs(300)))
@@ -33,9 +35,9 @@
 //! |---|---|
 //! | `Ok(Action::done())` | forgets the key's failure history |
 //! | `Ok(Action::requeue_after(d))` | forgets failures, adds the key again after `d` |
-//! | `Ok(Action::requeue())` | adds the key again, rate-limited (per-key backoff) |
+//! | `Ok(Action::requeue_rate_limited())` | adds the key again, rate-limited (per-key backoff) |
 //! | `Err(e)` | adds the key again, rate-limited (per-key exponential backoff) |
-//! | `Err(Error::terminal(..))` | does not requeue; counts it |
+//! | `Err(ReconcileError::terminal(..))` | does not requeue; counts it |
 //! | a panic | recovers, counts it, treats it as a retryable error |
 //!
 //! Every failure (error, timeout, panic) is also handed to
@@ -44,12 +46,30 @@
 //!
 //! A throttle configured on the controller applies to every reconcile, the
 //! `requeue_after` ones included.
+//!
+//! # Why the object is read, not handed in
+//!
+//! The reconciler's kind is part of its type ([`Reconcile::Object`]), so
+//! [`Context::object`] reads "my object" without naming the type again and
+//! a `#[controller(for = ..)]` that disagrees with it is a compile error.
+//! kube-runtime hands the object to `reconcile`; controller-runtime hands a
+//! key and the reconciler calls `Get`. opkit hands the key and reads the
+//! object on request, from the cache, because:
+//!
+//! - a deleted object still gets its reconcile (`object()` is `None`), so
+//!   cleanup of things not owned through owner references has a place;
+//! - the read happens when the reconcile runs, after every earlier write of
+//!   this controller is visible ([read-your-writes](Context)), not when the
+//!   key was queued;
+//! - a reconciler that only needs the key (a periodic check, a cleanup)
+//!   pays for no read.
 
 use std::fmt;
 use std::future::Future;
 use std::time::Duration;
 
 use kube::Resource;
+use serde::de::DeserializeOwned;
 
 mod context;
 
@@ -126,16 +146,20 @@ impl Action {
     }
 
     /// Reconcile again after `delay` (a periodic check). A zero delay is
-    /// the same as [`requeue`](Self::requeue) without backoff.
+    /// the same as [`requeue_rate_limited`](Self::requeue_rate_limited)
+    /// without backoff.
     pub fn requeue_after(delay: Duration) -> Self {
         Self {
             kind: ActionKind::RequeueAfter(delay),
         }
     }
 
-    /// Reconcile again soon, with the per-key backoff of the rate limiter
-    /// (e.g. while waiting for something that is not watched).
-    pub fn requeue() -> Self {
+    /// Reconcile again after the per-key backoff of the controller's rate
+    /// limiter (controller-runtime's deprecated `Requeue: true`): e.g. while
+    /// waiting for something that is not watched. Prefer
+    /// [`requeue_after`](Self::requeue_after) with the delay you mean, or an
+    /// error when something failed.
+    pub fn requeue_rate_limited() -> Self {
         Self {
             kind: ActionKind::Requeue,
         }
@@ -149,13 +173,13 @@ impl Action {
 /// A failed reconcile: retryable (the default) or terminal.
 ///
 /// Any error converts into a retryable one with `?`; wrap one in
-/// [`Error::terminal`] when retrying cannot help (an invalid spec).
-pub struct Error {
+/// [`ReconcileError::terminal`] when retrying cannot help (an invalid spec).
+pub struct ReconcileError {
     source: Box<dyn std::error::Error + Send + Sync + 'static>,
     terminal: bool,
 }
 
-impl Error {
+impl ReconcileError {
     /// An error that is retried with per-key backoff.
     pub fn retryable(error: impl Into<Box<dyn std::error::Error + Send + Sync + 'static>>) -> Self {
         Self {
@@ -184,13 +208,13 @@ impl Error {
     }
 }
 
-impl<E: std::error::Error + Send + Sync + 'static> From<E> for Error {
+impl<E: std::error::Error + Send + Sync + 'static> From<E> for ReconcileError {
     fn from(error: E) -> Self {
         Self::retryable(error)
     }
 }
 
-impl fmt::Display for Error {
+impl fmt::Display for ReconcileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.terminal {
             write!(f, "terminal error: {}", self.source)
@@ -200,9 +224,9 @@ impl fmt::Display for Error {
     }
 }
 
-impl fmt::Debug for Error {
+impl fmt::Debug for ReconcileError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Error")
+        f.debug_struct("ReconcileError")
             .field("source", &self.source)
             .field("terminal", &self.terminal)
             .finish()
@@ -214,19 +238,21 @@ impl fmt::Debug for Error {
 ///
 /// ```
 /// use k8s_openapi::api::core::v1::ConfigMap;
-/// use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+/// use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 ///
 /// struct Settings;
 ///
 /// impl Reconcile for Settings {
-///     async fn reconcile(&self, _req: Request, ctx: &Context) -> Result<Action, Error> {
-///         let _cm = ctx.get::<ConfigMap>().await?;
+///     type Object = ConfigMap;
+///
+///     async fn reconcile(&self, _req: Request, ctx: &Context<ConfigMap>) -> Result<Action, ReconcileError> {
+///         let _cm = ctx.object().await?;
 ///         Ok(Action::done())
 ///     }
 ///
 ///     // Every failed reconcile lands here before it is retried (or not).
-///     async fn on_error(&self, req: &Request, error: &Error, ctx: &Context) {
-///         if let Ok(Some(cm)) = ctx.get::<ConfigMap>().await {
+///     async fn on_error(&self, req: &Request, error: &ReconcileError, ctx: &Context<ConfigMap>) {
+///         if let Ok(Some(cm)) = ctx.object().await {
 ///             ctx.recorder().warning(&*cm, "ReconcileFailed", "Reconcile", &error.to_string());
 ///         }
 ///         tracing::debug!(%req, terminal = error.is_terminal(), "recorded the failure");
@@ -234,12 +260,20 @@ impl fmt::Debug for Error {
 /// }
 /// ```
 pub trait Reconcile: Send + Sync + 'static {
+    /// The kind this reconciler drives: the controller's primary kind, the
+    /// one [`Context::object`] reads and every `Request` names.
+    type Object: Resource<DynamicType = (), Scope: 'static>
+        + DeserializeOwned
+        + Send
+        + Sync
+        + 'static;
+
     /// Reconcile one object. Called by at most one worker at a time per key.
     fn reconcile(
         &self,
         req: Request,
-        ctx: &Context,
-    ) -> impl Future<Output = Result<Action, Error>> + Send;
+        ctx: &Context<Self::Object>,
+    ) -> impl Future<Output = Result<Action, ReconcileError>> + Send;
 
     /// Called after a failed reconcile (an error, a timeout or a panic), in
     /// the same worker and before the key is requeued (with backoff) or,
@@ -250,8 +284,8 @@ pub trait Reconcile: Send + Sync + 'static {
     fn on_error(
         &self,
         req: &Request,
-        error: &Error,
-        ctx: &Context,
+        error: &ReconcileError,
+        ctx: &Context<Self::Object>,
     ) -> impl Future<Output = ()> + Send {
         let _ = (req, error, ctx);
         std::future::ready(())
@@ -278,14 +312,14 @@ mod tests {
 
     #[test]
     fn errors_are_retryable_unless_terminal() {
-        fn fails() -> Result<(), Error> {
+        fn fails() -> Result<(), ReconcileError> {
             Err(std::io::Error::other("disk"))?;
             Ok(())
         }
         let e = fails().unwrap_err();
         assert!(!e.is_terminal());
         assert_eq!(e.to_string(), "disk");
-        let t = Error::terminal("bad spec");
+        let t = ReconcileError::terminal("bad spec");
         assert!(t.is_terminal());
         assert_eq!(t.to_string(), "terminal error: bad spec");
     }

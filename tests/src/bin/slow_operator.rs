@@ -11,7 +11,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use opkit::controller::Controller;
 use opkit::manager::{LeaderElection, Manager};
-use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 
 struct Slow(Duration);
 
@@ -22,7 +22,13 @@ fn say(line: &str) {
 }
 
 impl Reconcile for Slow {
-    async fn reconcile(&self, req: Request, _ctx: &Context) -> Result<Action, Error> {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        _ctx: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
         say(&format!("start {}", req.name));
         tokio::time::sleep(self.0).await;
         say(&format!("finish {}", req.name));
@@ -68,8 +74,8 @@ async fn main() {
             std::process::exit(2);
         }
     };
-    let controller = Controller::for_::<ConfigMap>(Slow(Duration::from_millis(millis)))
-        .max_concurrent_reconciles(workers);
+    let controller =
+        Controller::new(Slow(Duration::from_millis(millis))).max_concurrent_reconciles(workers);
     if let Err(error) = manager.add(controller) {
         eprintln!("slow_operator: {error}");
         std::process::exit(2);

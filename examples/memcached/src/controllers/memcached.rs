@@ -15,7 +15,6 @@
 //! `Available` on the strength of the spec alone.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
@@ -25,12 +24,12 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
-use kube::api::{Api, DeleteParams, ObjectMeta};
+use kube::api::{DeleteParams, ObjectMeta};
 use kube::{Resource, ResourceExt};
 use opkit::Controller;
-use opkit::client::{self, ClientError};
+use opkit::client::{self, ClientError, FinalizerEvent};
 use opkit::conditions::{self, ConditionStatus};
-use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 
 use crate::api::memcached::{AVAILABLE, DEGRADED, Memcached, MemcachedStatus, PROGRESSING};
 
@@ -69,49 +68,34 @@ pub const PORT: i32 = 11211;
 pub struct MemcachedReconciler;
 
 impl Reconcile for MemcachedReconciler {
-    async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
-        let Some(memcached) = ctx.get::<Memcached>().await? else {
+    type Object = Memcached;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        ctx: &Context<Memcached>,
+    ) -> Result<Action, ReconcileError> {
+        let Some(memcached) = ctx.object().await? else {
             return Ok(Action::done()); // gone: nothing to do
         };
-        let namespace = memcached.namespace().unwrap_or_default();
-        let client = ctx.client();
-        let memcacheds: Api<Memcached> = Api::namespaced(client.clone(), &namespace);
-
-        if memcached.meta().deletion_timestamp.is_some() {
-            if memcached.finalizers().iter().any(|f| f == FINALIZER) {
-                finalize(&memcached, ctx).await?;
-                client::remove_finalizer(&memcacheds, &memcached, FINALIZER).await?;
+        // Adds the finalizer before the first apply; on deletion runs the
+        // cleanup, then removes it.
+        client::finalizer(&ctx.object_api(), FINALIZER, memcached, |event| async {
+            match event {
+                FinalizerEvent::Apply(memcached) => apply(&req, &memcached, ctx).await,
+                FinalizerEvent::Cleanup(memcached) => {
+                    finalize(&memcached, ctx).await?;
+                    Ok(Action::done())
+                }
             }
-            return Ok(Action::done());
-        }
-        let memcached = Arc::new(client::add_finalizer(&memcacheds, &memcached, FINALIZER).await?);
-
-        let deployments: Api<Deployment> = Api::namespaced(client.clone(), &namespace);
-        let services: Api<Service> = Api::namespaced(client, &namespace);
-        let mut deployment = desired_deployment(&memcached);
-        client::set_controller_reference(&*memcached, &mut deployment).map_err(Error::terminal)?;
-        let deployment = client::apply(&deployments, &deployment, crate::NAME).await?;
-        let mut service = desired_service(&memcached);
-        client::set_controller_reference(&*memcached, &mut service).map_err(Error::terminal)?;
-        client::apply(&services, &service, crate::NAME).await?;
-
-        let status = observed_status(&memcached, &deployment);
-        if memcached.status.as_ref() != Some(&status) {
-            tracing::info!(
-                %req,
-                size = memcached.spec.size,
-                available = conditions::is_true(&status.conditions, AVAILABLE),
-                "status updated"
-            );
-            client::patch_status(&memcacheds, &req.name, &status).await?;
-        }
-        Ok(Action::done())
+        })
+        .await
     }
 
     /// A failed reconcile sets `Degraded` with the error and records a
     /// warning Event; the failure is then retried with backoff.
-    async fn on_error(&self, req: &Request, error: &Error, ctx: &Context) {
-        let Ok(Some(memcached)) = ctx.get::<Memcached>().await else {
+    async fn on_error(&self, req: &Request, error: &ReconcileError, ctx: &Context<Memcached>) {
+        let Ok(Some(memcached)) = ctx.object().await else {
             return;
         };
         ctx.recorder().warning(
@@ -131,30 +115,57 @@ impl Reconcile for MemcachedReconciler {
             )
             .observed_generation(memcached.meta().generation),
         );
-        if changed {
-            let namespace = memcached.namespace().unwrap_or_default();
-            let memcacheds: Api<Memcached> = Api::namespaced(ctx.client(), &namespace);
-            if let Err(e) = client::patch_status(&memcacheds, &req.name, &status).await {
-                tracing::warn!(%req, error = %e, "cannot report the Degraded condition");
-            }
+        if changed && let Err(e) = client::patch_status(&ctx.object_api(), &req.name, &status).await
+        {
+            tracing::warn!(%req, error = %e, "cannot report the Degraded condition");
         }
     }
+}
+
+/// Brings the Deployment and the Service to what `memcached` wants, and
+/// reports what is observed in its status.
+async fn apply(
+    req: &Request,
+    memcached: &Memcached,
+    ctx: &Context<Memcached>,
+) -> Result<Action, ReconcileError> {
+    let namespace = memcached.namespace();
+    let deployments = ctx.api::<Deployment>(namespace.as_deref());
+    let services = ctx.api::<Service>(namespace.as_deref());
+    let mut deployment = desired_deployment(memcached);
+    client::set_controller_reference(memcached, &mut deployment)
+        .map_err(ReconcileError::terminal)?;
+    let deployment = client::apply(&deployments, &deployment, crate::NAME).await?;
+    let mut service = desired_service(memcached);
+    client::set_controller_reference(memcached, &mut service).map_err(ReconcileError::terminal)?;
+    client::apply(&services, &service, crate::NAME).await?;
+
+    let status = observed_status(memcached, &deployment);
+    if memcached.status.as_ref() != Some(&status) {
+        tracing::info!(
+            %req,
+            size = memcached.spec.size,
+            available = conditions::is_true(&status.conditions, AVAILABLE),
+            "status updated"
+        );
+        client::patch_status(&ctx.object_api(), &req.name, &status).await?;
+    }
+    Ok(Action::done())
 }
 
 /// Deletes the Deployment and the Service (a cluster's garbage collector
 /// would too; doing it here makes the cleanup explicit and visible) and
 /// records an Event.
-async fn finalize(memcached: &Memcached, ctx: &Context) -> Result<(), Error> {
-    let namespace = memcached.namespace().unwrap_or_default();
+async fn finalize(memcached: &Memcached, ctx: &Context<Memcached>) -> Result<(), ReconcileError> {
+    let namespace = memcached.namespace();
     let name = memcached.name_any();
-    let client = ctx.client();
     ignore_not_found(
-        Api::<Deployment>::namespaced(client.clone(), &namespace)
+        ctx.api::<Deployment>(namespace.as_deref())
             .delete(&name, &DeleteParams::default())
             .await,
     )?;
     ignore_not_found(
-        Api::<Service>::namespaced(client, &namespace)
+        ctx.api::<Service>(namespace.as_deref())
             .delete(&name, &DeleteParams::default())
             .await,
     )?;
@@ -169,7 +180,7 @@ async fn finalize(memcached: &Memcached, ctx: &Context) -> Result<(), Error> {
 }
 
 /// `Ok` for a deleted object or one that was already gone.
-fn ignore_not_found<T>(result: Result<T, kube::Error>) -> Result<(), Error> {
+fn ignore_not_found<T>(result: Result<T, kube::Error>) -> Result<(), ReconcileError> {
     match result.map_err(ClientError::from) {
         Ok(_) => Ok(()),
         Err(e) if e.is_not_found() => Ok(()),

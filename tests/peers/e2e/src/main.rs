@@ -32,7 +32,7 @@ use kube::{Client, ResourceExt};
 use opkit::cache::SharedCache;
 use opkit::controller::Controller;
 use opkit::predicate::LabelSelector;
-use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, ReconcileError, Reconcile, Request};
 
 static REQUESTS: AtomicU64 = AtomicU64::new(0);
 
@@ -62,8 +62,10 @@ struct Derive {
 }
 
 impl Reconcile for Derive {
-    async fn reconcile(&self, req: Request, ctx: &Context) -> Result<Action, Error> {
-        let Some(src) = ctx.get::<ConfigMap>().await? else {
+    type Object = ConfigMap;
+
+    async fn reconcile(&self, req: Request, ctx: &Context<ConfigMap>) -> Result<Action, ReconcileError> {
+        let Some(src) = ctx.object().await? else {
             println!(
                 "S {} - {} {}",
                 req.name,
@@ -92,7 +94,7 @@ impl Reconcile for Derive {
         let ns = req.namespace.clone().unwrap_or_default();
         let api: Api<ConfigMap> = Api::namespaced(ctx.client(), &ns);
         let derived_name = format!("{}-derived", req.name);
-        match ctx.get_named::<ConfigMap>(Some(&ns), &derived_name).await? {
+        match ctx.get::<ConfigMap>(Some(&ns), &derived_name).await? {
             None => {
                 let cm = ConfigMap {
                     metadata: ObjectMeta {
@@ -179,7 +181,7 @@ async fn main() {
         .namespace(ns)
         .read_your_writes(read_your_writes)
         .build();
-    let controller = Controller::for_with::<ConfigMap>(
+    let controller = Controller::with_predicate(
         Derive { salt },
         LabelSelector::new(Selector::from_iter([("bench", "src")])),
     )

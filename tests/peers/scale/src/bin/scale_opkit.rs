@@ -27,7 +27,7 @@ use k8s_openapi::api::core::v1::Pod;
 use opkit::cache::SharedCache;
 use opkit::controller::Controller;
 use opkit::predicate::PredicateEvent;
-use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
+use opkit::reconcile::{Action, Context, ReconcileError, Reconcile, Request};
 
 /// Watch events the controller was handed (creates, updates, deletes).
 static EVENTS: AtomicU64 = AtomicU64::new(0);
@@ -62,9 +62,11 @@ fn running_and_ready(pod: &Pod) -> bool {
 struct TallyReadiness;
 
 impl Reconcile for TallyReadiness {
-    async fn reconcile(&self, _req: Request, ctx: &Context) -> Result<Action, Error> {
+    type Object = Pod;
+
+    async fn reconcile(&self, _req: Request, ctx: &Context<Pod>) -> Result<Action, ReconcileError> {
         RECONCILES.fetch_add(1, Ordering::Relaxed);
-        match ctx.get::<Pod>().await? {
+        match ctx.object().await? {
             None => {
                 GONE.fetch_add(1, Ordering::Relaxed);
             }
@@ -123,7 +125,7 @@ async fn main() {
         EVENTS.fetch_add(1, Ordering::Relaxed);
         true
     };
-    Controller::for_with::<Pod>(TallyReadiness, count_events)
+    Controller::with_predicate(TallyReadiness, count_events)
         .max_concurrent_reconciles(workers)
         .run(&cache, std::future::pending())
         .await
