@@ -472,8 +472,12 @@ impl SharedCache {
         &self.inner.raw_client
     }
 
-    /// True when writes through [`client`](Self::client) are recorded.
-    pub fn reads_your_writes(&self) -> bool {
+    /// True when this cache records writes through its
+    /// [`client`](Self::client) (read-your-writes is possible for the
+    /// controllers sharing it). Whether one controller's reads wait for its
+    /// writes is that controller's setting:
+    /// [`Controller::reads_own_writes`](crate::controller::Controller::reads_own_writes).
+    pub fn records_writes(&self) -> bool {
         self.inner.writes.is_some()
     }
 

@@ -29,7 +29,7 @@
 //!             };
 //!             // Writes through ctx.api / ctx.client (and the opkit::client
 //!             // helpers on such an Api) are recorded.
-//!             ctx.api::<ConfigMap>(&ns).create(&PostParams::default(), &child).await?;
+//!             ctx.api::<ConfigMap>(Some(&ns)).create(&PostParams::default(), &child).await?;
 //!         }
 //!         Ok(Action::done())
 //!     }

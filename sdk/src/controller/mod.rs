@@ -88,9 +88,9 @@ pub(crate) use stats::{ReconcileObserver, ReconcileResult};
 use crate::cache::{CacheError, START_LIST_ATTEMPTS, SharedCache, Store};
 use crate::client::EventRecorder;
 use crate::handler::{EnqueueHandler, Mapper, OwnerKind, WatchPredicates, owner_of, the_object};
+use crate::metrics::Metrics;
 use crate::predicate::{HasMetadata, Predicate};
 use crate::reconcile::{ControllerShared, Reconcile, Request};
-use crate::workqueue::metrics::MetricsProvider;
 use crate::workqueue::{Quota, RateLimiter, WorkQueue};
 
 /// Registers one watch of a controller on the shared cache.
@@ -133,8 +133,8 @@ pub struct Controller<R> {
     read_your_writes: Option<Duration>,
     primary: OwnerKind,
     stats: Arc<ReconcileStats>,
+    metrics: Option<Metrics>,
     observer: Option<Arc<dyn ReconcileObserver>>,
-    queue_metrics: Option<Arc<dyn MetricsProvider>>,
 }
 
 /// Resolves to the leading scope once the workers of a prepared controller
@@ -185,8 +185,8 @@ impl<R: Reconcile> Controller<R> {
             read_your_writes: Some(crate::cache::read_your_writes::DEFAULT_WAIT),
             primary,
             stats: Arc::default(),
+            metrics: None,
             observer: None,
-            queue_metrics: None,
         };
         controller.add_watch::<R::Object>(|_| Ok(the_object::<R::Object>()), predicates);
         controller
@@ -493,20 +493,47 @@ impl<R: Reconcile> Controller<R> {
         &self.name
     }
 
-    /// How many workers [`run`](Self::run) starts.
-    pub(crate) fn worker_count(&self) -> usize {
-        self.max_concurrent_reconciles
+    /// Whether this controller's reads wait for its own writes (see
+    /// [`read_your_writes`](Self::read_your_writes)). The cache must record
+    /// writes too ([`SharedCache::records_writes`], on by default).
+    pub fn reads_own_writes(&self) -> bool {
+        self.read_your_writes.is_some()
     }
 
-    /// Reports every reconcile to `observer` and the queue's metrics to
-    /// `queue_metrics` (what a manager's metrics plug in).
-    pub(crate) fn instrument(
-        mut self,
-        observer: Arc<dyn ReconcileObserver>,
-        queue_metrics: Arc<dyn MetricsProvider>,
-    ) -> Self {
-        self.observer = Some(observer);
-        self.queue_metrics = Some(queue_metrics);
+    /// Reports the controller's reconciles (`controller_runtime_reconcile_*`)
+    /// and its queue (`workqueue_*`) to `metrics`, with controller-runtime's
+    /// names: what a [`Manager`](crate::manager::Manager) does for every
+    /// controller added to it, for a controller run on its own.
+    ///
+    /// ```no_run
+    /// # use k8s_openapi::api::core::v1::ConfigMap;
+    /// # use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
+    /// # struct Settings;
+    /// # impl Reconcile for Settings {
+    /// #     type Object = ConfigMap;
+    /// #     async fn reconcile(&self, _: Request, _: &Context<ConfigMap>) -> Result<Action, ReconcileError> { Ok(Action::done()) }
+    /// # }
+    /// # async fn run(cache: opkit::cache::SharedCache) -> Result<(), opkit::controller::ControllerError> {
+    /// let metrics = opkit::metrics::Metrics::new();
+    /// let controller = opkit::controller::Controller::new(Settings).metrics(&metrics);
+    /// controller.run(&cache, std::future::pending()).await?;
+    /// // serve `metrics.encode()` where Prometheus scrapes it
+    /// # Ok(()) }
+    /// ```
+    pub fn metrics(mut self, metrics: &Metrics) -> Self {
+        self.metrics = Some(metrics.clone());
+        self.observer = None;
+        self
+    }
+
+    /// Creates the controller's metric series now (at zero) rather than
+    /// when it starts: what a manager does when the controller is added, so
+    /// a scrape shows it at once.
+    pub(crate) fn create_metric_series(mut self) -> Self {
+        self.observer = self
+            .metrics
+            .as_ref()
+            .map(|metrics| metrics.controller_observer(&self.name, self.max_concurrent_reconciles));
         self
     }
 
@@ -615,8 +642,13 @@ impl<R: Reconcile> Controller<R> {
         if let Some(quota) = self.throttle {
             builder = builder.throttle(quota);
         }
-        if let Some(provider) = self.queue_metrics {
-            builder = builder.metrics(provider);
+        let observer = self.observer.or_else(|| {
+            self.metrics.as_ref().map(|metrics| {
+                metrics.controller_observer(&self.name, self.max_concurrent_reconciles)
+            })
+        });
+        if let Some(metrics) = &self.metrics {
+            builder = builder.metrics(Arc::new(metrics.workqueue_provider()));
         }
         let queue = builder.build();
         let target = WatchTarget {
@@ -630,7 +662,7 @@ impl<R: Reconcile> Controller<R> {
             queue,
             watches: Vec::with_capacity(self.watches.len()),
             stats: self.stats,
-            observer: self.observer,
+            observer,
             count: self.max_concurrent_reconciles,
             reconcile_timeout: self.reconcile_timeout,
             cache_sync_timeout: self.cache_sync_timeout,
@@ -809,7 +841,7 @@ impl<R: Reconcile> Workers<'_, R> {
                         biased;
                         () = token.cancelled() => break,
                         () = scope.cancelled() => break,
-                        request = queue.get() => match request {
+                        request = queue.get_with_priority() => match request {
                             Some(request) => request,
                             None => break,
                         },

@@ -8,11 +8,11 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 use super::stats::ReconcileStats;
-use super::worker::{Outcome, process};
+use super::worker::Outcome;
 use crate::cache::SharedCache;
 use crate::reconcile::ControllerShared;
 use crate::reconcile::{Action, Reconcile, ReconcileError, Request};
-use crate::workqueue::WorkQueue;
+use crate::workqueue::{Priority, WorkQueue};
 use k8s_openapi::api::core::v1::ConfigMap;
 
 /// What the scripted reconciler does on each call, in order.
@@ -22,6 +22,7 @@ enum Step {
     RequeueAfter(Duration),
     Requeue,
     Fail,
+    FailRetryAfter(Duration),
     Terminal,
     Panic,
     Hang,
@@ -59,6 +60,9 @@ impl Reconcile for Scripted {
             Step::RequeueAfter(d) => Ok(Action::requeue_after(d)),
             Step::Requeue => Ok(Action::requeue_rate_limited()),
             Step::Fail => Err(ReconcileError::retryable("transient")),
+            Step::FailRetryAfter(d) => {
+                Err(ReconcileError::retryable("come back later").retry_after(d))
+            }
             Step::Terminal => Err(ReconcileError::terminal("invalid spec")),
             Step::Panic => panic!("reconciler bug"),
             Step::Hang => {
@@ -107,11 +111,17 @@ async fn drive(
     let shared = shared();
     let mut outcomes = Vec::new();
     for _ in 0..rounds {
-        let Ok(Some(request)) = tokio::time::timeout(Duration::from_secs(3600), queue.get()).await
+        let Ok(Some(request)) =
+            tokio::time::timeout(Duration::from_secs(3600), queue.get_with_priority()).await
         else {
             break;
         };
-        outcomes.push(process(reconciler, &shared, queue, stats, timeout, request).await);
+        outcomes.push(
+            super::worker::process_observed(
+                reconciler, &shared, queue, stats, None, timeout, request,
+            )
+            .await,
+        );
     }
     outcomes
 }
@@ -181,6 +191,114 @@ async fn requeue_after_fires_on_time_and_forgets_failures() {
         [Duration::from_millis(5), Duration::from_secs(30)]
     );
     assert_eq!(stats.snapshot().requeue_after, 1);
+}
+
+/// Issue 22, decided as controller-runtime does: a terminal error does not
+/// forget the key's failure history, so the next failure after a fix
+/// backs off from where it was.
+#[tokio::test(start_paused = true)]
+async fn a_terminal_error_keeps_the_failure_history() {
+    use Step::*;
+    let reconciler = Scripted::new(&[Fail, Fail, Terminal, Fail]);
+    let queue = WorkQueue::builder().build();
+    let stats = ReconcileStats::default();
+    queue.add(key());
+    let outcomes = drive(&reconciler, &queue, &stats, None, 3).await;
+    assert_eq!(
+        outcomes,
+        [Outcome::Retry, Outcome::Retry, Outcome::Terminal]
+    );
+    assert_eq!(queue.num_requeues(&key()), 2, "kept, not forgotten");
+    // The next change's failure backs off from the third step (20 ms), not 5 ms.
+    queue.add(key());
+    drive(&reconciler, &queue, &stats, None, 1).await;
+    let begun = Instant::now();
+    queue.get().await;
+    assert_eq!(Instant::now() - begun, Duration::from_millis(20));
+}
+
+/// Issue 22: `requeue_after(Duration::ZERO)` means done, as
+/// controller-runtime's `RequeueAfter: 0`.
+#[tokio::test(start_paused = true)]
+async fn requeue_after_zero_is_done() {
+    use Step::*;
+    let reconciler = Scripted::new(&[Fail, RequeueAfter(Duration::ZERO)]);
+    let queue = WorkQueue::builder().build();
+    let stats = ReconcileStats::default();
+    queue.add(key());
+    let outcomes = drive(&reconciler, &queue, &stats, None, 3).await;
+    assert_eq!(outcomes, [Outcome::Retry, Outcome::Done]);
+    assert!(queue.is_empty(), "nothing requeued");
+    assert_eq!(queue.num_requeues(&key()), 0, "history forgotten, as done");
+}
+
+/// Issue 22: an error with its own delay is counted as an error, comes back
+/// after exactly that delay, and neither grows nor clears the backoff.
+#[tokio::test(start_paused = true)]
+async fn an_error_with_a_delay_comes_back_after_it() {
+    use Step::*;
+    let reconciler = Scripted::new(&[Fail, FailRetryAfter(Duration::from_secs(42)), Fail]);
+    let queue = WorkQueue::builder().build();
+    let stats = ReconcileStats::default();
+    queue.add(key());
+    let outcomes = drive(&reconciler, &queue, &stats, None, 3).await;
+    assert_eq!(
+        outcomes,
+        [
+            Outcome::Retry,
+            Outcome::RetryAfter(Duration::from_secs(42)),
+            Outcome::Retry
+        ]
+    );
+    assert_eq!(
+        gaps(&reconciler.calls.lock().unwrap()),
+        [Duration::from_millis(5), Duration::from_secs(42)]
+    );
+    assert_eq!(stats.snapshot().error, 3);
+    assert_eq!(
+        reconciler.failures.lock().unwrap().len(),
+        3,
+        "on_error saw each"
+    );
+    assert_eq!(
+        queue.num_requeues(&key()),
+        2,
+        "the delayed retry did not count"
+    );
+}
+
+/// Issue 22: a retry keeps the priority its key was queued with, so an
+/// initial-list key that fails stays behind fresh events.
+#[tokio::test(start_paused = true)]
+async fn a_retry_keeps_the_low_priority_of_an_initial_list_key() {
+    use Step::*;
+    let reconciler = Scripted::new(&[Fail, Requeue]);
+    let queue = WorkQueue::builder().build();
+    let stats = ReconcileStats::default();
+    let listed = Request::namespaced("ns", "listed");
+    queue.add_with_priority(listed.clone(), Priority::Low);
+    drive(&reconciler, &queue, &stats, None, 1).await;
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let fresh = Request::namespaced("ns", "fresh");
+    queue.add(fresh.clone());
+    let first = queue.get_with_priority().await.unwrap();
+    assert_eq!(
+        first,
+        (fresh.clone(), Priority::Normal),
+        "the fresh event first"
+    );
+    queue.done(&fresh);
+    let second = queue.get_with_priority().await.unwrap();
+    assert_eq!(
+        second,
+        (listed.clone(), Priority::Low),
+        "the retry kept Low"
+    );
+    queue.done(&listed);
+    // A rate-limited requeue keeps it too.
+    queue.add_with_priority(listed.clone(), Priority::Low);
+    drive(&reconciler, &queue, &stats, None, 1).await;
+    assert_eq!(queue.get_with_priority().await.unwrap().1, Priority::Low);
 }
 
 #[tokio::test(start_paused = true)]
@@ -344,4 +462,25 @@ async fn failures_log_at_error_with_attempt_and_delay() {
         Some("terminal error: invalid spec")
     );
     assert_eq!(terminal[0].field("name"), Some("a"));
+}
+
+/// Issue 22: a controller run on its own reports controller-runtime's
+/// metrics too, when given a registry.
+#[tokio::test]
+async fn a_standalone_controller_reports_to_the_metrics_it_is_given() {
+    let metrics = crate::metrics::Metrics::new();
+    let controller = super::Controller::new(Scripted::new(&[]))
+        .name("alone")
+        .metrics(&metrics);
+    let cache = shared().cache.clone();
+    let prepared = controller.prepare(&cache).unwrap();
+    let text = metrics.encode().unwrap();
+    assert!(
+        text.contains(
+            r#"controller_runtime_reconcile_total{controller="alone",result="success"} 0"#
+        ),
+        "{text}"
+    );
+    assert!(text.contains(r#"workqueue_depth{name="alone""#), "{text}");
+    drop(prepared);
 }

@@ -10,7 +10,7 @@ use tracing::Instrument;
 
 use super::stats::{ReconcileObserver, ReconcileResult, ReconcileStats};
 use crate::reconcile::{ActionKind, Context, ControllerShared, Reconcile, ReconcileError, Request};
-use crate::workqueue::WorkQueue;
+use crate::workqueue::{Priority, WorkQueue};
 
 /// How a reconcile ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,25 +19,16 @@ pub(crate) enum Outcome {
     Requeue,
     RequeueAfter(Duration),
     Retry,
+    /// A retryable error that chose its own delay
+    /// ([`ReconcileError::retry_after`]).
+    RetryAfter(Duration),
     Terminal,
 }
 
 /// Runs `reconcile` for `request` (recovering a panic, enforcing the
-/// timeout), applies the result to the queue, and marks the key done.
-#[cfg(test)]
-pub(crate) async fn process<R: Reconcile>(
-    reconciler: &R,
-    shared: &Arc<ControllerShared>,
-    queue: &WorkQueue<Request>,
-    stats: &ReconcileStats,
-    timeout: Option<Duration>,
-    request: Request,
-) -> Outcome {
-    process_observed(reconciler, shared, queue, stats, None, timeout, request).await
-}
-
-/// [`process`], also telling `observer` (if any) when the reconcile starts
-/// and how it ended.
+/// timeout), applies the result to the queue (requeues keep the key's
+/// `priority`), marks the key done, and tells `observer` (if any) when the
+/// reconcile starts and how it ended.
 pub(crate) async fn process_observed<R: Reconcile>(
     reconciler: &R,
     shared: &Arc<ControllerShared>,
@@ -45,7 +36,7 @@ pub(crate) async fn process_observed<R: Reconcile>(
     stats: &ReconcileStats,
     observer: Option<&dyn ReconcileObserver>,
     timeout: Option<Duration>,
-    request: Request,
+    (request, priority): (Request, Priority),
 ) -> Outcome {
     let reconcile_id = format!("{:016x}", fastrand::u64(..));
     let span = tracing::info_span!(
@@ -101,7 +92,11 @@ pub(crate) async fn process_observed<R: Reconcile>(
             }
             Some(Ok(Err(error))) => {
                 ReconcileStats::bump(&stats.error);
-                (Outcome::Retry, ReconcileResult::Error, Some(error))
+                let outcome = match error.retry_delay() {
+                    Some(delay) => Outcome::RetryAfter(delay),
+                    None => Outcome::Retry,
+                };
+                (outcome, ReconcileResult::Error, Some(error))
             }
             Some(Ok(Ok(action))) => match action.kind() {
                 ActionKind::Done => {
@@ -134,17 +129,28 @@ pub(crate) async fn process_observed<R: Reconcile>(
         observer.finished(observed, started.elapsed());
     }
 
+    // As controller-runtime: success forgets the key's failure history; a
+    // terminal error keeps it (the next failure after a fix backs off from
+    // where it was); every requeue keeps the priority the key was queued
+    // with (a retry of an initial-list key stays behind fresh events).
     let retry = match outcome {
-        Outcome::Done | Outcome::Terminal => {
+        Outcome::Done => {
             queue.forget(&request);
             None
         }
+        Outcome::Terminal => None,
         Outcome::RequeueAfter(delay) => {
             queue.forget(&request);
-            queue.add_after(request.clone(), delay);
+            queue.add_after_with_priority(request.clone(), delay, priority);
             None
         }
-        Outcome::Requeue | Outcome::Retry => queue.add_rate_limited_reporting(request.clone()),
+        Outcome::RetryAfter(delay) => {
+            queue.add_after_with_priority(request.clone(), delay, priority);
+            None
+        }
+        Outcome::Requeue | Outcome::Retry => {
+            queue.add_rate_limited_reporting(request.clone(), priority)
+        }
     };
     log_outcome(
         &shared.name,
@@ -208,6 +214,15 @@ fn log_outcome(
             attempt,
             retry_in = ?delay,
             "reconcile failed; retrying with backoff"
+        ),
+        (Outcome::RetryAfter(delay), _) => tracing::error!(
+            controller,
+            namespace,
+            name,
+            reconcile_id,
+            error,
+            retry_in = ?delay,
+            "reconcile failed; retrying after the delay it asked for"
         ),
         (Outcome::Retry, None) => tracing::error!(
             controller,

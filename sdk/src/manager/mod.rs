@@ -259,12 +259,10 @@ impl Manager {
         // The manager's graceful shutdown timeout bounds the controller's
         // drain (and reports what it abandons), so the controller's own
         // timeout must never fire first.
-        let controller = controller.shutdown_timeout(UNBOUNDED);
-        let observer = self
-            .metrics
-            .controller_observer(&name, controller.worker_count());
-        let controller =
-            controller.instrument(observer, Arc::new(self.metrics.workqueue_provider()));
+        let controller = controller
+            .shutdown_timeout(UNBOUNDED)
+            .metrics(&self.metrics)
+            .create_metric_series();
         let prepare: PrepareController = Box::new(move |cache: &SharedCache| {
             let prepared = controller.prepare(cache)?;
             let run: RunController =

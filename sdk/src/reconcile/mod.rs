@@ -34,11 +34,16 @@
 //! | `reconcile` returns | the controller |
 //! |---|---|
 //! | `Ok(Action::done())` | forgets the key's failure history |
-//! | `Ok(Action::requeue_after(d))` | forgets failures, adds the key again after `d` |
+//! | `Ok(Action::requeue_after(d))` | forgets failures, adds the key again after `d` (`d` = 0: as `done`) |
 //! | `Ok(Action::requeue_rate_limited())` | adds the key again, rate-limited (per-key backoff) |
 //! | `Err(e)` | adds the key again, rate-limited (per-key exponential backoff) |
-//! | `Err(ReconcileError::terminal(..))` | does not requeue; counts it |
+//! | `Err(e.retry_after(d))` | counts the error, adds the key again after `d` (history kept) |
+//! | `Err(ReconcileError::terminal(..))` | does not requeue; counts it; keeps the key's failure history |
 //! | a panic | recovers, counts it, treats it as a retryable error |
+//!
+//! Every requeue keeps the priority the key was queued with: a retry of an
+//! object from an initial list or a resync stays behind fresh events (as
+//! controller-runtime's priority queue does).
 //!
 //! Every failure (error, timeout, panic) is also handed to
 //! [`Reconcile::on_error`], where an operator records it on the object (a
@@ -145,10 +150,15 @@ impl Action {
         }
     }
 
-    /// Reconcile again after `delay` (a periodic check). A zero delay is
-    /// the same as [`requeue_rate_limited`](Self::requeue_rate_limited)
-    /// without backoff.
+    /// Reconcile again after `delay` (a periodic check), forgetting the
+    /// key's failure history. A zero delay means [`done`](Self::done), as
+    /// controller-runtime's `RequeueAfter: 0` does (to come back at once,
+    /// ask for a small delay; to back off, use
+    /// [`requeue_rate_limited`](Self::requeue_rate_limited)).
     pub fn requeue_after(delay: Duration) -> Self {
+        if delay.is_zero() {
+            return Self::done();
+        }
         Self {
             kind: ActionKind::RequeueAfter(delay),
         }
@@ -177,6 +187,7 @@ impl Action {
 pub struct ReconcileError {
     source: Box<dyn std::error::Error + Send + Sync + 'static>,
     terminal: bool,
+    retry_after: Option<Duration>,
 }
 
 impl ReconcileError {
@@ -185,6 +196,7 @@ impl ReconcileError {
         Self {
             source: error.into(),
             terminal: false,
+            retry_after: None,
         }
     }
 
@@ -194,7 +206,34 @@ impl ReconcileError {
         Self {
             source: error.into(),
             terminal: true,
+            retry_after: None,
         }
+    }
+
+    /// A retryable error retried after `delay` instead of the rate
+    /// limiter's backoff: an error *and* a delay (e.g. a dependency that
+    /// says when to come back). It is counted, logged and handed to
+    /// [`Reconcile::on_error`] like any error; the key's failure history is
+    /// kept, not grown. A terminal error stays terminal.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use opkit::reconcile::ReconcileError;
+    ///
+    /// let e = ReconcileError::retryable("quota exhausted").retry_after(Duration::from_secs(60));
+    /// assert_eq!(e.retry_delay(), Some(Duration::from_secs(60)));
+    /// ```
+    #[must_use]
+    pub fn retry_after(mut self, delay: Duration) -> Self {
+        if !self.terminal {
+            self.retry_after = Some(delay);
+        }
+        self
+    }
+
+    /// The delay chosen with [`retry_after`](Self::retry_after), if any.
+    pub fn retry_delay(&self) -> Option<Duration> {
+        self.retry_after
     }
 
     /// Whether this error is terminal.
@@ -229,6 +268,7 @@ impl fmt::Debug for ReconcileError {
         f.debug_struct("ReconcileError")
             .field("source", &self.source)
             .field("terminal", &self.terminal)
+            .field("retry_after", &self.retry_after)
             .finish()
     }
 }

@@ -577,13 +577,17 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// Like [`add_rate_limited`](Self::add_rate_limited), returning the delay
     /// chosen and the item's failure count including this one (for logs);
     /// `None` when the queue is shutting down (nothing is added).
-    pub(crate) fn add_rate_limited_reporting(&self, item: T) -> Option<(Duration, u32)> {
+    pub(crate) fn add_rate_limited_reporting(
+        &self,
+        item: T,
+        priority: Priority,
+    ) -> Option<(Duration, u32)> {
         if self.is_shutting_down() {
             return None;
         }
         let delay = self.inner.rate_limiter.when(&item);
         let attempt = self.inner.rate_limiter.num_requeues(&item);
-        self.add_after_with_priority(item, delay, Priority::Normal);
+        self.add_after_with_priority(item, delay, priority);
         Some((delay, attempt))
     }
 
