@@ -56,13 +56,13 @@ check-orphans:
 	@tests/check-orphans.sh
 
 dev-cluster: controlplane
-	@$(CARGO) build -p opkit --features envtest --example dev_cluster
-	@$(CARGO) run --quiet -p opkit --features envtest --example dev_cluster
+	@$(CARGO) build -p opkit-envtest --example dev_cluster
+	@$(CARGO) run --quiet -p opkit-envtest --example dev_cluster
 
 # A whole local cluster (control plane, controllers, scheduler, one node) until
 # Ctrl-C; prints the kubeconfig. Needs root.
 cluster: cluster-assets
-	@$(CARGO) run --quiet -p opkit --features envtest --example cluster
+	@$(CARGO) run --quiet -p opkit-envtest --example cluster
 
 lint:
 	$(CARGO) fmt --all --check

@@ -2,7 +2,7 @@
 # Judges what one test run left behind, and only that: every process,
 # directory, network link and cgroup opkit's envtest made while
 # OPKIT_RUN_DIR was set is listed in $OPKIT_RUN_DIR/footprint (see
-# sdk/src/envtest/footprint.rs). A control plane or cluster that another
+# envtest/src/footprint.rs). A control plane or cluster that another
 # run, or a `make cluster` in another terminal, started is not looked at.
 #
 #   OPKIT_RUN_DIR=/tmp/run tests/check-orphans.sh

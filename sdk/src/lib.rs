@@ -1,5 +1,5 @@
 //! opkit: build Kubernetes operators in Rust, controller-runtime style.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 #![warn(clippy::unwrap_used)]
 
 pub mod cache;
@@ -9,8 +9,6 @@ pub mod conditions;
 pub mod config;
 pub mod controller;
 pub mod derive;
-#[cfg(feature = "envtest")]
-pub mod envtest;
 pub mod handler;
 mod host;
 pub mod leader;

@@ -39,12 +39,14 @@ impl OpkitDependency {
     pub fn describe(&self) -> String {
         let published = published_requirement();
         match self {
-            Self::Version(version) => {
-                format!("opkit: the published crate, `opkit = \"{version}\"` in Cargo.toml")
-            }
+            Self::Version(version) => format!(
+                "opkit: the published crates, `opkit = \"{version}\"` and \
+                 `opkit-envtest = \"{version}\"` in Cargo.toml"
+            ),
             Self::Path(path) => format!(
-                "opkit: the local checkout {} (path dependency); to use the published crate, \
-                 set `opkit = \"{published}\"` in Cargo.toml (or pass --opkit-version {published})",
+                "opkit: the local checkout {} (path dependencies); to use the published crates, \
+                 set `opkit = \"{published}\"` and `opkit-envtest = \"{published}\"` in \
+                 Cargo.toml (or pass --opkit-version {published})",
                 resolve_opkit_path(path)
                     .unwrap_or_else(|_| path.clone())
                     .display()
@@ -52,26 +54,52 @@ impl OpkitDependency {
         }
     }
 
-    /// The `[dependencies]` and `[dev-dependencies]` lines.
+    /// The `[dependencies]` line (opkit) and the `[dev-dependencies]` line
+    /// (opkit-envtest, the test control plane, from the same place).
     fn lines(&self) -> Result<(String, String), Error> {
         Ok(match self {
             Self::Version(version) => (
                 format!("opkit = {}", toml_string(version)),
-                format!(
-                    "opkit = {{ version = {}, features = [\"envtest\"] }}",
-                    toml_string(version)
-                ),
+                format!("opkit-envtest = {}", toml_string(version)),
             ),
             Self::Path(path) => {
-                let path = resolve_opkit_path(path)?;
-                let path = toml_string(&path.to_string_lossy());
+                let sdk = resolve_opkit_path(path)?;
+                let envtest = resolve_envtest_path(&sdk)?;
                 (
-                    format!("opkit = {{ path = {path} }}"),
-                    format!("opkit = {{ path = {path}, features = [\"envtest\"] }}"),
+                    format!(
+                        "opkit = {{ path = {} }}",
+                        toml_string(&sdk.to_string_lossy())
+                    ),
+                    format!(
+                        "opkit-envtest = {{ path = {} }}",
+                        toml_string(&envtest.to_string_lossy())
+                    ),
                 )
             }
         })
     }
+}
+
+/// The opkit-envtest crate of the checkout whose opkit crate is `sdk`: its
+/// sibling `envtest/`, absolute.
+fn resolve_envtest_path(sdk: &Path) -> Result<PathBuf, Error> {
+    let dir = sdk
+        .parent()
+        .map(|root| root.join("envtest"))
+        .unwrap_or_else(|| sdk.join("../envtest"));
+    let is_envtest = std::fs::read_to_string(dir.join("Cargo.toml"))
+        .is_ok_and(|text| text.lines().any(|l| l.trim() == "name = \"opkit-envtest\""));
+    if !is_envtest {
+        return Err(Error::Io {
+            path: dir,
+            source: std::io::Error::new(
+                std::io::ErrorKind::NotFound,
+                "no opkit-envtest crate here (expected next to the opkit crate, \
+                 a Cargo.toml with name = \"opkit-envtest\")",
+            ),
+        });
+    }
+    std::fs::canonicalize(&dir).map_err(|source| Error::Io { path: dir, source })
 }
 
 /// The published version requirement matching this build: `0.1` for 0.1.x.
@@ -665,6 +693,10 @@ mod tests {
         }
         let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
         assert!(cargo.contains("name = \"demo-operator\"") && cargo.contains("opkit = \"0.1\""));
+        assert!(
+            cargo.contains("[dev-dependencies]\nopkit-envtest = \"0.1\"\n"),
+            "{cargo}"
+        );
         // No staging directory is left behind.
         let left: Vec<_> = std::fs::read_dir(tmp.path())
             .unwrap()
@@ -672,6 +704,40 @@ mod tests {
             .map(|e| e.file_name())
             .collect();
         assert_eq!(left, [std::ffi::OsString::from("demo-operator")]);
+    }
+
+    /// A checkout's opkit and opkit-envtest, by path, from the repository
+    /// root or from `sdk/`; a directory without opkit-envtest beside opkit is
+    /// refused (a path opkit with a published opkit-envtest would be two opkits).
+    #[test]
+    fn path_dependencies_name_both_crates_of_the_checkout() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path();
+        for (dir, name) in [("sdk", "opkit"), ("envtest", "opkit-envtest")] {
+            std::fs::create_dir(root.join(dir)).unwrap();
+            std::fs::write(
+                root.join(dir).join("Cargo.toml"),
+                format!("[package]\nname = \"{name}\"\n"),
+            )
+            .unwrap();
+        }
+        let root = std::fs::canonicalize(root).unwrap();
+        for given in [root.clone(), root.join("sdk")] {
+            let (dependency, dev_dependency) = OpkitDependency::Path(given).lines().unwrap();
+            assert_eq!(
+                dependency,
+                format!("opkit = {{ path = \"{}\" }}", root.join("sdk").display())
+            );
+            assert_eq!(
+                dev_dependency,
+                format!(
+                    "opkit-envtest = {{ path = \"{}\" }}",
+                    root.join("envtest").display()
+                )
+            );
+        }
+        std::fs::remove_dir_all(root.join("envtest")).unwrap();
+        assert!(OpkitDependency::Path(root).lines().is_err());
     }
 
     /// The parts of a GitHub Actions workflow the generated one must have.

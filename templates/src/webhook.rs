@@ -439,17 +439,18 @@ mod tests {
                 "opkit = { path = \"/x/sdk\", features = [\"dev-cert\"] }\n",
             ),
             (
-                "opkit = { version = \"0.1\", features = [\"envtest\"] }\n",
-                "opkit = { version = \"0.1\", features = [\"dev-cert\", \"envtest\"] }\n",
+                "opkit = { version = \"0.1\", features = [\"other\"] }\n",
+                "opkit = { version = \"0.1\", features = [\"dev-cert\", \"other\"] }\n",
             ),
         ];
         for (before, after) in cases {
             assert_eq!(with_dev_cert_feature(before).unwrap(), after);
         }
-        // Only [dependencies]' line (the first) changes.
-        let both = "opkit = \"0.1\"\n[dev-dependencies]\nopkit = { version = \"0.1\", features = [\"envtest\"] }\n";
+        // Only [dependencies]' line (the first) changes, never opkit-envtest's.
+        let both = "opkit = \"0.1\"\n[dev-dependencies]\nopkit-envtest = \"0.1\"\n";
         let out = with_dev_cert_feature(both).unwrap();
-        assert!(out.ends_with("opkit = { version = \"0.1\", features = [\"envtest\"] }\n"));
+        assert!(out.ends_with("[dev-dependencies]\nopkit-envtest = \"0.1\"\n"));
+        assert!(with_dev_cert_feature("opkit-envtest = \"0.1\"\n").is_none());
         assert!(with_dev_cert_feature("serde = \"1\"\n").is_none());
     }
 

@@ -212,11 +212,13 @@ fn bad_input_is_a_clear_error_and_writes_nothing() {
 #[test]
 fn a_failed_build_leaves_nothing() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let broken = tmp.path().join("broken-opkit");
+    // A checkout: the broken opkit in sdk/, an opkit-envtest beside it.
+    let checkout = tmp.path().join("broken-checkout");
+    let broken = checkout.join("sdk");
     std::fs::create_dir_all(broken.join("src")).expect("mkdir");
     std::fs::write(
         broken.join("Cargo.toml"),
-        "[package]\nname = \"opkit\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[features]\nenvtest = []\n",
+        "[package]\nname = \"opkit\"\nversion = \"0.1.0\"\nedition = \"2024\"\n",
     )
     .expect("write");
     std::fs::write(
@@ -224,6 +226,14 @@ fn a_failed_build_leaves_nothing() {
         "compile_error!(\"this opkit is broken on purpose\");\n",
     )
     .expect("write");
+    let envtest = checkout.join("envtest");
+    std::fs::create_dir_all(envtest.join("src")).expect("mkdir");
+    std::fs::write(
+        envtest.join("Cargo.toml"),
+        "[package]\nname = \"opkit-envtest\"\nversion = \"0.1.0\"\nedition = \"2024\"\n",
+    )
+    .expect("write");
+    std::fs::write(envtest.join("src/lib.rs"), "").expect("write");
     let projects = tmp.path().join("projects");
     std::fs::create_dir(&projects).expect("mkdir");
     let dir = projects.to_str().expect("utf-8");
@@ -391,6 +401,14 @@ fn a_generated_project_builds_and_passes_its_own_tests() {
     let manifest = std::fs::read_to_string(project.join("Cargo.toml")).expect("Cargo.toml");
     assert!(
         manifest.contains(&format!("opkit = {{ path = \"{}\" }}", sdk.display())),
+        "{manifest}"
+    );
+    let envtest = std::fs::canonicalize(workspace().join("envtest")).expect("envtest");
+    assert!(
+        manifest.contains(&format!(
+            "[dev-dependencies]\nopkit-envtest = {{ path = \"{}\" }}",
+            envtest.display()
+        )),
         "{manifest}"
     );
     // cargo's own progress was shown while it built.

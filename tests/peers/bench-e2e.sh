@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # End-to-end benchmark (issue 13): the same small operator written with
 # opkit, controller-runtime v0.25.2 and kube-runtime 4.2, each its own
-# process, against ONE real control plane (opkit::envtest). For every
+# process, against ONE real control plane (opkit-envtest). For every
 # ConfigMap labelled bench=src each keeps an owned ConfigMap <name>-derived
 # and writes an annotation back on the source. Reports, per peer and size:
 # time to converge after start, changes/s under an update stream,

@@ -2,7 +2,7 @@
 # Scale benchmark (issue 13): the same Pod controller written with opkit and
 # controller-runtime v0.25.2, each its own process, watching 10k Pods on
 # kwok's simulated Nodes through churn, against ONE real control plane
-# (opkit::envtest: kube-apiserver + etcd; kwok plays the kubelets). Each
+# (opkit-envtest: kube-apiserver + etcd; kwok plays the kubelets). Each
 # controller watches every Pod cluster-wide and, per Pod, reads it from its
 # cache and tallies Running+Ready (no writes). Reports, per peer: time to
 # reconcile all Pods after start, RSS with 0 Pods and after sync, memory per

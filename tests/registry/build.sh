@@ -6,7 +6,7 @@
 #   tests/registry/build.sh              # build if missing, print the bin dir
 #   OPKIT_CACHE=/some/dir tests/registry/build.sh
 #
-# The version comes from this directory's go.mod. `opkit::envtest::Registry`
+# The version comes from this directory's go.mod. `opkit_envtest::Registry`
 # starts it on loopback (or on a cluster's host address) for image tests.
 # The build is atomic and runs under a lock; a warm run returns at once.
 set -euo pipefail

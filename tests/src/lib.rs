@@ -93,7 +93,7 @@ pub async fn grant(
 
 /// Polls `check` until it returns true; panics naming `what` after
 /// `within`. For conditions a real server reaches asynchronously (the
-/// boolean form of [`opkit::envtest::eventually`]).
+/// boolean form of [`opkit_envtest::eventually`]).
 pub async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
 where
     F: FnMut() -> Fut,
@@ -108,7 +108,7 @@ where
 
 /// Polls `check` until it returns `Some`, and returns what it found;
 /// panics naming `what` after `within`.
-pub use opkit::envtest::eventually as eventually_some;
+pub use opkit_envtest::eventually as eventually_some;
 
 /// The phase of a pod (`""` before it has one).
 pub fn pod_phase(pod: &k8s_openapi::api::core::v1::Pod) -> &str {

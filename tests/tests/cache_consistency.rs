@@ -16,7 +16,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use opkit::cache::{Event, SharedCache, handler_fn};
-use opkit::envtest::ControlPlane;
+use opkit_envtest::ControlPlane;
 
 const NS: &str = "cache-consistency";
 const N: usize = 1000;

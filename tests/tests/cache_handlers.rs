@@ -24,7 +24,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::{CustomResource, CustomResourceExt};
 use opkit::cache::{Event, EventHandler, Scope, SharedCache, handler_fn};
-use opkit::envtest::ControlPlane;
+use opkit_envtest::ControlPlane;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 

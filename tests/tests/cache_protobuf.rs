@@ -19,10 +19,10 @@ use kube::{
     client::{Body, ClientBuilder, DynBody},
     core::DynamicObject,
 };
-use opkit::{
-    cache::{InformerOptions, ListWatch, ReflectorConfig, SharedIndexInformer, StreamingList},
-    envtest::ControlPlane,
+use opkit::cache::{
+    InformerOptions, ListWatch, ReflectorConfig, SharedIndexInformer, StreamingList,
 };
+use opkit_envtest::ControlPlane;
 use opkit_tests::{create_namespace, eventually, init_tracing};
 use serde::de::DeserializeOwned;
 

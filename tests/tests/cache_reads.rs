@@ -12,9 +12,9 @@ use kube::Resource;
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use opkit::cache::{CacheError, SharedCache};
 use opkit::controller::Controller;
-use opkit::envtest::ControlPlane;
 use opkit::predicate::GenerationChanged;
 use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
+use opkit_envtest::ControlPlane;
 use opkit_tests::{create_namespace, eventually, init_tracing};
 use tokio_util::sync::CancellationToken;
 

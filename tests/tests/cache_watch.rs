@@ -19,7 +19,7 @@ use kube::api::{
     WatchParams,
 };
 use opkit::cache::{Event, InformerOptions, ListWatch, SharedIndexInformer, handler_fn};
-use opkit::envtest::ControlPlane;
+use opkit_envtest::ControlPlane;
 
 fn cm(name: &str) -> ConfigMap {
     ConfigMap {
@@ -282,7 +282,7 @@ async fn apiserver_restart_with_valid_resource_version_does_not_relist() {
 }
 
 async fn restart_case(
-    builder: opkit::envtest::ControlPlaneBuilder,
+    builder: opkit_envtest::ControlPlaneBuilder,
     ns: &str,
     expect_valid: Option<bool>,
 ) {

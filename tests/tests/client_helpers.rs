@@ -12,7 +12,7 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
 use opkit::client::{self, ClientError, Event, EventRecorder, EventType, OwnerError};
-use opkit::envtest::ControlPlane;
+use opkit_envtest::ControlPlane;
 use opkit_tests::{create_namespace, grant, init_tracing, rule};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

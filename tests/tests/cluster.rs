@@ -1,4 +1,4 @@
-//! The local cluster (`opkit::envtest::Cluster`) against its own promises:
+//! The local cluster (`opkit_envtest::Cluster`) against its own promises:
 //! real controllers, a real node running real containers, and a stop that
 //! leaves nothing behind.
 //!
@@ -9,7 +9,7 @@ use std::time::Duration;
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use opkit::envtest::{Cluster, NODE_NAME};
+use opkit_envtest::{Cluster, NODE_NAME};
 use opkit_tests::{create_namespace, eventually, init_tracing, pod_phase, run_to_completion};
 use serde_json::json;
 

@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams};
-use opkit::envtest::{Cluster, ControlPlane};
+use opkit_envtest::{Cluster, ControlPlane};
 use opkit_tests::{eventually, init_tracing};
 
 use deploy_support::{MEMCACHED, Tools, text};

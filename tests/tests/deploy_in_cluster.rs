@@ -1,5 +1,5 @@
 //! The operator shipped as a user ships it, on the local single-node
-//! cluster (`opkit::envtest::Cluster`: real controllers, kubelet,
+//! cluster (`opkit_envtest::Cluster`: real controllers, kubelet,
 //! containerd): `make image` builds and pushes its image to the local
 //! registry, `make deploy IMG=...` applies `deploy/`, and containerd pulls
 //! the image. Then the whole journey, for a project `cargo opkit new`
@@ -36,7 +36,7 @@ use kube::api::{
     Api, ApiResource, DeleteParams, DynamicObject, ListParams, LogParams, Patch, PatchParams,
     PostParams,
 };
-use opkit::envtest::Cluster;
+use opkit_envtest::Cluster;
 use opkit_tests::{create_namespace, eventually_some, init_tracing};
 use serde_json::json;
 

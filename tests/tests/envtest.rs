@@ -10,7 +10,7 @@ use kube::api::{
     Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
-use opkit::envtest::ControlPlane;
+use opkit_envtest::ControlPlane;
 use opkit_tests::{create_namespace, eventually, grant, rule};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -11,7 +11,7 @@ use std::time::Duration;
 use cargo_opkit::image::{BuiltImage, ImageOptions, PushOptions};
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::Api;
-use opkit::envtest::{Cluster, Registry};
+use opkit_envtest::{Cluster, Registry};
 use opkit_tests::{create_namespace, init_tracing, pod_phase, run_to_completion};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -8,8 +8,8 @@ use std::time::{Duration, Instant, SystemTime};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, DeleteParams};
-use opkit::envtest::ControlPlane;
 use opkit::leader::{LeaderElector, LeaderHandle, LeaderState};
+use opkit_envtest::ControlPlane;
 use opkit_tests::{create_namespace, grant, init_tracing, rule};
 use std::sync::Mutex;
 

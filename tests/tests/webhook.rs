@@ -16,12 +16,12 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
-use opkit::envtest::ControlPlane;
 use opkit::manager::Manager;
 use opkit::webhook::{
     Conversion, ConversionError, DevCertificate, FailurePolicy, HOSTS_ANNOTATION, Hub,
     ManagedCertificate, Operation, Spoke, WebhookClient, WebhookOptions, WebhookServer, Webhooks,
 };
+use opkit_envtest::ControlPlane;
 use opkit_tests::{create_namespace, eventually, init_tracing};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};

@@ -10,8 +10,8 @@ use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{CustomResourceExt, ResourceExt as _};
 use opkit::ControllerWiring;
 use opkit::conditions;
-use opkit::envtest::{ControlPlane, eventually};
 use opkit::manager::Manager;
+use opkit_envtest::{ControlPlane, eventually};
 use serde_json::json;
 
 /// How long the operator may take to react.

@@ -1,7 +1,7 @@
 //! `make demo`: the Memcached operator on a local single-node cluster, in a
 //! few readable lines.
 //!
-//! Starts a whole cluster built from source (`opkit::envtest::Cluster`:
+//! Starts a whole cluster built from source (`opkit_envtest::Cluster`:
 //! etcd, kube-apiserver, kube-controller-manager, kube-scheduler, and a node
 //! with containerd, the kubelet and kube-proxy), installs the CRD generated
 //! from the Rust types, runs the operator (the same `add_controllers` its
@@ -23,8 +23,8 @@ use kube::{CustomResourceExt, ResourceExt};
 use memcached_operator::api::memcached::{AVAILABLE, Memcached, MemcachedSpec};
 use memcached_operator::controllers::memcached::IMAGE_ENV;
 use opkit::conditions;
-use opkit::envtest::{Cluster, NODE_NAME};
 use opkit::manager::{LeaderElection, Manager};
+use opkit_envtest::{Cluster, NODE_NAME};
 use serde_json::json;
 
 type Result<T> = std::result::Result<T, Box<dyn std::error::Error>>;
@@ -142,7 +142,7 @@ fn main() -> Result<()> {
     // The operator takes its memcached image from the environment; on this
     // cluster it is the locally built one (there is no registry). Set while
     // the process has a single thread, before the runtime starts.
-    let assets = opkit::envtest::find_node_assets()?;
+    let assets = opkit_envtest::find_node_assets()?;
     let images = assets.images()?;
     let image_of = |name: &str| {
         images

@@ -4,7 +4,7 @@
 //! its ServiceAccount**, with a token from the TokenRequest API.
 //!
 //! The reconciling test runs on a whole local cluster
-//! (`opkit::envtest::Cluster`): the Memcached's Deployment really rolls out
+//! (`opkit_envtest::Cluster`): the Memcached's Deployment really rolls out
 //! memcached pods (the locally built image, passed to the operator as
 //! `$MEMCACHED_IMAGE`) and `Available` comes from the real Deployment
 //! controller. Here the operator's Deployment from `deploy/` is applied
@@ -26,8 +26,8 @@ use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use memcached_operator::api::memcached::{AVAILABLE, DEGRADED, Memcached, MemcachedSpec};
 use memcached_operator::controllers::memcached::IMAGE_ENV;
 use opkit::conditions;
-use opkit::envtest::eventually;
-use opkit::envtest::{Cluster, ControlPlane};
+use opkit_envtest::eventually;
+use opkit_envtest::{Cluster, ControlPlane};
 use serde_json::json;
 use support::{WAIT, create_namespace, delete_and_expect_finalized, running_pods};
 

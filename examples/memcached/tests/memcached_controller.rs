@@ -1,5 +1,5 @@
 //! The Memcached controller in-process, on a whole local cluster
-//! (`opkit::envtest::Cluster`): what it creates, the conditions it reports
+//! (`opkit_envtest::Cluster`): what it creates, the conditions it reports
 //! from the real Deployment controller's status while real memcached pods
 //! start, a scale, the schema's validation, and the finalizer.
 
@@ -12,9 +12,9 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use memcached_operator::api::memcached::{AVAILABLE, Memcached, MemcachedSpec, PROGRESSING};
 use memcached_operator::controllers::memcached::{FINALIZER, IMAGE_ENV};
 use opkit::conditions;
-use opkit::envtest::Cluster;
-use opkit::envtest::eventually;
 use opkit::manager::Manager;
+use opkit_envtest::Cluster;
+use opkit_envtest::eventually;
 use serde_json::json;
 use support::{WAIT, create_namespace, delete_and_expect_finalized, running_pods};
 

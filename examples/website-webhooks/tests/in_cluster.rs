@@ -1,5 +1,5 @@
 //! The Website operator in a pod of the real single-node cluster
-//! (`opkit::envtest::Cluster`; needs root and `make cluster-assets`): the
+//! (`opkit_envtest::Cluster`; needs root and `make cluster-assets`): the
 //! apiserver reaches its webhooks through their Service — a `service`
 //! reference, resolved to the cluster IP, forwarded by kube-proxy to the
 //! pod — trusting the CA the manager issued itself and injected.
@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, LogParams, Patch, PatchParams, PostParams};
-use opkit::envtest::Cluster;
+use opkit_envtest::Cluster;
 use serde_json::json;
 use website_webhooks::api::{v1, v2};
 use website_webhooks::{CRD_NAME, Manifests, NAME, NAMESPACE, WEBHOOK_SERVICE};

@@ -1,6 +1,6 @@
 //! [`DevCertificate`]: a throw-away CA and serving certificate for running
-//! a webhook server on a laptop or in tests (feature `dev-cert`, enabled by
-//! `envtest`). In a cluster, use cert-manager or another issuer instead.
+//! a webhook server on a laptop or in tests (feature `dev-cert`, which the
+//! `opkit-envtest` crate enables). In a cluster, use cert-manager or another issuer instead.
 
 use std::path::{Path, PathBuf};
 

@@ -75,9 +75,9 @@
 //! [`mutating_configuration`](Webhooks::mutating_configuration),
 //! [`crd_with_conversion`](Webhooks::crd_with_conversion)), pointing at a
 //! Service in the cluster or, for tests, at the server on loopback
-//! ([`WebhookClient`]). `opkit::envtest::ControlPlane::install_webhooks`
-//! installs them on a test control plane, trusting a [`DevCertificate`]
-//! (feature `dev-cert`, on with `envtest`).
+//! ([`WebhookClient`]). `ControlPlane::install_webhooks` of the
+//! `opkit-envtest` crate installs them on a test control plane, trusting a
+//! [`DevCertificate`] (feature `dev-cert`, which `opkit-envtest` turns on).
 
 mod admission;
 mod conversion;

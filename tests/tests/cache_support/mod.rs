@@ -230,7 +230,7 @@ pub async fn create_namespace(client: &Client, name: &str) {
 
 /// Waits for `cond` for at most `timeout`, panicking with `what`.
 pub async fn eventually(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    opkit::envtest::eventually(what, timeout, || std::future::ready(cond().then_some(()))).await
+    opkit_envtest::eventually(what, timeout, || std::future::ready(cond().then_some(()))).await
 }
 
 /// Logs to the test output (`RUST_LOG=opkit=debug` for the reflector's story).

@@ -65,7 +65,7 @@ pub struct Tools {
 impl Tools {
     /// kubectl from `make cluster-assets`, talking to `kubeconfig`.
     pub fn new(kubeconfig: &Path) -> Self {
-        let assets = opkit::envtest::find_node_assets()
+        let assets = opkit_envtest::find_node_assets()
             .expect("the node assets (make cluster-assets), for kubectl");
         Self {
             kubectl: assets.bin("kubectl"),

@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use kube::api::{Api, PostParams};
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
-use opkit::envtest::ControlPlane;
 use opkit::webhook::{
     AdmissionRequest, BoundWebhookServer, Defaulter, Denied, DevCertificate, Validator, Verdict,
     WebhookClient, WebhookError, WebhookServer, Webhooks,
 };
+use opkit_envtest::ControlPlane;
 use opkit_tests::{eventually, init_tracing};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};

@@ -10,7 +10,7 @@
 //! status, which kube-controller-manager's Deployment controller writes.
 //! `Available` is `True` once that status reports `spec.size` available
 //! replicas for the Deployment's current generation. Until it does (and
-//! where no Deployment controller runs at all, as under `opkit::envtest`)
+//! where no Deployment controller runs at all, as under `opkit_envtest`)
 //! the Memcached is `Progressing` with reason `WaitingForReplicas` — never
 //! `Available` on the strength of the spec alone.
 

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
 use memcached_operator::api::memcached::Memcached;
-use opkit::envtest::eventually;
+use opkit_envtest::eventually;
 
 /// How long anything the operator does may take.
 pub const WAIT: Duration = Duration::from_secs(30);
@@ -32,7 +32,7 @@ pub async fn create_namespace(client: &kube::Client, name: &str) {
 
 /// Waits until `count` pods of Memcached `namespace/name` run and are
 /// Ready: made by the real Deployment controller's ReplicaSet, scheduled,
-/// and run by the kubelet (on a [`opkit::envtest::Cluster`]).
+/// and run by the kubelet (on a [`opkit_envtest::Cluster`]).
 pub async fn running_pods(client: &kube::Client, namespace: &str, name: &str, count: usize) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let selector = format!("app.kubernetes.io/instance={name}");

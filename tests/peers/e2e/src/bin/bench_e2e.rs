@@ -2,7 +2,7 @@
 //! [--workers 4] [--updates 2000] [--probes 100] [--churn 50]`
 //!
 //! The end-to-end benchmark of issue 13. Starts ONE real control plane
-//! (`opkit::envtest`), creates N source ConfigMaps (`bench=src`, ~256 B of
+//! (`opkit_envtest`), creates N source ConfigMaps (`bench=src`, ~256 B of
 //! data) in a namespace per size, then runs every peer (the same operator in
 //! opkit, controller-runtime and kube-runtime, each its own process) `reps`
 //! times in rotating order. Each run:
@@ -41,7 +41,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
-use opkit::envtest::ControlPlane;
+use opkit_envtest::ControlPlane;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const PROBE_OBJECTS: usize = 20;

@@ -1,6 +1,6 @@
 //! `bench-informer --go-peer PATH [--sizes 10000,50000] [--runs 3]`
 //!
-//! Starts a real control plane (`opkit::envtest`), creates N ConfigMaps with
+//! Starts a real control plane (`opkit_envtest`), creates N ConfigMaps with
 //! ~1 KiB of data in a namespace per size, then runs every peer as its own
 //! process against the same control plane, `runs` times each in rotating
 //! order, and prints a Markdown table of the medians: initial sync time
@@ -11,7 +11,7 @@ use std::{path::PathBuf, process::Command, time::Duration};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ObjectMeta, PostParams};
-use opkit::envtest::ControlPlane;
+use opkit_envtest::ControlPlane;
 
 struct Peer {
     label: &'static str,

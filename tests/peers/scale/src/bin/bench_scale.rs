@@ -3,7 +3,7 @@
 //! [--churn-secs 20]`
 //!
 //! The scale benchmark of issue 13. Starts ONE real control plane
-//! (`opkit::envtest`: kube-apiserver + etcd, no scheduler, no
+//! (`opkit_envtest`: kube-apiserver + etcd, no scheduler, no
 //! controller-manager) and kwok (simulated Nodes and Pods, with the Stages
 //! in `--kwok-config`), creates `nodes` fake Nodes, then:
 //!
@@ -39,7 +39,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
-use opkit::envtest::ControlPlane;
+use opkit_envtest::ControlPlane;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const NAMESPACE: &str = "scale";

@@ -3,9 +3,9 @@
 //! and pull images.
 //!
 //! ```no_run
-//! use opkit::envtest::Registry;
+//! use opkit_envtest::Registry;
 //!
-//! # async fn example() -> Result<(), opkit::envtest::Error> {
+//! # async fn example() -> Result<(), opkit_envtest::Error> {
 //! let registry = Registry::start().await?;
 //! // Plain HTTP on loopback: `cargo opkit image --push <this>` pushes there.
 //! println!("push to {}", registry.reference("demo", "v1"));

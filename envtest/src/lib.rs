@@ -4,7 +4,7 @@
 //! ```no_run
 //! use k8s_openapi::api::core::v1::Namespace;
 //! use kube::api::{Api, PostParams};
-//! use opkit::envtest::ControlPlane;
+//! use opkit_envtest::ControlPlane;
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! let plane = ControlPlane::start().await?;
@@ -15,6 +15,30 @@
 //! println!("kubectl --kubeconfig {} get ns", plane.kubeconfig_path().display());
 //! # Ok(()) }
 //! ```
+//!
+//! # Using it
+//!
+//! `opkit-envtest` is a crate of its own, as controller-runtime's envtest is
+//! a package of its own: a test-time dependency, kept out of the operator
+//! binary, and the only opkit crate with `unsafe` code (process-death
+//! signals, signalling the processes of a node's namespaces, the effective
+//! user id), so that the runtime crate `opkit` can forbid it. Add it beside
+//! `opkit` as a dev-dependency:
+//!
+//! ```toml
+//! [dependencies]
+//! opkit = "0.1"
+//!
+//! [dev-dependencies]
+//! opkit-envtest = "0.1"
+//! ```
+//!
+//! and import from `opkit_envtest` (`use opkit_envtest::{ControlPlane,
+//! eventually};`). It depends on `opkit` (for
+//! [`ControlPlane::install_webhooks`]), so `opkit` cannot re-export it: there
+//! is no `opkit::envtest`. It turns on opkit's `dev-cert` feature, so tests
+//! can serve webhooks with [`opkit::webhook::DevCertificate`]. It replaces the
+//! former `opkit = { features = ["envtest"] }`.
 //!
 //! # Binaries
 //!
@@ -42,8 +66,8 @@
 //! the cluster's node pulls from.
 //!
 //! Webhooks: [`ControlPlane::install_webhooks`] points the apiserver at a
-//! webhook server on loopback (see [`crate::webhook`]), trusting a
-//! [`DevCertificate`](crate::webhook::DevCertificate).
+//! webhook server on loopback (see [`opkit::webhook`]), trusting a
+//! [`DevCertificate`](opkit::webhook::DevCertificate).
 //!
 //! Identities: [`ControlPlane::client`] is an admin in `system:masters`;
 //! [`ControlPlane::client_as`] acts as any user and groups, subject to RBAC;
@@ -58,6 +82,9 @@
 //!
 //! Do not start a control plane on tokio's paused clock: start-up waits on
 //! real time.
+#![deny(missing_docs)]
+#![deny(unsafe_code)]
+#![warn(clippy::unwrap_used)]
 
 mod assets;
 mod cluster;

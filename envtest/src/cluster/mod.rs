@@ -6,7 +6,7 @@
 //! ```no_run
 //! use k8s_openapi::api::core::v1::Pod;
 //! use kube::api::{Api, ListParams};
-//! use opkit::envtest::Cluster;
+//! use opkit_envtest::Cluster;
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! let cluster = Cluster::start().await?;
@@ -125,9 +125,9 @@ impl ClusterBuilder {
     /// HTTP. See [`Cluster::registry`].
     ///
     /// ```no_run
-    /// use opkit::envtest::Cluster;
+    /// use opkit_envtest::Cluster;
     ///
-    /// # async fn example() -> Result<(), opkit::envtest::Error> {
+    /// # async fn example() -> Result<(), opkit_envtest::Error> {
     /// let cluster = Cluster::builder().with_registry().start().await?;
     /// let registry = cluster.registry().expect("started with_registry");
     /// // Push an image there (e.g. `cargo opkit image --push <ref> --insecure`),

@@ -6,10 +6,10 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use kube::api::{Api, DeleteParams, Patch, PatchParams};
+use opkit::webhook::{WebhookClient, Webhooks};
 
 use super::control_plane::ControlPlane;
 use super::error::{Error, Result};
-use crate::webhook::{WebhookClient, Webhooks};
 
 /// The field manager envtest applies configurations with.
 const FIELD_MANAGER: &str = "opkit-envtest";
@@ -27,7 +27,7 @@ impl ControlPlane {
     /// `plane.install_crds(&[webhooks.crd_with_conversion(crd, &client)])`.
     ///
     /// ```no_run
-    /// # async fn example(plane: &opkit::envtest::ControlPlane, webhooks: opkit::webhook::Webhooks) -> Result<(), Box<dyn std::error::Error>> {
+    /// # async fn example(plane: &opkit_envtest::ControlPlane, webhooks: opkit::webhook::Webhooks) -> Result<(), Box<dyn std::error::Error>> {
     /// use opkit::webhook::{DevCertificate, WebhookClient, WebhookServer};
     /// use tokio_util::sync::CancellationToken;
     ///

@@ -5,8 +5,8 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::envtest::error::{Error, Result};
-use crate::envtest::process::ChildProcess;
+use crate::error::{Error, Result};
+use crate::process::ChildProcess;
 
 use super::assets::{ImageArchive, NodeAssets};
 use super::files::{ClusterFiles, write};

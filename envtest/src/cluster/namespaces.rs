@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::envtest::error::{Error, Result};
-use crate::envtest::process::ChildProcess;
+use crate::error::{Error, Result};
+use crate::process::ChildProcess;
 
 /// How many clusters can run at once on one machine (one /24 each).
 const SLOTS: u8 = 250;

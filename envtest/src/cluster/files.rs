@@ -4,9 +4,9 @@
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use crate::envtest::error::{Error, Result};
-use crate::envtest::kubeconfig::{self, Credentials};
-use crate::envtest::pki::Pki;
+use crate::error::{Error, Result};
+use crate::kubeconfig::{self, Credentials};
+use crate::pki::Pki;
 
 use super::NODE_NAME;
 

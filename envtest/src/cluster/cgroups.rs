@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::envtest::error::{Error, Result};
+use crate::error::{Error, Result};
 
 /// Where cgroup hierarchies are mounted.
 const CGROUP_MOUNTS: &str = "/sys/fs/cgroup";

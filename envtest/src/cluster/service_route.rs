@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 
 use super::Cluster;
 use super::namespaces::run;
-use crate::envtest::error::{Error, Result};
+use crate::error::{Error, Result};
 
 impl Cluster {
     /// Routes `cluster_ip` (a Service's `spec.clusterIP`) from the host into

@@ -348,7 +348,7 @@ impl ControlPlane {
     ///
     /// ```no_run
     /// # use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-    /// # async fn example(plane: &opkit::envtest::ControlPlane, crd: CustomResourceDefinition) -> opkit::envtest::Result<()> {
+    /// # async fn example(plane: &opkit_envtest::ControlPlane, crd: CustomResourceDefinition) -> opkit_envtest::Result<()> {
     /// plane.install_crds(&[crd]).await?;
     /// # Ok(()) }
     /// ```

@@ -3,7 +3,7 @@
 //! `make dev-cluster` runs this: it prints the kubeconfig path and a kubectl
 //! command to try, then waits.
 
-use opkit::envtest::ControlPlane;
+use opkit_envtest::ControlPlane;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {

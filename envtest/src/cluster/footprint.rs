@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::envtest::footprint::{record, record_process, start_time, still_running};
+use crate::footprint::{record, record_process, start_time, still_running};
 
 /// The processes, link, cgroups, directory and mounts of one cluster.
 #[derive(Debug, Clone)]

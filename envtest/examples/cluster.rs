@@ -5,7 +5,7 @@
 //! containers. It prints the start time, the kubeconfig and the images pods
 //! can use, then waits.
 
-use opkit::envtest::Cluster;
+use opkit_envtest::Cluster;
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -15,7 +15,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "cluster {} ready in {:.1}s: node {} at {}, apiserver {}",
         version.git_version,
         cluster.started_in().as_secs_f64(),
-        opkit::envtest::NODE_NAME,
+        opkit_envtest::NODE_NAME,
         cluster
             .node_address()
             .map(|a| a.to_string())
@@ -27,7 +27,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("image:      {image} (imagePullPolicy: IfNotPresent)");
         }
     }
-    let kubectl = opkit::envtest::find_node_assets()?.bin("kubectl");
+    let kubectl = opkit_envtest::find_node_assets()?.bin("kubectl");
     println!("logs:       {}", cluster.dir_path()?.display());
     println!("kubeconfig: {}", cluster.kubeconfig_path().display());
     println!(

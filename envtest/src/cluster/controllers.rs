@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use crate::envtest::error::Result;
-use crate::envtest::process::ChildProcess;
+use crate::error::Result;
+use crate::process::ChildProcess;
 
 use super::assets::NodeAssets;
 use super::files::ClusterFiles;

@@ -5,7 +5,7 @@
 //! use std::time::Duration;
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube::Api;
-//! use opkit::envtest::{ControlPlane, eventually};
+//! use opkit_envtest::{ControlPlane, eventually};
 //!
 //! # async fn example() -> Result<(), Box<dyn std::error::Error>> {
 //! let plane = ControlPlane::start().await?;

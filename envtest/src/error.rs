@@ -1,4 +1,4 @@
-//! Errors of [`crate::envtest`].
+//! Errors of this crate.
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -4,7 +4,7 @@
 use std::env;
 use std::path::{Path, PathBuf};
 
-use crate::envtest::error::{Error, Result};
+use crate::error::{Error, Result};
 
 /// The build-cache directory `tests/node/build-node.sh` fills, under
 /// `${OPKIT_CACHE:-$HOME/.cache/opkit}/cluster/`. Kept in step with the
