@@ -81,7 +81,9 @@ pub(crate) struct WatchOptions {
 }
 
 /// A LIST request (a continue token, when set, wins over the
-/// resourceVersion, as the API requires).
+/// resourceVersion, as the API requires). `kube_core` leaves out a
+/// resourceVersion of `"0"` when a limit is set; the reflector's paginated
+/// lists set no resourceVersion, so this does not arise.
 pub(crate) fn list(
     target: Target<'_>,
     opts: &ListOptions,
