@@ -146,9 +146,10 @@ pub enum ReflectorError {
         /// What is wrong with it.
         reason: String,
     },
-    /// The request could not be built (bad selector characters, ...).
+    /// The request could not be built (bad selector characters, a
+    /// resourceVersion match without a resourceVersion, ...).
     #[error("could not build the request: {0}")]
-    Request(#[source] http::Error),
+    Request(#[source] kube::core::request::Error),
     /// A watch closed within a second without delivering any event.
     #[error("very short watch: the watch closed after {0:?} without any event")]
     VeryShortWatch(Duration),

@@ -61,17 +61,18 @@
 //! is read as JSON. [`ReflectorConfig::protobuf`] turns protobuf off.
 
 mod backoff;
+mod decode;
 mod delta_fifo;
 mod error;
 mod informer;
 mod key;
 mod list_watch;
 mod processor;
-mod protobuf;
 pub mod read_your_writes;
 mod reflector;
 mod start;
 mod store;
+mod wire;
 mod write_recorder;
 
 use std::{

@@ -67,10 +67,12 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     backoff::{Backoff, BackoffConfig},
+    decode::{SkippedObject, WatchLine},
     delta_fifo::DeltaFifo,
     error::{ListFailures, ReflectorError},
     key::ObjectKey,
-    list_watch::{ListOptions, ListWatch, SkippedObject, WatchLine, WatchOptions, WatchStream},
+    list_watch::ListWatch,
+    wire::{ListOptions, WatchOptions, WatchStream},
 };
 
 /// A function applied to every object before it is stored (e.g. to drop
