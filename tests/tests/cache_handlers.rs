@@ -3,6 +3,9 @@
 //! skipped while the others keep flowing; an object that stops deserializing
 //! leaves the cache (issue 11: no stale copy); controllers asking for the same
 //! scope share one watch; scoped, dynamic and metadata-only informers.
+//! Issue 22: a handler registration belongs to its informer; a stopped
+//! informer refuses handlers and leaves no task; the watch-error hook and
+//! `last_error` through a 403 and its recovery.
 
 mod cache_support;
 
@@ -23,7 +26,10 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::{CustomResource, CustomResourceExt};
-use opkit::cache::{Event, EventHandler, Scope, SharedCache, handler_fn};
+use opkit::cache::{
+    BackoffConfig, CacheError, Event, EventHandler, ReflectorConfig, ReflectorError, Scope,
+    SharedCache, handler_fn,
+};
 use opkit_envtest::ControlPlane;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -645,5 +651,234 @@ async fn wait_for_sync_names_the_kind_that_lacks_rbac() {
     assert!(msg.contains("v1/Secret (all namespaces)"), "{msg}");
     assert!(msg.contains("403"), "{msg}");
     assert!(msg.contains("RBAC"), "{msg}");
+    cache.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_registration_is_removed_only_through_its_own_informer() {
+    init_tracing();
+    let cp = ControlPlane::shared().await.unwrap();
+    let admin = cp.client().unwrap();
+    let (ns_a, ns_b) = ("cache-owner-a", "cache-owner-b");
+    create_namespace(&admin, ns_a).await;
+    create_namespace(&admin, ns_b).await;
+    let cache = SharedCache::new(cp.client().unwrap());
+    let a = cache
+        .informer_for(Scope::<ConfigMap>::all().namespace(ns_a))
+        .unwrap();
+    let b = cache
+        .informer_for(Scope::<ConfigMap>::all().namespace(ns_b))
+        .unwrap();
+    let (log_a, ha) = add_recorder();
+    let (log_b, hb) = add_recorder();
+    let reg_a = a.add_event_handler(ha).unwrap();
+    let reg_b = b.add_event_handler(hb).unwrap();
+    cache.start().unwrap();
+    cache.wait_for_sync(Duration::from_secs(30)).await.unwrap();
+
+    // A's handle given to B, and B's to A: no-ops (client-go's RemoveEventHandler)
+    assert!(!b.remove_event_handler(&reg_a));
+    assert!(!a.remove_event_handler(&reg_b));
+    assert!(!reg_a.is_removed() && !reg_b.is_removed());
+    assert_eq!((a.handler_count(), b.handler_count()), (1, 1));
+
+    // both handlers still get their informer's events
+    for ns in [ns_a, ns_b] {
+        Api::<ConfigMap>::namespaced(admin.clone(), ns)
+            .create(&PostParams::default(), &cm(&format!("in-{ns}"), &[]))
+            .await
+            .unwrap();
+    }
+    eventually(
+        "each handler to see its namespace's object",
+        Duration::from_secs(20),
+        || names(&log_a).contains("in-cache-owner-a") && names(&log_b).contains("in-cache-owner-b"),
+    )
+    .await;
+    assert!(!names(&log_a).contains("in-cache-owner-b"));
+    assert!(!names(&log_b).contains("in-cache-owner-a"));
+
+    // each informer removes its own
+    assert!(a.remove_event_handler(&reg_a));
+    assert!(reg_a.is_removed() && !reg_b.is_removed());
+    assert_eq!((a.handler_count(), b.handler_count()), (0, 1));
+    assert!(b.remove_event_handler(&reg_b));
+    assert_eq!(b.handler_count(), 0);
+    cache.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stopped_informer_refuses_handlers_and_leaves_no_task() {
+    init_tracing();
+    let cp = ControlPlane::shared().await.unwrap();
+    let admin = cp.client().unwrap();
+    let ns = "cache-stopped";
+    create_namespace(&admin, ns).await;
+    Api::<ConfigMap>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &cm("existing", &[]))
+        .await
+        .unwrap();
+    let cache = SharedCache::new(cp.client().unwrap());
+    let informer = cache
+        .informer_for(Scope::<ConfigMap>::all().namespace(ns))
+        .unwrap();
+    // a handler stuck in its first call does not keep its task alive past stop
+    struct Stuck;
+    impl EventHandler<ConfigMap> for Stuck {
+        async fn on_add(&mut self, _obj: Arc<ConfigMap>, _initial: bool) {
+            std::future::pending::<()>().await;
+        }
+    }
+    let stuck = informer.add_event_handler(Stuck).unwrap();
+    let (_log, h) = add_recorder();
+    informer.add_event_handler(h).unwrap();
+    cache.start().unwrap();
+    cache.wait_for_sync(Duration::from_secs(30)).await.unwrap();
+    // reflector, delta processing, resync timer, two listeners
+    assert_eq!(informer.live_tasks(), 5);
+    eventually(
+        "the stuck handler to hold its first event",
+        Duration::from_secs(20),
+        || stuck.backlog() == 1,
+    )
+    .await;
+
+    informer.stop();
+    let (late_log, late) = add_recorder();
+    let err = informer.add_event_handler(late).unwrap_err();
+    assert!(matches!(&err, CacheError::InformerStopped(_)), "{err}");
+    assert!(err.to_string().contains("stopped"), "{err}");
+    tokio::time::timeout(Duration::from_secs(20), informer.wait_stopped())
+        .await
+        .expect("every task of the informer ends after stop");
+    assert_eq!(informer.live_tasks(), 0);
+    assert_eq!(informer.handler_count(), 0);
+    assert!(stuck.is_removed());
+    assert!(
+        late_log.lock().unwrap().is_empty(),
+        "nothing replayed to a refused handler"
+    );
+    cache.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_error_hook_sees_a_403_and_last_error_clears_once_access_is_granted() {
+    use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
+    init_tracing();
+    let cp = ControlPlane::shared().await.unwrap();
+    let admin = cp.client().unwrap();
+    let ns = "cache-hook";
+    let user = "cache-hook-user";
+    create_namespace(&admin, ns).await;
+    Api::<ConfigMap>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &cm("visible", &[]))
+        .await
+        .unwrap();
+
+    let seen: Arc<Mutex<Vec<(String, bool, String)>>> = Arc::default();
+    let seen2 = Arc::clone(&seen);
+    let cache = SharedCache::builder(cp.client_as(user, &[]).unwrap())
+        .reflector_config(ReflectorConfig {
+            backoff: BackoffConfig {
+                initial: Duration::from_millis(100),
+                max: Duration::from_millis(500),
+                ..BackoffConfig::default()
+            },
+            ..ReflectorConfig::default()
+        })
+        .watch_error_handler(move |informer: &str, error: &ReflectorError| {
+            let forbidden = matches!(error, ReflectorError::Api(s) if s.is_forbidden());
+            seen2
+                .lock()
+                .unwrap()
+                .push((informer.to_owned(), forbidden, error.to_string()));
+        })
+        .build();
+    let informer = cache
+        .informer_for(Scope::<ConfigMap>::all().namespace(ns))
+        .unwrap();
+    cache.start().unwrap();
+
+    // no RBAC yet: every failed attempt reaches the hook, with the 403
+    eventually(
+        "the hook to see two failed lists",
+        Duration::from_secs(20),
+        || seen.lock().unwrap().len() >= 2,
+    )
+    .await;
+    for (who, forbidden, msg) in seen.lock().unwrap().iter() {
+        assert_eq!(who, informer.describe());
+        assert!(*forbidden, "{msg}");
+        assert!(msg.contains("403"), "{msg}");
+    }
+    let last = informer
+        .stats()
+        .last_error
+        .expect("a last error while forbidden");
+    assert!(last.contains("403"), "{last}");
+    assert!(!informer.has_synced());
+
+    // grant list/watch: the informer recovers and last_error is cleared
+    let role = Role {
+        metadata: ObjectMeta {
+            name: Some("read-configmaps".into()),
+            namespace: Some(ns.into()),
+            ..Default::default()
+        },
+        rules: Some(vec![PolicyRule {
+            api_groups: Some(vec![String::new()]),
+            resources: Some(vec!["configmaps".into()]),
+            verbs: vec!["get".into(), "list".into(), "watch".into()],
+            ..Default::default()
+        }]),
+    };
+    Api::<Role>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &role)
+        .await
+        .unwrap();
+    let binding = RoleBinding {
+        metadata: ObjectMeta {
+            name: Some("read-configmaps".into()),
+            namespace: Some(ns.into()),
+            ..Default::default()
+        },
+        role_ref: RoleRef {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "Role".into(),
+            name: "read-configmaps".into(),
+        },
+        subjects: Some(vec![Subject {
+            api_group: Some("rbac.authorization.k8s.io".into()),
+            kind: "User".into(),
+            name: user.into(),
+            ..Default::default()
+        }]),
+    };
+    Api::<RoleBinding>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap();
+    cache.wait_for_sync(Duration::from_secs(30)).await.unwrap();
+    assert!(informer.store().get(Some(ns), "visible").is_some());
+    assert_eq!(
+        informer.stats().last_error,
+        None,
+        "recovered: no last error"
+    );
+    let failures = seen.lock().unwrap().len();
+    // the watch goes on: a new object arrives and nothing new reaches the hook
+    Api::<ConfigMap>::namespaced(admin.clone(), ns)
+        .create(&PostParams::default(), &cm("after-grant", &[]))
+        .await
+        .unwrap();
+    let store = informer.store();
+    eventually(
+        "the cache to show after-grant",
+        Duration::from_secs(20),
+        || store.get(Some(ns), "after-grant").is_some(),
+    )
+    .await;
+    assert_eq!(seen.lock().unwrap().len(), failures);
+    assert_eq!(informer.stats().last_error, None);
     cache.stop();
 }

@@ -248,6 +248,21 @@ pub enum CacheError {
     /// The cache or informer was stopped before it synced.
     #[error("the cache was stopped before {0} synced")]
     Stopped(String),
+    /// An event handler was added to an informer that is stopped (client-go
+    /// refuses it the same way): it would never get an event. Take the
+    /// informer from a running cache, or register handlers before stopping.
+    #[error(
+        "the informer {0} is stopped: it accepts no new event handlers (register handlers \
+         before stopping it, or on an informer of a running cache)"
+    )]
+    InformerStopped(String),
+    /// A setting that only takes effect at start (the watch-error handler)
+    /// was changed on an informer that had already started.
+    #[error(
+        "the informer {0} has already started: set its watch-error handler before starting it \
+         (or for every informer with SharedCacheBuilder::watch_error_handler)"
+    )]
+    InformerStarted(String),
     /// A read asked for a kind the cache has no informer for.
     #[error(
         "the cache has no informer for {0}: watch the kind (for/owns/watches/reads on the \

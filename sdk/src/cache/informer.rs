@@ -56,16 +56,17 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     delta_fifo::{Delta, DeltaFifo, Popped},
-    error::{CacheError, IndexError},
+    error::{CacheError, IndexError, ReflectorError},
     key::ObjectKey,
     list_watch::ListWatch,
     processor::{Event, EventHandler, HandlerRegistration, Processor},
     read_your_writes::{Observed, WriteKey, WriteTracker},
     reflector::{
-        Reflector, ReflectorConfig, ReflectorMetrics, ReflectorStats, Transform,
+        Reflector, ReflectorConfig, ReflectorMetrics, ReflectorStats, Transform, WatchErrorHandler,
         strip_managed_fields,
     },
     store::{Indexer, Store},
+    tasks::Tasks,
 };
 
 /// Informer settings.
@@ -110,6 +111,10 @@ struct Inner<K> {
     metrics: Arc<ReflectorMetrics>,
     started: AtomicBool,
     cancel: CancellationToken,
+    /// Every task of this informer, counted until it ends.
+    tasks: Tasks,
+    /// Given to the reflector at start.
+    watch_error_handler: Mutex<Option<WatchErrorHandler>>,
     /// Bumped after every batch of deltas applied: what a read waiting for
     /// this process's write wakes on.
     applied: watch::Sender<u64>,
@@ -191,7 +196,13 @@ where
         let indexer = Indexer::new();
         let fifo = Arc::new(DeltaFifo::new(Some(indexer.clone())));
         let name = lw.describe();
-        let processor = Processor::new(fifo.subscribe_synced(), name.clone());
+        let tasks = Tasks::new();
+        let processor = Processor::new(
+            fifo.subscribe_synced(),
+            name.clone(),
+            tasks.clone(),
+            cancel.clone(),
+        );
         Self {
             inner: Arc::new(Inner {
                 lw,
@@ -204,6 +215,8 @@ where
                 metrics: Arc::new(ReflectorMetrics::default()),
                 started: AtomicBool::new(false),
                 cancel,
+                tasks,
+                watch_error_handler: Mutex::new(None),
                 applied: watch::channel(0).0,
                 writes,
             }),
@@ -212,7 +225,8 @@ where
 
     /// Registers `handler` with the default resync period. After start, the
     /// handler first gets an `Add { is_in_initial_list: true }` for every
-    /// object already in the cache.
+    /// object already in the cache. A stopped informer refuses it
+    /// ([`CacheError::InformerStopped`]).
     pub fn add_event_handler<H: EventHandler<K>>(
         &self,
         handler: H,
@@ -231,8 +245,9 @@ where
         self.inner.processor.add_listener(handler, resync, existing)
     }
 
-    /// Removes a handler; it receives nothing more. False if it was not
-    /// registered here (or already removed).
+    /// Removes a handler; it receives nothing more. False, and nothing
+    /// changes, if it was registered with another informer (that informer
+    /// keeps it) or is already removed.
     pub fn remove_event_handler(&self, registration: &HandlerRegistration) -> bool {
         self.inner.processor.remove_listener(registration)
     }
@@ -326,6 +341,57 @@ where
         &self.inner.lw
     }
 
+    /// Calls `handler` with every failed list or watch attempt of this
+    /// informer (client-go's `SetWatchErrorHandler`; see
+    /// [`WatchErrorHandler`](super::WatchErrorHandler)), e.g. to count
+    /// failures by cause. Set it before [`start`](Self::start): afterwards
+    /// it is an error ([`CacheError::InformerStarted`]). For every informer
+    /// of a shared cache, use
+    /// [`SharedCacheBuilder::watch_error_handler`](super::SharedCacheBuilder::watch_error_handler).
+    ///
+    /// ```no_run
+    /// use std::sync::{Arc, atomic::{AtomicU64, Ordering}};
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use opkit::cache::{InformerOptions, ListWatch, ReflectorError, SharedIndexInformer};
+    ///
+    /// # fn doc(client: kube::Client) -> Result<(), opkit::cache::CacheError> {
+    /// let informer = SharedIndexInformer::new(
+    ///     ListWatch::<ConfigMap>::new(client, &()),
+    ///     InformerOptions::default(),
+    /// );
+    /// let forbidden = Arc::new(AtomicU64::new(0));
+    /// let counter = Arc::clone(&forbidden);
+    /// informer.set_watch_error_handler(move |informer: &str, error: &ReflectorError| {
+    ///     if matches!(error, ReflectorError::Api(status) if status.is_forbidden()) {
+    ///         counter.fetch_add(1, Ordering::Relaxed);
+    ///     }
+    ///     tracing::warn!(informer, %error, "list/watch failed");
+    /// })?;
+    /// informer.start()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn set_watch_error_handler(
+        &self,
+        handler: impl Fn(&str, &ReflectorError) + Send + Sync + 'static,
+    ) -> Result<(), CacheError> {
+        self.set_watch_error_handler_arc(Arc::new(handler))
+    }
+
+    /// [`set_watch_error_handler`](Self::set_watch_error_handler) with a shared handler.
+    pub(crate) fn set_watch_error_handler_arc(
+        &self,
+        handler: WatchErrorHandler,
+    ) -> Result<(), CacheError> {
+        // `start` reads the handler under this lock after marking itself
+        // started: a handler set here is either refused or given to it.
+        let mut slot = self.inner.watch_error_handler.lock();
+        if self.is_started() {
+            return Err(CacheError::InformerStarted(self.inner.name.clone()));
+        }
+        *slot = Some(handler);
+        Ok(())
+    }
+
     /// True once started.
     pub fn is_started(&self) -> bool {
         self.inner.started.load(Ordering::Acquire)
@@ -351,15 +417,35 @@ where
             inner.options.reflector.clone(),
         )
         .with_transform(inner.options.transform.clone())
-        .with_metrics(Arc::clone(&inner.metrics));
-        rt.spawn(reflector.run(inner.cancel.clone()));
-        rt.spawn(process_loop(Arc::clone(inner)));
-        rt.spawn(resync_loop(Arc::clone(inner)));
+        .with_metrics(Arc::clone(&inner.metrics))
+        .with_watch_error_handler(inner.watch_error_handler.lock().clone());
+        inner.tasks.spawn(&rt, reflector.run(inner.cancel.clone()));
+        inner.tasks.spawn(&rt, process_loop(Arc::clone(inner)));
+        inner.tasks.spawn(&rt, resync_loop(Arc::clone(inner)));
         tracing::debug!(informer = %inner.name, "informer started");
         Ok(())
     }
 
-    /// Stops the informer: the watch is closed, handlers get nothing more.
+    /// The number of this informer's tasks still running: the reflector,
+    /// the delta processing and the resync timer once started, and one
+    /// listener per registered handler. Zero once
+    /// [`wait_stopped`](Self::wait_stopped) returns.
+    pub fn live_tasks(&self) -> usize {
+        self.inner.tasks.live()
+    }
+
+    /// Waits until the informer is stopped ([`stop`](Self::stop), or its
+    /// shared cache stopped) and every task it spawned has ended (see
+    /// [`live_tasks`](Self::live_tasks)).
+    pub async fn wait_stopped(&self) {
+        self.inner.cancel.cancelled().await;
+        self.inner.tasks.wait_idle().await;
+    }
+
+    /// Stops the informer: the watch is closed, handlers get nothing more
+    /// (a handler call in progress is dropped at its next `.await`), new
+    /// handlers are refused, and every task ends
+    /// ([`wait_stopped`](Self::wait_stopped)).
     pub fn stop(&self) {
         self.inner.cancel.cancel();
         self.inner.fifo.close();

@@ -72,6 +72,7 @@ pub mod read_your_writes;
 mod reflector;
 mod start;
 mod store;
+mod tasks;
 mod wire;
 mod write_recorder;
 
@@ -102,7 +103,8 @@ pub use processor::{
 };
 use read_your_writes::{WriteTracker, wait_observed};
 pub use reflector::{
-    ReflectorConfig, ReflectorStats, StreamingList, Transform, strip_managed_fields,
+    ReflectorConfig, ReflectorStats, StreamingList, Transform, WatchErrorHandler,
+    strip_managed_fields,
 };
 pub use start::START_LIST_ATTEMPTS;
 pub use store::{NAMESPACE_INDEX, Store};
@@ -262,6 +264,7 @@ struct CacheInner {
     strip_managed_fields: bool,
     transforms: KindTransforms,
     default_resync: Option<Duration>,
+    watch_error_handler: Option<WatchErrorHandler>,
 }
 
 /// Per-kind transforms ([`SharedCacheBuilder::transform`]): a
@@ -286,6 +289,7 @@ pub struct SharedCacheBuilder {
     strip_managed_fields: bool,
     transforms: KindTransforms,
     default_resync: Option<Duration>,
+    watch_error_handler: Option<WatchErrorHandler>,
 }
 
 impl fmt::Debug for SharedCacheBuilder {
@@ -297,6 +301,7 @@ impl fmt::Debug for SharedCacheBuilder {
             .field("transforms", &self.transforms.len())
             .field("default_resync", &self.default_resync)
             .field("read_your_writes", &self.read_your_writes)
+            .field("watch_error_handler", &self.watch_error_handler.is_some())
             .finish()
     }
 }
@@ -375,6 +380,35 @@ impl SharedCacheBuilder {
         self
     }
 
+    /// Calls `handler` with every failed list or watch attempt of every
+    /// informer of the cache (see [`WatchErrorHandler`] and
+    /// [`SharedIndexInformer::set_watch_error_handler`]); the first
+    /// argument names the informer.
+    ///
+    /// ```no_run
+    /// use opkit::cache::{ReflectorError, SharedCache};
+    ///
+    /// # fn doc(client: kube::Client) {
+    /// let cache = SharedCache::builder(client)
+    ///     .watch_error_handler(|informer: &str, error: &ReflectorError| {
+    ///         let code = match error {
+    ///             ReflectorError::Api(status) => status.code,
+    ///             _ => 0,
+    ///         };
+    ///         tracing::warn!(informer, code, %error, "list/watch failed");
+    ///     })
+    ///     .build();
+    /// # let _ = cache;
+    /// # }
+    /// ```
+    pub fn watch_error_handler(
+        mut self,
+        handler: impl Fn(&str, &ReflectorError) + Send + Sync + 'static,
+    ) -> Self {
+        self.watch_error_handler = Some(Arc::new(handler));
+        self
+    }
+
     /// The cache.
     pub fn build(self) -> SharedCache {
         // The recording client needs a Tokio runtime (its request buffer is
@@ -407,6 +441,7 @@ impl SharedCacheBuilder {
                 strip_managed_fields: self.strip_managed_fields,
                 transforms: self.transforms,
                 default_resync: self.default_resync,
+                watch_error_handler: self.watch_error_handler,
             }),
         }
     }
@@ -457,6 +492,7 @@ impl SharedCache {
             strip_managed_fields: true,
             transforms: HashMap::new(),
             default_resync: None,
+            watch_error_handler: None,
         }
     }
 
@@ -602,6 +638,9 @@ impl SharedCache {
         };
         let informer =
             SharedIndexInformer::with_cancel(lw, options, self.inner.cancel.child_token(), hook);
+        if let Some(handler) = &self.inner.watch_error_handler {
+            informer.set_watch_error_handler_arc(Arc::clone(handler))?;
+        }
         if let Some(hook) = informer.write_hook() {
             let store = informer.store();
             hook.tracker.watch_kind(

@@ -32,6 +32,14 @@
 //! initial-list adds. Each handler has its own resync period: a resync is an
 //! `Update` with `old == new` and `is_resync: true`, delivered only to the
 //! handlers whose period elapsed.
+//!
+//! A [`HandlerRegistration`] belongs to the informer that made it: another
+//! informer's `remove_event_handler` given it is a no-op returning false
+//! (client-go's `RemoveEventHandler`), and both keep their handlers. A
+//! stopped informer refuses new handlers
+//! ([`CacheError::InformerStopped`]) and its listener tasks end with it,
+//! even one stuck in a handler call (the call is dropped at its next
+//! `.await`).
 
 use std::{
     future::Future,
@@ -49,8 +57,13 @@ use tokio::{
     sync::{Notify, mpsc, watch},
     time::Instant,
 };
+use tokio_util::sync::CancellationToken;
 
-use super::{delta_fifo::DeletedObject, error::CacheError};
+use super::{delta_fifo::DeletedObject, error::CacheError, tasks::Tasks};
+
+/// Tells the informers (processors) of this process apart: a registration
+/// carries the one of the informer that made it.
+static NEXT_INFORMER_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The smallest per-handler resync period; shorter ones are raised to it
 /// (client-go's `minimumResyncPeriod`).
@@ -193,10 +206,13 @@ struct ListenerState {
 }
 
 /// The handle of a registered handler: its sync state, and the key to
-/// remove it ([`SharedIndexInformer::remove_event_handler`](super::SharedIndexInformer::remove_event_handler)).
+/// remove it ([`SharedIndexInformer::remove_event_handler`](super::SharedIndexInformer::remove_event_handler)),
+/// which only the informer that made it accepts.
 #[derive(Clone)]
 pub struct HandlerRegistration {
     id: u64,
+    /// The informer that made it.
+    informer: u64,
     state: Arc<ListenerState>,
     upstream_synced: watch::Receiver<bool>,
 }
@@ -205,13 +221,15 @@ impl std::fmt::Debug for HandlerRegistration {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HandlerRegistration")
             .field("id", &self.id)
+            .field("informer", &self.informer)
             .field("has_synced", &self.has_synced())
             .finish()
     }
 }
 
 impl HandlerRegistration {
-    /// The registration's id (unique within its informer).
+    /// The registration's id (unique within its informer; registrations of
+    /// two informers may share one, and are still told apart).
     pub fn id(&self) -> u64 {
         self.id
     }
@@ -291,20 +309,36 @@ pub(crate) struct Processor<K> {
     resync_changed: Notify,
     upstream_synced: watch::Receiver<bool>,
     name: String,
+    tasks: Tasks,
+    /// The informer's stop signal.
+    cancel: CancellationToken,
+    /// This processor's identity among the informers of the process.
+    informer_id: u64,
 }
 
 impl<K: Send + Sync + 'static> Processor<K> {
-    pub(crate) fn new(upstream_synced: watch::Receiver<bool>, name: String) -> Self {
+    /// A processor whose listener tasks are counted in `tasks` and which
+    /// stops with `cancel`.
+    pub(crate) fn new(
+        upstream_synced: watch::Receiver<bool>,
+        name: String,
+        tasks: Tasks,
+        cancel: CancellationToken,
+    ) -> Self {
         Self {
             listeners: RwLock::new(Vec::new()),
             next_id: AtomicU64::new(1),
             resync_changed: Notify::new(),
             upstream_synced,
             name,
+            tasks,
+            cancel,
+            informer_id: NEXT_INFORMER_ID.fetch_add(1, Ordering::Relaxed),
         }
     }
 
     /// Registers `handler`, replaying `existing` as initial-list adds first.
+    /// Refused once the informer is stopped.
     pub(crate) fn add_listener<H: EventHandler<K>>(
         &self,
         handler: H,
@@ -313,6 +347,13 @@ impl<K: Send + Sync + 'static> Processor<K> {
     ) -> Result<HandlerRegistration, CacheError> {
         let rt = tokio::runtime::Handle::try_current()
             .map_err(|_| CacheError::NoRuntime("adding an event handler"))?;
+        // Checked under the lock `stop` clears the listeners under: a
+        // listener pushed here is either refused or cleared by `stop`.
+        let mut listeners = self.listeners.write();
+        if self.cancel.is_cancelled() {
+            tracing::debug!(informer = %self.name, "refusing an event handler: the informer is stopped");
+            return Err(CacheError::InformerStopped(self.name.clone()));
+        }
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let state = Arc::new(ListenerState {
             pending_initial: AtomicUsize::new(0),
@@ -339,33 +380,49 @@ impl<K: Send + Sync + 'static> Processor<K> {
                 is_in_initial_list: true,
             });
         }
-        rt.spawn(run_listener(
-            handler,
-            rx,
-            Arc::clone(&state),
-            self.name.clone(),
-            id,
-        ));
-        self.listeners.write().push(listener);
+        self.tasks.spawn(
+            &rt,
+            run_listener(
+                handler,
+                rx,
+                Arc::clone(&state),
+                self.name.clone(),
+                id,
+                self.cancel.clone(),
+            ),
+        );
+        listeners.push(listener);
+        drop(listeners);
         if resync_period.is_some() {
             self.resync_changed.notify_one();
         }
         Ok(HandlerRegistration {
             id,
+            informer: self.informer_id,
             state,
             upstream_synced: self.upstream_synced.clone(),
         })
     }
 
     /// Removes the listener of `reg`; its pending notifications are dropped.
+    /// False (and nothing touched) when `reg` was made by another informer
+    /// or is already removed.
     pub(crate) fn remove_listener(&self, reg: &HandlerRegistration) -> bool {
+        if reg.informer != self.informer_id {
+            tracing::debug!(informer = %self.name, listener = reg.id, "not removing a handler registered with another informer");
+            return false;
+        }
+        let mut listeners = self.listeners.write();
+        let Some(at) = listeners.iter().position(|l| l.id == reg.id) else {
+            return false;
+        };
+        // dropping the listener drops its sender: the task ends once it sees that
+        listeners.remove(at);
+        drop(listeners);
         reg.state.removed.store(true, Ordering::Release);
         reg.state.drained.notify_waiters();
-        let mut listeners = self.listeners.write();
-        let before = listeners.len();
-        listeners.retain(|l| l.id != reg.id);
         self.resync_changed.notify_one();
-        listeners.len() != before
+        true
     }
 
     /// Delivers `event` to every listener, or (for `is_sync`) only to the
@@ -411,7 +468,8 @@ impl<K: Send + Sync + 'static> Processor<K> {
         self.resync_changed.notified().await
     }
 
-    /// Drops every listener (their tasks end once their buffers are drained).
+    /// Drops every listener. Their tasks end on the informer's stop signal
+    /// (cancelled before this is called), a handler call in progress included.
     pub(crate) fn stop(&self) {
         let mut listeners = self.listeners.write();
         for l in listeners.iter() {
@@ -426,11 +484,35 @@ impl<K: Send + Sync + 'static> Processor<K> {
     }
 }
 
+/// A listener's task: delivers until the listener is removed (its sender
+/// dropped) or the informer stops (`stop`: the delivery in progress is dropped).
 async fn run_listener<K, H>(
-    mut handler: H,
-    mut rx: mpsc::UnboundedReceiver<Event<K>>,
+    handler: H,
+    rx: mpsc::UnboundedReceiver<Event<K>>,
     state: Arc<ListenerState>,
     informer: String,
+    id: u64,
+    stop: CancellationToken,
+) where
+    K: Send + Sync + 'static,
+    H: EventHandler<K>,
+{
+    tokio::select! {
+        biased;
+        _ = stop.cancelled() => {
+            tracing::trace!(informer = %informer, listener = id, "listener stopped with its informer");
+        }
+        _ = deliver(handler, rx, &state, &informer, id) => {
+            tracing::trace!(informer = %informer, listener = id, "listener stopped");
+        }
+    }
+}
+
+async fn deliver<K, H>(
+    mut handler: H,
+    mut rx: mpsc::UnboundedReceiver<Event<K>>,
+    state: &ListenerState,
+    informer: &str,
     id: u64,
 ) where
     K: Send + Sync + 'static,
@@ -473,7 +555,6 @@ async fn run_listener<K, H>(
         }
         state.delivered.fetch_add(1, Ordering::AcqRel);
     }
-    tracing::trace!(informer = %informer, listener = id, "listener stopped");
 }
 
 #[cfg(test)]
@@ -536,7 +617,7 @@ mod tests {
     #[tokio::test]
     async fn late_listener_gets_existing_objects_and_syncs() {
         let (tx, rx) = watch::channel(true);
-        let p = Processor::new(rx, "test".into());
+        let p = Processor::new(rx, "test".into(), Tasks::new(), CancellationToken::new());
         let (log, h) = recorder();
         let reg = p.add_listener(h, None, vec![cm("a"), cm("b")]).unwrap();
         until(|| log.lock().unwrap().len() == 2).await;
@@ -549,7 +630,7 @@ mod tests {
     #[tokio::test]
     async fn has_synced_waits_for_upstream() {
         let (tx, rx) = watch::channel(false);
-        let p = Processor::new(rx, "test".into());
+        let p = Processor::new(rx, "test".into(), Tasks::new(), CancellationToken::new());
         let (_log, h) = recorder();
         let reg = p.add_listener(h, None, vec![]).unwrap();
         assert!(!reg.has_synced());
@@ -560,7 +641,7 @@ mod tests {
     #[tokio::test]
     async fn slow_handler_does_not_delay_others() {
         let (_tx, rx) = watch::channel(true);
-        let p = Processor::new(rx, "test".into());
+        let p = Processor::new(rx, "test".into(), Tasks::new(), CancellationToken::new());
         let gate = Arc::new(tokio::sync::Semaphore::new(0));
         struct Blocked(Arc<tokio::sync::Semaphore>);
         impl EventHandler<ConfigMap> for Blocked {
@@ -591,7 +672,7 @@ mod tests {
     #[tokio::test]
     async fn sync_events_only_to_due_listeners() {
         let (_tx, rx) = watch::channel(true);
-        let p = Processor::new(rx, "test".into());
+        let p = Processor::new(rx, "test".into(), Tasks::new(), CancellationToken::new());
         let (log_fast, fast) = recorder();
         let (log_none, none) = recorder();
         p.add_listener(fast, Some(Duration::from_millis(1)), vec![])
@@ -620,7 +701,7 @@ mod tests {
     #[tokio::test]
     async fn removed_listener_gets_nothing_more_and_panics_are_contained() {
         let (_tx, rx) = watch::channel(true);
-        let p = Processor::new(rx, "test".into());
+        let p = Processor::new(rx, "test".into(), Tasks::new(), CancellationToken::new());
         let count = Arc::new(AtomicUsize::new(0));
         let c2 = Arc::clone(&count);
         let reg = p
@@ -658,10 +739,91 @@ mod tests {
         assert_eq!(count.load(Ordering::SeqCst), 2);
     }
 
+    #[tokio::test]
+    async fn a_registration_is_removed_only_by_its_own_informer() {
+        let (_tx, rx) = watch::channel(true);
+        let a = Processor::new(
+            rx.clone(),
+            "a".into(),
+            Tasks::new(),
+            CancellationToken::new(),
+        );
+        let b = Processor::new(rx, "b".into(), Tasks::new(), CancellationToken::new());
+        let (log_a, ha) = recorder();
+        let (log_b, hb) = recorder();
+        let reg_a = a.add_listener(ha, None, vec![]).unwrap();
+        let reg_b = b.add_listener(hb, None, vec![]).unwrap();
+        // same per-informer number, different informers
+        assert_eq!(reg_a.id(), reg_b.id());
+
+        // A's handle given to B, then B's to A: no-ops
+        assert!(!b.remove_listener(&reg_a));
+        assert!(!a.remove_listener(&reg_b));
+        assert!(!reg_a.is_removed() && !reg_b.is_removed());
+        assert_eq!((a.len(), b.len()), (1, 1));
+        for (p, n) in [(&a, "to-a"), (&b, "to-b")] {
+            p.distribute(
+                Event::Add {
+                    obj: cm(n),
+                    is_in_initial_list: false,
+                },
+                false,
+            );
+        }
+        until(|| log_a.lock().unwrap().len() == 1 && log_b.lock().unwrap().len() == 1).await;
+        assert_eq!(*log_a.lock().unwrap(), ["add to-a false"]);
+        assert_eq!(*log_b.lock().unwrap(), ["add to-b false"]);
+
+        // each informer removes its own
+        assert!(a.remove_listener(&reg_a));
+        assert!(reg_a.is_removed() && !reg_b.is_removed());
+        assert!(!a.remove_listener(&reg_a), "a second removal is a no-op");
+        assert!(b.remove_listener(&reg_b));
+        assert_eq!((a.len(), b.len()), (0, 0));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stopped_processor_refuses_handlers_and_leaves_no_task() {
+        let (_tx, rx) = watch::channel(true);
+        let cancel = CancellationToken::new();
+        let tasks = Tasks::new();
+        let p = Processor::new(rx, "test".into(), tasks.clone(), cancel.clone());
+        // a handler stuck in its first call: stopping must not wait for it
+        struct Stuck;
+        impl EventHandler<ConfigMap> for Stuck {
+            async fn on_add(&mut self, _obj: Arc<ConfigMap>, _initial: bool) {
+                std::future::pending::<()>().await;
+            }
+        }
+        let stuck = p.add_listener(Stuck, None, vec![cm("a")]).unwrap();
+        let (_log, idle) = recorder();
+        p.add_listener(idle, Some(Duration::from_secs(1)), vec![])
+            .unwrap();
+        assert_eq!(tasks.live(), 2);
+        tokio::task::yield_now().await;
+        assert_eq!(stuck.backlog(), 1);
+
+        cancel.cancel();
+        p.stop();
+        let (_log, late) = recorder();
+        assert!(matches!(
+            p.add_listener(late, None, vec![cm("a")]),
+            Err(CacheError::InformerStopped(name)) if name == "test"
+        ));
+        assert_eq!(p.len(), 0);
+        // the clock is paused: this times out at once if a task lingers
+        tokio::time::timeout(Duration::from_secs(60), tasks.wait_idle())
+            .await
+            .expect("every listener task ends when the informer stops");
+        assert_eq!(tasks.live(), 0);
+        assert!(stuck.is_removed());
+    }
+
     #[test]
     fn add_listener_outside_runtime_is_an_error() {
         let (_tx, rx) = watch::channel(true);
-        let p: Processor<ConfigMap> = Processor::new(rx, "test".into());
+        let p: Processor<ConfigMap> =
+            Processor::new(rx, "test".into(), Tasks::new(), CancellationToken::new());
         let (_log, h) = recorder();
         assert!(matches!(
             p.add_listener(h, None, vec![]),

@@ -79,6 +79,17 @@ use super::{
 /// fields the controller never reads, saving memory).
 pub type Transform<K> = Arc<dyn Fn(&mut K) + Send + Sync>;
 
+/// Called with every failed list or watch attempt of an informer (client-go's
+/// `WatchErrorHandler`), for logging and metrics: the informer's
+/// description ([`SharedIndexInformer::describe`](super::SharedIndexInformer::describe))
+/// and the error. It runs on the reflector's task, before the retry's
+/// backoff: keep it quick and non-blocking. The reflector logs the failure
+/// either way, and retries whatever the handler does; a panic in it is
+/// logged and ignored. A `410 Gone` that only calls for a relist, and a
+/// streaming list that falls back to LIST in the same round, are not
+/// failures (the LIST's outcome is reported).
+pub type WatchErrorHandler = Arc<dyn Fn(&str, &ReflectorError) + Send + Sync>;
+
 /// The default transform: drops `metadata.managedFields`, which is often the
 /// largest part of an object and is almost never read by a controller.
 pub fn strip_managed_fields<K: Resource>(obj: &mut K) {
@@ -235,7 +246,10 @@ pub struct ReflectorStats {
     pub skipped_objects: u64,
     /// The last resourceVersion synced to.
     pub last_sync_resource_version: Option<String>,
-    /// The last list/watch error, if the last round failed.
+    /// The last list/watch error while the informer is failing; cleared
+    /// once a list succeeds again (it recovered). Each failure, with when
+    /// it happened, goes to the watch-error handler
+    /// ([`SharedIndexInformer::set_watch_error_handler`](super::SharedIndexInformer::set_watch_error_handler)).
     pub last_error: Option<String>,
 }
 
@@ -261,7 +275,8 @@ impl ReflectorMetrics {
         a.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// The last list/watch error, if the last round failed.
+    /// The last list/watch error while failing; `None` once a list
+    /// succeeded again.
     pub fn last_error(&self) -> Option<String> {
         self.last_error.lock().clone()
     }
@@ -280,6 +295,8 @@ impl ReflectorMetrics {
     }
 
     fn record_listed(&self) {
+        // recovered: a list succeeded
+        *self.last_error.lock() = None;
         self.list_failures
             .send_if_modified(|f| std::mem::take(f) != ListFailures::default());
     }
@@ -303,6 +320,7 @@ pub struct Reflector<K, S> {
     rv_unavailable: bool,
     streaming_supported: Option<bool>,
     backoff: Backoff,
+    on_error: Option<WatchErrorHandler>,
 }
 
 impl<K, S> Reflector<K, S>
@@ -327,6 +345,7 @@ where
             rv_unavailable: false,
             streaming_supported: None,
             backoff,
+            on_error: None,
         }
     }
 
@@ -340,6 +359,22 @@ where
     pub fn with_metrics(mut self, metrics: Arc<ReflectorMetrics>) -> Self {
         self.metrics = metrics;
         self
+    }
+
+    /// Calls `handler` with every failed list/watch attempt.
+    pub fn with_watch_error_handler(mut self, handler: Option<WatchErrorHandler>) -> Self {
+        self.on_error = handler;
+        self
+    }
+
+    /// Tells the watch-error handler, if any, of a failed attempt.
+    fn report(&self, error: &ReflectorError) {
+        if let Some(handler) = &self.on_error
+            && std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handler(&self.name, error)))
+                .is_err()
+        {
+            tracing::error!(reflector = %self.name, %error, "the watch-error handler panicked; ignoring it");
+        }
     }
 
     /// The shared counters.
@@ -372,6 +407,7 @@ where
                         );
                         *self.metrics.last_error.lock() = Some(format!("{e}{hint}"));
                         self.metrics.record_failure(&e);
+                        self.report(&e);
                     }
                 }
                 tokio::time::sleep(delay).await;
@@ -577,6 +613,7 @@ where
             let mut w = match self.lw.watch(&opts).await {
                 Ok(w) => w,
                 Err(e) if e.is_retriable() => {
+                    self.report(&e);
                     self.back_off("streaming list failed", &e).await;
                     continue;
                 }
@@ -683,6 +720,7 @@ where
                     match self.lw.watch(&opts).await {
                         Ok(w) => w,
                         Err(e) if e.is_retriable() => {
+                            self.report(&e);
                             self.back_off("opening the watch failed", &e).await;
                             continue;
                         }
@@ -707,6 +745,7 @@ where
                     return Ok(());
                 }
                 Err(e) if e.is_retriable() => {
+                    self.report(&e);
                     self.back_off("the watch failed", &e).await;
                 }
                 Err(e) => return Err(e),
@@ -1251,6 +1290,74 @@ mod tests {
         assert_eq!(keys, ["a", "d"]);
         assert_eq!(informer.stats().skipped_objects, 4);
         informer.stop();
+    }
+    #[tokio::test(start_paused = true)]
+    async fn watch_error_handler_sees_each_failed_attempt_and_recovery_clears_last_error() {
+        let script: Script = Arc::new(|n, _pq| match n {
+            0 => status(403, "Forbidden"),
+            1 => status(500, "InternalError"),
+            2 => list(&[obj("a", "5")], "10", None),
+            3 => status(503, "ServiceUnavailable"), // opening the watch: retried without relist
+            4 => events(&[serde_json::json!({"type": "ADDED", "object": obj("b", "11")})]),
+            // re-opening after the stream ends: retried with backoff (a
+            // watch answered at once would spin the paused clock's runtime)
+            _ => status(503, "ServiceUnavailable"),
+        });
+        let (client, _seen) = scripted(script);
+        let seen = Arc::new(StdMutex::new(Vec::<(String, u16)>::new()));
+        let seen2 = Arc::clone(&seen);
+        let store = Arc::new(Recorder::default());
+        let r = Reflector::new(
+            ListWatch::<ConfigMap>::new(client, &()).namespace("ns"),
+            Arc::clone(&store),
+            list_config(),
+        )
+        .with_watch_error_handler(Some(Arc::new(
+            move |informer: &str, e: &ReflectorError| {
+                let code = match e {
+                    ReflectorError::Api(s) => s.code,
+                    _ => 0,
+                };
+                let first = {
+                    let mut seen = seen2.lock().unwrap();
+                    seen.push((informer.to_owned(), code));
+                    seen.len() == 1
+                };
+                assert!(!first, "a panicking handler does not stop the reflector");
+            },
+        )));
+        let metrics = r.metrics();
+        let cancel = CancellationToken::new();
+        let task = tokio::spawn(r.run(cancel.clone()));
+        let mut last_errors = Vec::new();
+        tokio::time::timeout(Duration::from_secs(600), async {
+            while !store.calls().contains(&"add b".to_string()) {
+                last_errors.push(metrics.last_error().is_some());
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .expect("recovered and watching");
+        cancel.cancel();
+        task.await.unwrap();
+        let informer = "v1/ConfigMap (namespace ns)".to_string();
+        let seen = seen.lock().unwrap();
+        assert_eq!(
+            seen[..3],
+            [
+                (informer.clone(), 403),
+                (informer.clone(), 500),
+                (informer.clone(), 503)
+            ]
+        );
+        assert!(
+            seen[3..]
+                .iter()
+                .all(|(i, code)| *i == informer && *code == 503)
+        );
+        assert!(last_errors.contains(&true), "set while failing");
+        assert_eq!(metrics.last_error(), None, "cleared once a list succeeded");
+        assert_eq!(metrics.stats().last_error, None);
     }
 }
 
