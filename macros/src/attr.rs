@@ -12,7 +12,7 @@ use syn::{Attribute, Expr, Ident, LitInt, LitStr, Token, Type, parenthesized};
 const OPTIONS: &str = "`for = Kind` (or `for(Kind, predicates(..))`), `owns(Kind, ..)`, \
      `watches(Kind, map = function)` (or `by_index = \"index\"`), `index(Kind, \"name\", function)`, \
      `reads(Kind, ..)`, `event_filter(expr, ..)`, \
-     `rbac(verb, .. on Kind, ..)`, `finalizer`, `events`, `name = \"..\"`, \
+     `rbac(verb, .. on Kind, ..)`, `status`, `finalizer`, `events`, `name = \"..\"`, \
      `max_concurrent_reconciles = N`, `throttle(per_second = N, burst = N)`";
 
 /// The verbs `rbac(...)` accepts, as RBAC spells them, with the
@@ -89,6 +89,7 @@ pub(crate) struct Declaration {
     pub reads: Vec<Type>,
     pub event_filters: Vec<Expr>,
     pub rbac: Vec<RbacClause>,
+    pub status: bool,
     pub finalizer: bool,
     pub events: bool,
     pub name: Option<LitStr>,
@@ -206,6 +207,7 @@ impl Declaration {
                 parenthesized!(content in meta.input);
                 self.rbac.push(content.parse()?);
             }
+            "status" => self.status = flag(&meta, "status")?,
             "finalizer" => self.finalizer = flag(&meta, "finalizer")?,
             "events" => self.events = flag(&meta, "events")?,
             "name" => {

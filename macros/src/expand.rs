@@ -94,17 +94,23 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
     });
 
     let read = quote! { &::opkit::rbac::Verb::READ };
-    let mut rules = vec![
-        quote_spanned! {primary.span()=> .allow::<#primary>(#read) },
-        quote_spanned! {primary.span()=>
+    // Least privilege: read the primary kind; write its status only with
+    // `status`; update its `finalizers` subresource (what adding a
+    // finalizer, and setting `blockOwnerDeletion` in a child's controller
+    // reference, need) only with `finalizer` or when it owns children.
+    let mut rules = vec![quote_spanned! {primary.span()=> .allow::<#primary>(#read) }];
+    if decl.status {
+        rules.push(quote_spanned! {primary.span()=>
             .allow_subresource::<#primary>("status", &[
                 ::opkit::rbac::Verb::Get, ::opkit::rbac::Verb::Update, ::opkit::rbac::Verb::Patch,
             ])
-        },
-        quote_spanned! {primary.span()=>
+        });
+    }
+    if decl.finalizer || !decl.owns.is_empty() {
+        rules.push(quote_spanned! {primary.span()=>
             .allow_subresource::<#primary>("finalizers", &[::opkit::rbac::Verb::Update])
-        },
-    ];
+        });
+    }
     if decl.finalizer {
         rules.push(quote_spanned! {primary.span()=>
             .allow::<#primary>(&[::opkit::rbac::Verb::Update, ::opkit::rbac::Verb::Patch])

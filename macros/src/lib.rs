@@ -23,10 +23,12 @@ use syn::{DeriveInput, parse_macro_input};
 /// #[controller(
 ///     for = Memcached,                        // the primary kind (required)
 ///     owns(Deployment, Service),              // children with a controller reference
-///     watches(ConfigMap, map = by_config),    // fn(&ConfigMap, &SharedCache) -> Vec<Request>
-///     predicates(GenerationChanged),          // filter every watch
+///     index(Memcached, "config", config_of), // fn(&Memcached) -> Vec<String>
+///     watches(ConfigMap, by_index = "config"), // the Memcacheds whose index lists it
+///     watches(Secret, map = by_secret),       // fn(&Secret, &Store<Memcached>) -> Vec<Request>
+///     event_filter(GenerationChanged),        // filter every watch
 ///     rbac(create, patch, delete on Deployment, Service),
-///     finalizer, events,                      // patch the primary's finalizers; record Events
+///     status, finalizer, events,              // write the status and finalizers; record Events
 ///     name = "memcached", max_concurrent_reconciles = 2,
 ///     throttle(per_second = 50, burst = 10),
 /// )]

@@ -47,6 +47,7 @@
 //!     watches(ConfigMap, by_index = "settings"),
 //!     watches(Secret, map = same_name),
 //!     rbac(create, update, patch, delete on Deployment, Service),
+//!     status,
 //!     finalizer,
 //!     events,
 //!     max_concurrent_reconciles = 2,
@@ -69,6 +70,17 @@
 //! assert!(rules.permits("", "configmaps", Verb::List));
 //! assert!(rules.permits("", "secrets", Verb::Watch));
 //! assert!(!rules.permits("", "configmaps", Verb::Patch));
+//! // Least privilege: nothing the declaration did not ask for.
+//! # #[derive(Controller)]
+//! # #[controller(for = Memcached)]
+//! # struct ReadOnly;
+//! # impl Reconcile for ReadOnly {
+//! #     type Object = Memcached;
+//! #     async fn reconcile(&self, _: Request, _: &Context<Memcached>) -> Result<Action, ReconcileError> { Ok(Action::done()) }
+//! # }
+//! let read_only = ReadOnly::rbac_rules(); // #[controller(for = Memcached)]
+//! assert!(!read_only.permits("cache.example.com", "memcacheds/status", Verb::Patch));
+//! assert!(!read_only.permits("cache.example.com", "memcacheds/finalizers", Verb::Update));
 //!
 //! // ... and so does the wiring, e.g. `MemcachedReconciler.add_to(&mut manager)?`:
 //! # async fn wire(manager: &mut opkit::manager::Manager) -> Result<(), opkit::manager::ManagerError> {
@@ -84,7 +96,7 @@
 //!
 //! | option | wiring ([`Controller`] method) | RBAC rules |
 //! |---|---|---|
-//! | `for = Kind` (required; the reconciler's [`Reconcile::Object`], checked at compile time) | [`Controller::new`] | `get`, `list`, `watch` on the kind; `get`, `update`, `patch` on its `status`; `update` on its `finalizers` (what setting `blockOwnerDeletion` in owner references needs) |
+//! | `for = Kind` (required; the reconciler's [`Reconcile::Object`], checked at compile time) | [`Controller::new`] | `get`, `list`, `watch` on the kind (and `update` on its `finalizers` when it owns children: what setting `blockOwnerDeletion` in their controller reference needs) |
 //! | `for(Kind, predicates(p, ..))` | [`Controller::with_predicate`]: only events passing every `p` | as `for = Kind` |
 //! | `owns(Kind, ..)` | [`owns::<Kind>()`](Controller::owns): a change wakes the controller-owner; whole objects cached | `get`, `list`, `watch` |
 //! | `owns(Kind, .., metadata)` | [`owns_metadata::<Kind>()`](Controller::owns_metadata): only metadata cached (`PartialObjectMeta<Kind>`) | `get`, `list`, `watch` |
@@ -96,7 +108,8 @@
 //! | `reads(Kind, ..)` | [`reads::<Kind>()`](Controller::reads): cached and synced before the first reconcile, no reconcile on change | `get`, `list`, `watch` |
 //! | `event_filter(p, ..)` | [`with_event_filter(p)`](Controller::with_event_filter) for each: every watch | — |
 //! | `rbac(verb, .. on Target, ..)` | — | the verbs on each target |
-//! | `finalizer` | — | `update`, `patch` on the primary kind (adding and removing a finalizer) |
+//! | `status` | — | `get`, `update`, `patch` on the primary kind's `status` (writing it) |
+//! | `finalizer` | — | `update`, `patch` on the primary kind and `update` on its `finalizers` (adding and removing a finalizer) |
 //! | `events` | — | `create`, `patch` on `events.k8s.io` `events` (what [`Context::recorder`](crate::reconcile::Context::recorder) writes) |
 //! | `name = "..."` | [`name`](Controller::name) (default: the kind, lower case) | — |
 //! | `max_concurrent_reconciles = N` | [`max_concurrent_reconciles`](Controller::max_concurrent_reconciles) | — |

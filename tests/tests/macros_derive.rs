@@ -45,6 +45,7 @@ fn ready_changed(e: &PredicateEvent<'_, Deployment>) -> bool {
     rbac(create, patch, delete on Deployment, Service),
     rbac(get on "pods/log", "deployments.apps/scale"),
     rbac(list on unchecked("widgets.example.com")),
+    status,
     finalizer,
     events,
     name = "every-option",

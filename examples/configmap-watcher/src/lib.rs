@@ -73,7 +73,8 @@ pub fn config_map_of(site: &Website) -> Vec<String> {
 #[controller(
     for = Website,
     index(Website, "spec.configMap", config_map_of),
-    watches(ConfigMap, by_index = "spec.configMap")
+    watches(ConfigMap, by_index = "spec.configMap"),
+    status
 )]
 pub struct WebsiteReconciler;
 

@@ -376,6 +376,78 @@ impl<R: Reconcile> Controller<R> {
         self
     }
 
+    /// Also reconcile every request `source` yields: a source of events
+    /// outside any watch (a webhook callback, a timer, another system),
+    /// as controller-runtime's `source.Channel`. Requests go through the
+    /// same queue as watch events (deduplicated, throttled, never two
+    /// workers on one key) at normal priority; the controller's event
+    /// filters do not apply (there is no object to filter). The source is
+    /// read from when the controller is wired until it ends or the
+    /// controller stops.
+    ///
+    /// ```
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use opkit::controller::Controller;
+    /// use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
+    ///
+    /// struct Settings;
+    /// impl Reconcile for Settings {
+    ///     type Object = ConfigMap;
+    ///     async fn reconcile(&self, _: Request, _: &Context<ConfigMap>) -> Result<Action, ReconcileError> {
+    ///         Ok(Action::done())
+    ///     }
+    /// }
+    ///
+    /// let (wake, woken) = tokio::sync::mpsc::channel(16);
+    /// let controller = Controller::new(Settings).watches_channel(woken);
+    /// // elsewhere, e.g. in a webhook callback:
+    /// wake.try_send(Request::namespaced("shop", "settings")).ok();
+    /// # let _ = controller;
+    /// ```
+    pub fn watches_channel(self, requests: tokio::sync::mpsc::Receiver<Request>) -> Self {
+        self.watches_stream(futures::stream::unfold(requests, |mut rx| async move {
+            rx.recv().await.map(|request| (request, rx))
+        }))
+    }
+
+    /// [`watches_channel`](Self::watches_channel) for any stream of
+    /// requests.
+    pub fn watches_stream(
+        mut self,
+        requests: impl futures::Stream<Item = Request> + Send + 'static,
+    ) -> Self {
+        let controller = self.name.clone();
+        self.watches
+            .push(Box::new(move |_: &SharedCache, target: &WatchTarget| {
+                let kind = "(external source)".to_owned();
+                let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+                    (
+                        kind.clone(),
+                        CacheError::NoRuntime("Controller::watches_stream"),
+                    )
+                })?;
+                let queue = target.queue.clone();
+                let forward = runtime.spawn(async move {
+                    use futures::StreamExt;
+                    let mut requests = std::pin::pin!(requests);
+                    while let Some(request) = requests.next().await {
+                        if queue.is_shutting_down() {
+                            break;
+                        }
+                        tracing::debug!(controller, %request, "request from an external source");
+                        queue.add(request);
+                    }
+                });
+                let synced: SyncWait = Box::new(|| Box::pin(async { true }));
+                Ok(RegisteredWatch {
+                    kind,
+                    synced,
+                    remove: Box::new(move || forward.abort()),
+                })
+            }));
+        self
+    }
+
     /// Cache objects of kind `K` for the reconciler to read, without
     /// reconciling on their changes: the informer is started with the
     /// controller and synced before the first reconcile (a kind read but

@@ -484,3 +484,22 @@ async fn a_standalone_controller_reports_to_the_metrics_it_is_given() {
     assert!(text.contains(r#"workqueue_depth{name="alone""#), "{text}");
     drop(prepared);
 }
+
+/// Issue 22: an external source (controller-runtime's `source.Channel`)
+/// wakes the controller with its requests, and stops with the controller.
+#[tokio::test]
+async fn a_channel_source_enqueues_its_requests_until_the_controller_goes() {
+    let (wake, woken) = tokio::sync::mpsc::channel(4);
+    let controller = super::Controller::new(Scripted::new(&[])).watches_channel(woken);
+    let cache = shared().cache.clone();
+    let prepared = controller.prepare(&cache).unwrap();
+    wake.send(key()).await.unwrap();
+    assert_eq!(prepared.queue.get().await, Some(key()));
+    prepared.queue.done(&key());
+    // Dropping the prepared controller removes its watches: the source is
+    // no longer read (its receiver is dropped with the forwarding task).
+    drop(prepared);
+    tokio::time::timeout(Duration::from_secs(10), wake.closed())
+        .await
+        .expect("the forwarding task ends with the controller");
+}

@@ -62,6 +62,7 @@ pub const PORT: i32 = 11211;
     for = Memcached,
     owns(Deployment, Service),
     rbac(create, update, patch, delete on Deployment, Service),
+    status,
     finalizer,
     events
 )]
