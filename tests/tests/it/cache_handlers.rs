@@ -4,7 +4,7 @@
 //! leaves the cache (issue 11: no stale copy); controllers asking for the same
 //! scope share one watch; scoped, dynamic and metadata-only informers.
 
-mod cache_support;
+use super::cache_support;
 
 use std::{
     collections::BTreeSet,

@@ -3,7 +3,7 @@
 //! cut, kube-apiserver restarted) is re-opened and converges, without a
 //! relist while the resourceVersion is still valid.
 
-mod cache_support;
+use super::cache_support;
 
 use std::{
     collections::BTreeMap,

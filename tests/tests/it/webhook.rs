@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
-mod webhook_support;
+use super::webhook_support;
 use webhook_support::*;
 
 #[tokio::test]

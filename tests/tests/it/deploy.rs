@@ -10,7 +10,7 @@
 //!
 //! Needs the node assets (`make cluster-assets`: kubectl, the controllers).
 
-mod deploy_support;
+use super::deploy_support;
 
 use std::time::{Duration, Instant};
 

@@ -3,7 +3,7 @@
 //! (uid + resourceVersion), and per key the handler saw its events in
 //! resourceVersion order with none missing for the final state.
 
-mod cache_support;
+use super::cache_support;
 
 use std::{
     collections::{BTreeMap, HashMap},

@@ -4,7 +4,7 @@
 //! older than its own write, under churn and across an apiserver restart;
 //! with the opt-out it does (the classic bug), so the test can fail.
 //!
-//! Run: `cargo test -p opkit-tests --test read_your_writes -- --nocapture`
+//! Run: `cargo test -p opkit-tests --test it read_your_writes:: -- --nocapture`
 //! (prints the counts of both runs).
 
 use std::collections::{BTreeMap, HashMap, HashSet};

@@ -21,7 +21,7 @@
 //! Prints the figures (image build time, time to ready, RSS). Needs root,
 //! the node assets (`make cluster-assets`) and the registry (`make registry`).
 
-mod deploy_support;
+use super::deploy_support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -467,14 +467,14 @@ fn print_figures(what: &str, figures: &Figures) {
 }
 
 /// Builds the workspace's `cargo-opkit` (the Makefiles run `cargo opkit`)
-/// as `cargo test --workspace --all-features` builds it for cargo-opkit's
-/// own integration tests (`example_in_sync` is the cheapest of them): in a
-/// `make test` it is built already, and the tests running beside this one
-/// never see `target/debug/cargo-opkit` swapped for another build of it.
+/// as `cargo test --workspace --all-features` builds it for the crates'
+/// integration tests (each crate's one binary, `it`): in a `make test` it
+/// is built already, and the tests running beside this one never see
+/// `target/debug/cargo-opkit` swapped for another build of it.
 fn build_cargo_opkit() {
     let output = cargo_opkit::cargo_command()
         .args(["test", "--workspace", "--all-features", "--no-run"])
-        .args(["--test", "example_in_sync"])
+        .args(["--test", "it"])
         .current_dir(workspace())
         .env("CARGO_TARGET_DIR", target_dir())
         .output()
