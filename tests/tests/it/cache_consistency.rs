@@ -138,7 +138,7 @@ async fn cache_equals_a_fresh_list_after_concurrent_churn() {
     eventually(
         "the cache to equal a fresh LIST",
         Duration::from_secs(60),
-        || snapshot() == want,
+        || async { (snapshot() == want).then_some(()) },
     )
     .await;
     // ... and the typed reads of the shared cache agree.
@@ -173,7 +173,7 @@ async fn cache_equals_a_fresh_list_after_concurrent_churn() {
     eventually(
         "the handler to see every final state",
         Duration::from_secs(60),
-        caught_up,
+        || async { caught_up().then_some(()) },
     )
     .await;
 

@@ -128,12 +128,13 @@ async fn late_handler_gets_existing_objects_and_slow_handler_delays_nobody() {
     eventually(
         "the fast handler to see 20 new objects",
         Duration::from_secs(20),
-        || {
-            names(&fast_log)
+        || async {
+            (names(&fast_log)
                 .iter()
                 .filter(|n| n.starts_with("new-"))
                 .count()
-                == 20
+                == 20)
+                .then_some(())
         },
     )
     .await;
@@ -145,7 +146,7 @@ async fn late_handler_gets_existing_objects_and_slow_handler_delays_nobody() {
     eventually(
         "the stuck handler to drain",
         Duration::from_secs(20),
-        || stuck_done.load(Ordering::SeqCst) == 20,
+        || async { (stuck_done.load(Ordering::SeqCst) == 20).then_some(()) },
     )
     .await;
 
@@ -157,7 +158,7 @@ async fn late_handler_gets_existing_objects_and_slow_handler_delays_nobody() {
     eventually(
         "the fast handler to see after-removal",
         Duration::from_secs(20),
-        || names(&fast_log).contains("after-removal"),
+        || async { names(&fast_log).contains("after-removal").then_some(()) },
     )
     .await;
     assert_eq!(stuck_done.load(Ordering::SeqCst), 20);
@@ -244,8 +245,8 @@ async fn undeserializable_custom_resource_is_skipped_and_others_flow() {
     raw.create(&PostParams::default(), &gadget("good-3", 3.into()))
         .await
         .unwrap();
-    eventually("good-3 in the cache", Duration::from_secs(20), || {
-        stored(&informer).contains("good-3")
+    eventually("good-3 in the cache", Duration::from_secs(20), || async {
+        stored(&informer).contains("good-3").then_some(())
     })
     .await;
     assert_eq!(informer.stats().skipped_objects, 2);
@@ -372,7 +373,7 @@ async fn object_that_stops_deserializing_leaves_the_cache() {
     eventually(
         "one to leave the cache with a Delete",
         Duration::from_secs(20),
-        || cached("one").is_none() && logged("delete one 1 tombstone"),
+        || async { (cached("one").is_none() && logged("delete one 1 tombstone")).then_some(()) },
     )
     .await;
     assert_eq!(informer.store().len(), 1, "only two is listed");
@@ -380,16 +381,18 @@ async fn object_that_stops_deserializing_leaves_the_cache() {
 
     // Decodable again: an Add.
     set_level("one", 7).await;
-    eventually("one back with an Add", Duration::from_secs(20), || {
-        cached("one").is_some_and(|d| d.spec.level == 7) && logged("add one 7")
+    eventually("one back with an Add", Duration::from_secs(20), || async {
+        (cached("one").is_some_and(|d| d.spec.level == 7) && logged("add one 7")).then_some(())
     })
     .await;
 
     // Deleted while undecodable: no ghost, and no second Delete.
     set_level("two", 1000).await;
-    eventually("two to leave the cache", Duration::from_secs(20), || {
-        cached("two").is_none() && logged("delete two 1 tombstone")
-    })
+    eventually(
+        "two to leave the cache",
+        Duration::from_secs(20),
+        || async { (cached("two").is_none() && logged("delete two 1 tombstone")).then_some(()) },
+    )
     .await;
     raw.delete("two", &Default::default()).await.unwrap();
     // a fence: once this object is cached, the delete before it was handled
@@ -399,9 +402,11 @@ async fn object_that_stops_deserializing_leaves_the_cache() {
     )
     .await
     .unwrap();
-    eventually("the fence in the cache", Duration::from_secs(20), || {
-        cached("fence").is_some()
-    })
+    eventually(
+        "the fence in the cache",
+        Duration::from_secs(20),
+        || async { cached("fence").is_some().then_some(()) },
+    )
     .await;
     assert!(cached("two").is_none());
     let names: BTreeSet<String> = informer
@@ -479,7 +484,7 @@ async fn same_scope_shares_one_watch_and_scopes_filter() {
     eventually(
         "both handlers see 10 objects",
         Duration::from_secs(20),
-        || names(&log_a).len() == 10 && names(&log_b).len() == 10,
+        || async { (names(&log_a).len() == 10 && names(&log_b).len() == 10).then_some(()) },
     )
     .await;
     assert_eq!(labelled.store().len(), 5);
@@ -537,13 +542,15 @@ async fn same_scope_shares_one_watch_and_scopes_filter() {
     eventually(
         "both handlers see the new object",
         Duration::from_secs(20),
-        || names(&log_a).contains("late") && names(&log_b).contains("late"),
+        || async {
+            (names(&log_a).contains("late") && names(&log_b).contains("late")).then_some(())
+        },
     )
     .await;
     eventually(
         "the labelled informer sees it too",
         Duration::from_secs(20),
-        || labelled.store().len() == 6,
+        || async { (labelled.store().len() == 6).then_some(()) },
     )
     .await;
     assert_eq!(
@@ -600,7 +607,7 @@ async fn per_handler_resync_and_managed_fields_transform() {
     eventually(
         "two resync rounds for the 1 s handler",
         Duration::from_secs(15),
-        || resyncs.load(Ordering::SeqCst) >= 6,
+        || async { (resyncs.load(Ordering::SeqCst) >= 6).then_some(()) },
     )
     .await;
     assert_eq!(

@@ -175,7 +175,7 @@ async fn a_reconciler_reads_every_kind_in_the_cache_scope() {
     });
 
     eventually("the reconciler to read everything", WAIT, || async {
-        seen.lock().unwrap().is_some()
+        seen.lock().unwrap().is_some().then_some(())
     })
     .await;
     let seen = seen.lock().unwrap().clone().unwrap();
@@ -252,7 +252,10 @@ async fn predicates_belong_to_their_watch() {
         async move { controller.run_until_cancelled(&cache, token).await }
     });
     let count = || counts.lock().unwrap().get("owner").copied().unwrap_or(0);
-    eventually("the initial reconcile", WAIT, || async { count() >= 1 }).await;
+    eventually("the initial reconcile", WAIT, || async {
+        (count() >= 1).then_some(())
+    })
+    .await;
     let settled = count();
 
     let patch = |data: &str| Patch::Merge(serde_json::json!({ "stringData": { "token": data } }));
@@ -263,7 +266,7 @@ async fn predicates_belong_to_their_watch() {
     eventually(
         "the owned Secret's update to wake the owner",
         WAIT,
-        || async { count() > settled },
+        || async { (count() > settled).then_some(()) },
     )
     .await;
 

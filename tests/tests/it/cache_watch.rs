@@ -142,8 +142,8 @@ async fn relist_after_410_emits_tombstones_for_deletions_in_the_gap() {
     informer.add_event_handler(h).unwrap();
     informer.start().unwrap();
     informer.wait_for_sync().await.unwrap();
-    eventually("20 initial adds", Duration::from_secs(30), || {
-        log.lock().unwrap().len() == 20
+    eventually("20 initial adds", Duration::from_secs(30), || async {
+        (log.lock().unwrap().len() == 20).then_some(())
     })
     .await;
 
@@ -154,7 +154,10 @@ async fn relist_after_410_emits_tombstones_for_deletions_in_the_gap() {
     eventually(
         "the reflector to try re-watching",
         Duration::from_secs(30),
-        || traffic.count(Kind::Watch, ns) + traffic.count(Kind::WatchList, ns) > watches_before,
+        || async {
+            (traffic.count(Kind::Watch, ns) + traffic.count(Kind::WatchList, ns) > watches_before)
+                .then_some(())
+        },
     )
     .await;
     let rv_before = informer.last_sync_resource_version().unwrap();
@@ -189,18 +192,23 @@ async fn relist_after_410_emits_tombstones_for_deletions_in_the_gap() {
 
     traffic.block_watches(false);
     cache_matches_list(&informer, &api).await;
-    eventually("the gap's notifications", Duration::from_secs(30), || {
-        let log = log.lock().unwrap();
-        log.iter()
-            .filter(|s| matches!(s, Seen::Delete { .. }))
-            .count()
-            == 5
-            && log
-                .iter()
-                .filter(|s| matches!(s, Seen::Add(n) if n.starts_with("new-")))
+    eventually(
+        "the gap's notifications",
+        Duration::from_secs(30),
+        || async {
+            let log = log.lock().unwrap();
+            (log.iter()
+                .filter(|s| matches!(s, Seen::Delete { .. }))
                 .count()
-                == 3
-    })
+                == 5
+                && log
+                    .iter()
+                    .filter(|s| matches!(s, Seen::Add(n) if n.starts_with("new-")))
+                    .count()
+                    == 3)
+                .then_some(())
+        },
+    )
     .await;
 
     let log = log.lock().unwrap().clone();

@@ -326,7 +326,7 @@ async fn one_of_three_managers_reconciles_and_a_stopped_leader_hands_over() {
         || {
             let seen = journal.names_by(first);
             let expected = expected.clone();
-            async move { seen == expected }
+            async move { (seen == expected).then_some(()) }
         },
     )
     .await;
@@ -377,7 +377,7 @@ async fn one_of_three_managers_reconciles_and_a_stopped_leader_hands_over() {
     config_map(&admin, ns, "after-hand-over").await;
     eventually("the new leader reconciles", Duration::from_secs(30), || {
         let seen = journal.names_by(next_index);
-        async move { seen.contains("after-hand-over") && seen.len() == 6 }
+        async move { (seen.contains("after-hand-over") && seen.len() == 6).then_some(()) }
     })
     .await;
     assert_eq!(
@@ -445,7 +445,7 @@ async fn a_leader_that_cannot_renew_stops_reconciling_before_another_starts() {
     let b = Running::start(recording_manager(admin.clone(), ns, 1, &journal, work).await);
     eventually("a reconciles", Duration::from_secs(30), || {
         let n = journal.by(0).len();
-        async move { n >= 3 }
+        async move { (n >= 3).then_some(()) }
     })
     .await;
     assert!(!b.is_leading());
@@ -473,7 +473,7 @@ async fn a_leader_that_cannot_renew_stops_reconciling_before_another_starts() {
     );
     eventually("b reconciles", Duration::from_secs(30), || {
         let n = journal.by(1).len();
-        async move { n >= 1 }
+        async move { (n >= 1).then_some(()) }
     })
     .await;
     let a_seen = journal.by(0);
@@ -583,7 +583,7 @@ async fn metrics_are_served_with_controller_runtimes_names_and_move() {
                     && total(&samples, "requeue") == Some(1.0)
                     && total(&samples, "error") == Some(3.0);
                 *last.lock().unwrap() = samples;
-                done
+                done.then_some(())
             }
         },
     )
@@ -704,7 +704,7 @@ async fn readyz_flips_once_the_caches_sync() {
         || async move {
             let (status, body) = http_get(probes, "/readyz?verbose").await;
             assert_eq!(status, 500, "{body}");
-            body.contains("forbidden")
+            body.contains("forbidden").then_some(())
         },
     )
     .await;
@@ -733,7 +733,7 @@ async fn readyz_flips_once_the_caches_sync() {
     eventually(
         "readyz turns ready",
         Duration::from_secs(60),
-        || async move { http_get(probes, "/readyz").await == (200, "ok".to_owned()) },
+        || async move { (http_get(probes, "/readyz").await == (200, "ok".to_owned())).then_some(()) },
     )
     .await;
     let (status, body) = http_get(probes, "/readyz?verbose").await;
@@ -741,7 +741,7 @@ async fn readyz_flips_once_the_caches_sync() {
     assert_eq!(body, "[+]informers ok\nreadyz check passed\n");
     eventually("the controller reconciles", Duration::from_secs(30), || {
         let seen = journal.names_by(0);
-        async move { seen.contains("present") }
+        async move { seen.contains("present").then_some(()) }
     })
     .await;
     running.stop().await.unwrap();
@@ -777,7 +777,9 @@ async fn process_and_rest_client_metrics_are_served() {
         Duration::from_secs(30),
         || async move {
             let samples = scrape(metrics).await;
-            value(&samples, "rest_client_requests_total", &ok_gets).is_some_and(|n| n >= 1.0)
+            value(&samples, "rest_client_requests_total", &ok_gets)
+                .is_some_and(|n| n >= 1.0)
+                .then_some(())
         },
     )
     .await;
@@ -861,7 +863,13 @@ async fn a_missing_crd_fails_the_start_naming_it() {
     eventually(
         "readyz to name the failed list",
         Duration::from_secs(10),
-        || async move { http_get(probes, "/readyz").await.1.contains("404") },
+        || async move {
+            http_get(probes, "/readyz")
+                .await
+                .1
+                .contains("404")
+                .then_some(())
+        },
     )
     .await;
     let (status, body) = http_get(probes, "/readyz?verbose").await;
@@ -980,7 +988,7 @@ async fn a_reconcile_past_the_graceful_timeout_is_abandoned_and_reported() {
     let running = Running::start(manager);
     eventually("the reconcile starts", Duration::from_secs(30), || {
         let n = journal.all().len();
-        async move { n == 1 }
+        async move { (n == 1).then_some(()) }
     })
     .await;
     let stopping = Instant::now();

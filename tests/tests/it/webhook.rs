@@ -536,8 +536,9 @@ async fn a_new_certificate_is_served_after_the_files_change() {
     let rotated = DevCertificate::generate(&["127.0.0.1"]).unwrap();
     rotated.write_to(served.dir.path()).unwrap();
     eventually("the rotated certificate to be served", WITHIN, || async {
-        served_certificate(served.addr, rotated.ca_pem()).await.ok()
-            == Some(der(rotated.cert_pem()))
+        (served_certificate(served.addr, rotated.ca_pem()).await.ok()
+            == Some(der(rotated.cert_pem())))
+        .then_some(())
     })
     .await;
     // The old CA no longer verifies what is served.
@@ -615,7 +616,7 @@ async fn the_manager_serves_webhooks_reports_them_ready_and_stops_them() {
     let running = tokio::spawn(manager.run_until(stop.clone().cancelled_owned()));
 
     eventually("/readyz/webhook to pass", WITHIN, || async {
-        http_get(probes, "/readyz/webhook").await == 200
+        (http_get(probes, "/readyz/webhook").await == 200).then_some(())
     })
     .await;
     let client = WebhookClient::url(format!("https://{webhook_addr}")).ca_bundle(dev.ca_pem());
@@ -724,6 +725,7 @@ async fn a_managed_certificate_is_kept_in_a_secret_and_its_ca_injected() {
             .and_then(|c| c.webhooks)
             .and_then(|w| w[0].client_config.ca_bundle.clone())
             .is_some_and(|b| b.0 == ca.as_bytes())
+            .then_some(())
     })
     .await;
     stop.cancel();
