@@ -6,6 +6,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, ObjectMeta, PostParams};
+use opkit::envtest::ControlPlane;
 
 /// Sends `tracing` output to the test harness (shown for failing tests;
 /// `opkit=info` unless `RUST_LOG` says otherwise, e.g. `RUST_LOG=opkit=debug`
@@ -36,6 +37,21 @@ pub async fn create_namespace(client: &kube::Client, name: &str) {
     {
         panic!("creating namespace {name}: {e}");
     }
+}
+
+/// The usual start of a test: tracing, the test process's shared control
+/// plane (started on first use), an admin client for it, and a fresh
+/// namespace `ns`. Panics, naming what failed, when any of it fails.
+pub async fn plane_with_namespace(ns: &str) -> (&'static ControlPlane, kube::Client) {
+    init_tracing();
+    let plane = ControlPlane::shared()
+        .await
+        .unwrap_or_else(|e| panic!("starting the shared control plane: {e}"));
+    let admin = plane
+        .client()
+        .unwrap_or_else(|e| panic!("a client for the control plane: {e}"));
+    create_namespace(&admin, ns).await;
+    (plane, admin)
 }
 
 /// A policy rule: `verbs` on `resources` of API `group` (`""` = core).

@@ -11,12 +11,12 @@ use std::{
     time::Duration,
 };
 
-use cache_support::{Traffic, create_namespace, eventually, init_tracing};
+use cache_support::{Traffic, eventually};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use opkit::cache::{Event, SharedCache, handler_fn};
-use opkit::envtest::ControlPlane;
+use opkit_tests::plane_with_namespace;
 
 const NS: &str = "cache-consistency";
 const N: usize = 1000;
@@ -38,10 +38,7 @@ enum Seen {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cache_equals_a_fresh_list_after_concurrent_churn() {
-    init_tracing();
-    let cp = ControlPlane::shared().await.unwrap();
-    let admin = cp.client().unwrap();
-    create_namespace(&admin, NS).await;
+    let (cp, admin) = plane_with_namespace(NS).await;
 
     let traffic = Traffic::default();
     let cache = SharedCache::builder(traffic.client(cp.config()))

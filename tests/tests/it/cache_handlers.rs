@@ -15,7 +15,7 @@ use std::{
     time::Duration,
 };
 
-use cache_support::{Kind, Traffic, create_namespace, eventually, init_tracing};
+use cache_support::{Kind, Traffic, eventually, init_tracing};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceValidation, JSONSchemaProps,
@@ -25,6 +25,7 @@ use kube::core::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::{CustomResource, CustomResourceExt};
 use opkit::cache::{Event, EventHandler, Scope, SharedCache, handler_fn};
 use opkit::envtest::ControlPlane;
+use opkit_tests::plane_with_namespace;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -64,11 +65,8 @@ fn add_recorder() -> (Arc<Mutex<Vec<String>>>, impl EventHandler<ConfigMap>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_handler_gets_existing_objects_and_slow_handler_delays_nobody() {
-    init_tracing();
-    let cp = ControlPlane::shared().await.unwrap();
-    let admin = cp.client().unwrap();
     let ns = "cache-handlers";
-    create_namespace(&admin, ns).await;
+    let (cp, admin) = plane_with_namespace(ns).await;
     let api: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
     for i in 0..30 {
         api.create(&PostParams::default(), &cm(&format!("pre-{i:02}"), &[]))
@@ -179,11 +177,8 @@ struct GadgetSpec {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undeserializable_custom_resource_is_skipped_and_others_flow() {
-    init_tracing();
-    let cp = ControlPlane::shared().await.unwrap();
-    let admin = cp.client().unwrap();
     let ns = "cache-bad-cr";
-    create_namespace(&admin, ns).await;
+    let (cp, admin) = plane_with_namespace(ns).await;
     // The CRD accepts anything under spec (schema drift / a bad CR).
     let mut crd = Gadget::crd();
     crd.spec.versions[0].schema = Some(CustomResourceValidation {
@@ -290,11 +285,8 @@ struct DialSpec {
 /// ghost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn object_that_stops_deserializing_leaves_the_cache() {
-    init_tracing();
-    let cp = ControlPlane::shared().await.unwrap();
-    let admin = cp.client().unwrap();
     let ns = "cache-undecodable";
-    create_namespace(&admin, ns).await;
+    let (cp, admin) = plane_with_namespace(ns).await;
     let mut crd = Dial::crd();
     let props = |ty: &str| JSONSchemaProps {
         type_: Some(ty.into()),
@@ -434,11 +426,8 @@ async fn object_that_stops_deserializing_leaves_the_cache() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_scope_shares_one_watch_and_scopes_filter() {
-    init_tracing();
-    let cp = ControlPlane::shared().await.unwrap();
-    let admin = cp.client().unwrap();
     let ns = "cache-shared";
-    create_namespace(&admin, ns).await;
+    let (cp, admin) = plane_with_namespace(ns).await;
     let api: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
     for i in 0..10 {
         let labels: &[(&str, &str)] = if i % 2 == 0 { &[("team", "a")] } else { &[] };
@@ -562,11 +551,8 @@ async fn same_scope_shares_one_watch_and_scopes_filter() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_handler_resync_and_managed_fields_transform() {
-    init_tracing();
-    let cp = ControlPlane::shared().await.unwrap();
-    let admin = cp.client().unwrap();
     let ns = "cache-resync";
-    create_namespace(&admin, ns).await;
+    let (cp, admin) = plane_with_namespace(ns).await;
     let api: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
     for i in 0..3 {
         api.create(&PostParams::default(), &cm(&format!("cm-{i}"), &[]))

@@ -15,7 +15,7 @@ use opkit::controller::Controller;
 use opkit::envtest::ControlPlane;
 use opkit::predicate::GenerationChanged;
 use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
-use opkit_tests::{create_namespace, eventually, init_tracing};
+use opkit_tests::{create_namespace, eventually, init_tracing, plane_with_namespace};
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -109,10 +109,7 @@ impl Reconcile for Reader {
 
 #[tokio::test]
 async fn a_reconciler_reads_every_kind_in_the_cache_scope() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let client = plane.client().unwrap();
-    create_namespace(&client, "reads-a").await;
+    let (_, client) = plane_with_namespace("reads-a").await;
     create_namespace(&client, "reads-b").await;
     let cms_a: Api<ConfigMap> = Api::namespaced(client.clone(), "reads-a");
     let cms_b: Api<ConfigMap> = Api::namespaced(client.clone(), "reads-b");
@@ -221,11 +218,8 @@ impl Reconcile for Counter {
 
 #[tokio::test]
 async fn predicates_belong_to_their_watch() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let client = plane.client().unwrap();
     let ns = "reads-predicates";
-    create_namespace(&client, ns).await;
+    let (_, client) = plane_with_namespace(ns).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let pp = PostParams::default();

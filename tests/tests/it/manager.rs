@@ -24,7 +24,7 @@ use opkit::controller::Controller;
 use opkit::envtest::ControlPlane;
 use opkit::manager::{LeaderElection, Manager, ManagerError};
 use opkit::reconcile::{Action, Context, Error, Reconcile, Request};
-use opkit_tests::{create_namespace, eventually, grant, init_tracing, rule};
+use opkit_tests::{eventually, grant, init_tracing, plane_with_namespace, rule};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -295,11 +295,8 @@ async fn wait_for_one_leader(managers: &[&Running], within: Duration) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_of_three_managers_reconciles_and_a_stopped_leader_hands_over() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-three";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     for i in 0..5 {
         config_map(&admin, ns, &format!("cm-{i}")).await;
     }
@@ -406,11 +403,8 @@ async fn one_of_three_managers_reconciles_and_a_stopped_leader_hands_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_cannot_renew_stops_reconciling_before_another_starts() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-cut-off";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     let user = "manager-a";
     grant(
         &admin,
@@ -496,11 +490,8 @@ async fn a_leader_that_cannot_renew_stops_reconciling_before_another_starts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_are_served_with_controller_runtimes_names_and_move() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-metrics";
-    create_namespace(&admin, ns).await;
+    let (_, admin) = plane_with_namespace(ns).await;
 
     /// By name: `ok` done, `later` requeue_after, `again` requeue once,
     /// `flaky` fails once, `invalid` terminal, `buggy` panics once.
@@ -667,11 +658,8 @@ async fn metrics_are_served_with_controller_runtimes_names_and_move() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_flips_once_the_caches_sync() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-ready";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     config_map(&admin, ns, "present").await;
 
     // The manager's identity cannot list ConfigMaps yet: its cache cannot
@@ -751,11 +739,8 @@ async fn readyz_flips_once_the_caches_sync() {
 /// controller-runtime, scraped from a manager built from a `kube::Config`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn process_and_rest_client_metrics_are_served() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-process-metrics";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     config_map(&admin, ns, "listed").await;
     let mut manager = Manager::builder()
         .config(plane.config().clone())
@@ -963,11 +948,8 @@ async fn an_unreachable_api_server_fails_the_start_naming_its_url() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reconcile_past_the_graceful_timeout_is_abandoned_and_reported() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-graceful-timeout";
-    create_namespace(&admin, ns).await;
+    let (_, admin) = plane_with_namespace(ns).await;
     config_map(&admin, ns, "endless").await;
 
     let journal = Journal::default();
@@ -1083,11 +1065,8 @@ impl Operator {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_running_reconciles_finish_starts_none_and_releases_the_lease() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-sigterm";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     for i in 0..5 {
         config_map(&admin, ns, &format!("slow-{i}")).await;
     }
@@ -1141,11 +1120,8 @@ async fn sigterm_lets_running_reconciles_finish_starts_none_and_releases_the_lea
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_exits_at_once() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-second-signal";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     config_map(&admin, ns, "endless").await;
 
     // A reconcile of ten minutes: the graceful shutdown would wait for it.

@@ -22,7 +22,7 @@ use opkit::webhook::{
     Conversion, ConversionError, DevCertificate, FailurePolicy, HOSTS_ANNOTATION, Hub,
     ManagedCertificate, Operation, Spoke, WebhookClient, WebhookOptions, WebhookServer, Webhooks,
 };
-use opkit_tests::{create_namespace, eventually, init_tracing};
+use opkit_tests::{create_namespace, eventually, init_tracing, plane_with_namespace};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use schemars::JsonSchema;
@@ -389,11 +389,8 @@ impl Spoke<v2::Website> for v1::Website {
 
 #[tokio::test]
 async fn a_v1_object_is_read_back_as_v2_and_converted_both_ways() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "webhook-conversion";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     let webhooks =
         Webhooks::new().conversion(Conversion::<v2::Website>::new().spoke::<v1::Website>());
     let served = Served::start(&webhooks).await;
