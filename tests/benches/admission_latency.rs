@@ -13,7 +13,7 @@ use kube::api::{Api, PostParams};
 use opkit::webhook::{WebhookOptions, Webhooks};
 use opkit_tests::create_namespace;
 
-#[path = "../tests/webhook_support/mod.rs"]
+#[path = "../tests/it/webhook_support/mod.rs"]
 #[allow(dead_code)]
 mod webhook_support;
 use webhook_support::{

@@ -1,18 +1,23 @@
 //! Helpers shared by opkit's end-to-end tests: namespaces, RBAC grants,
 //! bounded waits, and test logging.
 
-use std::future::Future;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, ObjectMeta, PostParams};
+use opkit_envtest::ControlPlane;
 
 /// Sends `tracing` output to the test harness (shown for failing tests;
-/// filter with `RUST_LOG`). Safe to call from every test.
+/// `opkit=info` unless `RUST_LOG` says otherwise, e.g. `RUST_LOG=opkit=debug`
+/// for the reflector's story). Safe to call from every test: the first call
+/// in the process sets it up.
 pub fn init_tracing() {
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "opkit=info".into()),
+        )
         .with_test_writer()
         .try_init();
 }
@@ -32,6 +37,21 @@ pub async fn create_namespace(client: &kube::Client, name: &str) {
     {
         panic!("creating namespace {name}: {e}");
     }
+}
+
+/// The usual start of a test: tracing, the test process's shared control
+/// plane (started on first use), an admin client for it, and a fresh
+/// namespace `ns`. Panics, naming what failed, when any of it fails.
+pub async fn plane_with_namespace(ns: &str) -> (&'static ControlPlane, kube::Client) {
+    init_tracing();
+    let plane = ControlPlane::shared()
+        .await
+        .unwrap_or_else(|e| panic!("starting the shared control plane: {e}"));
+    let admin = plane
+        .client()
+        .unwrap_or_else(|e| panic!("a client for the control plane: {e}"));
+    create_namespace(&admin, ns).await;
+    (plane, admin)
 }
 
 /// A policy rule: `verbs` on `resources` of API `group` (`""` = core).
@@ -91,24 +111,11 @@ pub async fn grant(
     }
 }
 
-/// Polls `check` until it returns true; panics naming `what` after
-/// `within`. For conditions a real server reaches asynchronously (the
-/// boolean form of [`opkit_envtest::eventually`]).
-pub async fn eventually<F, Fut>(what: &str, within: Duration, mut check: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    eventually_some(what, within, || {
-        let done = check();
-        async move { done.await.then_some(()) }
-    })
-    .await
-}
-
 /// Polls `check` until it returns `Some`, and returns what it found;
-/// panics naming `what` after `within`.
-pub use opkit_envtest::eventually as eventually_some;
+/// panics naming `what` after `within`. The one poller of these tests
+/// (opkit's own, on tokio's clock): a plain condition is
+/// `cond.then_some(())`.
+pub use opkit_envtest::eventually;
 
 /// The phase of a pod (`""` before it has one).
 pub fn pod_phase(pod: &k8s_openapi::api::core::v1::Pod) -> &str {
@@ -129,7 +136,7 @@ pub async fn run_to_completion(
     if let Err(e) = pods.create(&PostParams::default(), pod).await {
         panic!("creating pod {name}: {e}");
     }
-    let ended = eventually_some(&format!("pod {name} to finish"), within, || async {
+    let ended = eventually(&format!("pod {name} to finish"), within, || async {
         let pod = pods.get_opt(&name).await.ok().flatten()?;
         matches!(pod_phase(&pod), "Succeeded" | "Failed").then_some(pod)
     })

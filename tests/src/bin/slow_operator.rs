@@ -1,4 +1,4 @@
-//! An operator for the SIGTERM tests of `tests/tests/manager.rs`: a manager
+//! An operator for the SIGTERM tests of `tests/tests/it/manager.rs`: a manager
 //! with leader election (released on shutdown) and one ConfigMap controller
 //! whose reconciles are slow. It reports on stdout, one line each:
 //! `start <name>`, `finish <name>`, and `stopped` when `run` returned Ok.

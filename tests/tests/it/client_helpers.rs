@@ -12,8 +12,7 @@ use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
 use opkit::client::{self, ClientError, Event, EventRecorder, EventType, OwnerError};
-use opkit_envtest::ControlPlane;
-use opkit_tests::{create_namespace, grant, init_tracing, rule};
+use opkit_tests::{grant, plane_with_namespace, rule};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -38,14 +37,6 @@ struct GizmoStatus {
     phase: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     ready_replicas: Option<i32>,
-}
-
-async fn setup(ns: &str) -> (&'static ControlPlane, kube::Client) {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let client = plane.client().unwrap();
-    create_namespace(&client, ns).await;
-    (plane, client)
 }
 
 fn config_map(ns: &str, name: &str, data: &[(&str, &str)]) -> ConfigMap {
@@ -81,7 +72,7 @@ fn managers(obj: &impl Resource) -> Vec<(String, String)> {
 #[tokio::test]
 async fn apply_creates_then_updates_and_forces_ownership() {
     let ns = "client-apply";
-    let (_, client) = setup(ns).await;
+    let (_, client) = plane_with_namespace(ns).await;
     let api: Api<ConfigMap> = Api::namespaced(client, ns);
 
     let created = client::apply(
@@ -147,7 +138,7 @@ async fn apply_creates_then_updates_and_forces_ownership() {
 #[tokio::test]
 async fn status_patches_change_only_the_status() {
     let ns = "client-status";
-    let (plane, client) = setup(ns).await;
+    let (plane, client) = plane_with_namespace(ns).await;
     plane.install_crds(&[Gizmo::crd()]).await.unwrap();
     let api: Api<Gizmo> = Api::namespaced(client, ns);
     let created = api
@@ -206,7 +197,7 @@ async fn status_patches_change_only_the_status() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_finalizer_writers_converge_exactly() {
     let ns = "client-finalizers";
-    let (_, client) = setup(ns).await;
+    let (_, client) = plane_with_namespace(ns).await;
     let api: Api<ConfigMap> = Api::namespaced(client, ns);
     let mut cm = config_map(ns, "guarded", &[]);
     cm.metadata.finalizers = Some(
@@ -306,7 +297,7 @@ async fn concurrent_finalizer_writers_converge_exactly() {
 #[tokio::test]
 async fn owner_references_follow_controller_runtime_rules() {
     let ns = "client-owners";
-    let (plane, client) = setup(ns).await;
+    let (plane, client) = plane_with_namespace(ns).await;
     plane.install_crds(&[Gizmo::crd()]).await.unwrap();
     let gizmos: Api<Gizmo> = Api::namespaced(client.clone(), ns);
     let owner = gizmos
@@ -399,7 +390,7 @@ fn series_count(e: &KubeEvent) -> i32 {
 #[tokio::test]
 async fn events_fold_repeats_into_one_series() {
     let ns = "client-events";
-    let (_, client) = setup(ns).await;
+    let (_, client) = plane_with_namespace(ns).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let burst = cms
         .create(&PostParams::default(), &config_map(ns, "burst", &[]))
@@ -531,7 +522,7 @@ async fn bind(admin: &kube::Client, ns: &str, user: &str, rules: Vec<PolicyRule>
 #[tokio::test]
 async fn forbidden_errors_name_the_missing_verb_and_resource() {
     let ns = "client-forbidden";
-    let (plane, admin) = setup(ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     plane.install_crds(&[Gizmo::crd()]).await.unwrap();
     Api::<Gizmo>::namespaced(admin.clone(), ns)
         .create(

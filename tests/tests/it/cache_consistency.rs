@@ -3,7 +3,7 @@
 //! (uid + resourceVersion), and per key the handler saw its events in
 //! resourceVersion order with none missing for the final state.
 
-mod cache_support;
+use super::cache_support;
 
 use std::{
     collections::{BTreeMap, HashMap},
@@ -11,12 +11,12 @@ use std::{
     time::Duration,
 };
 
-use cache_support::{Traffic, create_namespace, eventually, init_tracing};
+use cache_support::{Traffic, eventually};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use opkit::cache::{Event, SharedCache, handler_fn};
-use opkit_envtest::ControlPlane;
+use opkit_tests::plane_with_namespace;
 
 const NS: &str = "cache-consistency";
 const N: usize = 1000;
@@ -38,10 +38,7 @@ enum Seen {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cache_equals_a_fresh_list_after_concurrent_churn() {
-    init_tracing();
-    let cp = ControlPlane::shared().await.unwrap();
-    let admin = cp.client().unwrap();
-    create_namespace(&admin, NS).await;
+    let (cp, admin) = plane_with_namespace(NS).await;
 
     let traffic = Traffic::default();
     let cache = SharedCache::builder(traffic.client(cp.config()))
@@ -138,7 +135,7 @@ async fn cache_equals_a_fresh_list_after_concurrent_churn() {
     eventually(
         "the cache to equal a fresh LIST",
         Duration::from_secs(60),
-        || snapshot() == want,
+        || async { (snapshot() == want).then_some(()) },
     )
     .await;
     // ... and the typed reads of the shared cache agree.
@@ -173,7 +170,7 @@ async fn cache_equals_a_fresh_list_after_concurrent_churn() {
     eventually(
         "the handler to see every final state",
         Duration::from_secs(60),
-        caught_up,
+        || async { caught_up().then_some(()) },
     )
     .await;
 

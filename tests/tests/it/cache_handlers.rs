@@ -7,7 +7,7 @@
 //! informer refuses handlers and leaves no task; the watch-error hook and
 //! `last_error` through a 403 and its recovery.
 
-mod cache_support;
+use super::cache_support;
 
 use std::{
     collections::BTreeSet,
@@ -31,6 +31,7 @@ use opkit::cache::{
     SharedCache, handler_fn,
 };
 use opkit_envtest::ControlPlane;
+use opkit_tests::plane_with_namespace;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -70,11 +71,8 @@ fn add_recorder() -> (Arc<Mutex<Vec<String>>>, impl EventHandler<ConfigMap>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn late_handler_gets_existing_objects_and_slow_handler_delays_nobody() {
-    init_tracing();
-    let cp = ControlPlane::shared().await.unwrap();
-    let admin = cp.client().unwrap();
     let ns = "cache-handlers";
-    create_namespace(&admin, ns).await;
+    let (cp, admin) = plane_with_namespace(ns).await;
     let api: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
     for i in 0..30 {
         api.create(&PostParams::default(), &cm(&format!("pre-{i:02}"), &[]))
@@ -134,12 +132,13 @@ async fn late_handler_gets_existing_objects_and_slow_handler_delays_nobody() {
     eventually(
         "the fast handler to see 20 new objects",
         Duration::from_secs(20),
-        || {
-            names(&fast_log)
+        || async {
+            (names(&fast_log)
                 .iter()
                 .filter(|n| n.starts_with("new-"))
                 .count()
-                == 20
+                == 20)
+                .then_some(())
         },
     )
     .await;
@@ -151,7 +150,7 @@ async fn late_handler_gets_existing_objects_and_slow_handler_delays_nobody() {
     eventually(
         "the stuck handler to drain",
         Duration::from_secs(20),
-        || stuck_done.load(Ordering::SeqCst) == 20,
+        || async { (stuck_done.load(Ordering::SeqCst) == 20).then_some(()) },
     )
     .await;
 
@@ -163,7 +162,7 @@ async fn late_handler_gets_existing_objects_and_slow_handler_delays_nobody() {
     eventually(
         "the fast handler to see after-removal",
         Duration::from_secs(20),
-        || names(&fast_log).contains("after-removal"),
+        || async { names(&fast_log).contains("after-removal").then_some(()) },
     )
     .await;
     assert_eq!(stuck_done.load(Ordering::SeqCst), 20);
@@ -184,11 +183,8 @@ struct GadgetSpec {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn undeserializable_custom_resource_is_skipped_and_others_flow() {
-    init_tracing();
-    let cp = ControlPlane::shared().await.unwrap();
-    let admin = cp.client().unwrap();
     let ns = "cache-bad-cr";
-    create_namespace(&admin, ns).await;
+    let (cp, admin) = plane_with_namespace(ns).await;
     // The CRD accepts anything under spec (schema drift / a bad CR).
     let mut crd = Gadget::crd();
     crd.spec.versions[0].schema = Some(CustomResourceValidation {
@@ -250,8 +246,8 @@ async fn undeserializable_custom_resource_is_skipped_and_others_flow() {
     raw.create(&PostParams::default(), &gadget("good-3", 3.into()))
         .await
         .unwrap();
-    eventually("good-3 in the cache", Duration::from_secs(20), || {
-        stored(&informer).contains("good-3")
+    eventually("good-3 in the cache", Duration::from_secs(20), || async {
+        stored(&informer).contains("good-3").then_some(())
     })
     .await;
     assert_eq!(informer.stats().skipped_objects, 2);
@@ -295,11 +291,8 @@ struct DialSpec {
 /// ghost.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn object_that_stops_deserializing_leaves_the_cache() {
-    init_tracing();
-    let cp = ControlPlane::shared().await.unwrap();
-    let admin = cp.client().unwrap();
     let ns = "cache-undecodable";
-    create_namespace(&admin, ns).await;
+    let (cp, admin) = plane_with_namespace(ns).await;
     let mut crd = Dial::crd();
     let props = |ty: &str| JSONSchemaProps {
         type_: Some(ty.into()),
@@ -378,7 +371,7 @@ async fn object_that_stops_deserializing_leaves_the_cache() {
     eventually(
         "one to leave the cache with a Delete",
         Duration::from_secs(20),
-        || cached("one").is_none() && logged("delete one 1 tombstone"),
+        || async { (cached("one").is_none() && logged("delete one 1 tombstone")).then_some(()) },
     )
     .await;
     assert_eq!(informer.store().len(), 1, "only two is listed");
@@ -386,16 +379,18 @@ async fn object_that_stops_deserializing_leaves_the_cache() {
 
     // Decodable again: an Add.
     set_level("one", 7).await;
-    eventually("one back with an Add", Duration::from_secs(20), || {
-        cached("one").is_some_and(|d| d.spec.level == 7) && logged("add one 7")
+    eventually("one back with an Add", Duration::from_secs(20), || async {
+        (cached("one").is_some_and(|d| d.spec.level == 7) && logged("add one 7")).then_some(())
     })
     .await;
 
     // Deleted while undecodable: no ghost, and no second Delete.
     set_level("two", 1000).await;
-    eventually("two to leave the cache", Duration::from_secs(20), || {
-        cached("two").is_none() && logged("delete two 1 tombstone")
-    })
+    eventually(
+        "two to leave the cache",
+        Duration::from_secs(20),
+        || async { (cached("two").is_none() && logged("delete two 1 tombstone")).then_some(()) },
+    )
     .await;
     raw.delete("two", &Default::default()).await.unwrap();
     // a fence: once this object is cached, the delete before it was handled
@@ -405,9 +400,11 @@ async fn object_that_stops_deserializing_leaves_the_cache() {
     )
     .await
     .unwrap();
-    eventually("the fence in the cache", Duration::from_secs(20), || {
-        cached("fence").is_some()
-    })
+    eventually(
+        "the fence in the cache",
+        Duration::from_secs(20),
+        || async { cached("fence").is_some().then_some(()) },
+    )
     .await;
     assert!(cached("two").is_none());
     let names: BTreeSet<String> = informer
@@ -435,11 +432,8 @@ async fn object_that_stops_deserializing_leaves_the_cache() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_scope_shares_one_watch_and_scopes_filter() {
-    init_tracing();
-    let cp = ControlPlane::shared().await.unwrap();
-    let admin = cp.client().unwrap();
     let ns = "cache-shared";
-    create_namespace(&admin, ns).await;
+    let (cp, admin) = plane_with_namespace(ns).await;
     let api: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
     for i in 0..10 {
         let labels: &[(&str, &str)] = if i % 2 == 0 { &[("team", "a")] } else { &[] };
@@ -485,7 +479,7 @@ async fn same_scope_shares_one_watch_and_scopes_filter() {
     eventually(
         "both handlers see 10 objects",
         Duration::from_secs(20),
-        || names(&log_a).len() == 10 && names(&log_b).len() == 10,
+        || async { (names(&log_a).len() == 10 && names(&log_b).len() == 10).then_some(()) },
     )
     .await;
     assert_eq!(labelled.store().len(), 5);
@@ -543,13 +537,15 @@ async fn same_scope_shares_one_watch_and_scopes_filter() {
     eventually(
         "both handlers see the new object",
         Duration::from_secs(20),
-        || names(&log_a).contains("late") && names(&log_b).contains("late"),
+        || async {
+            (names(&log_a).contains("late") && names(&log_b).contains("late")).then_some(())
+        },
     )
     .await;
     eventually(
         "the labelled informer sees it too",
         Duration::from_secs(20),
-        || labelled.store().len() == 6,
+        || async { (labelled.store().len() == 6).then_some(()) },
     )
     .await;
     assert_eq!(
@@ -561,11 +557,8 @@ async fn same_scope_shares_one_watch_and_scopes_filter() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn per_handler_resync_and_managed_fields_transform() {
-    init_tracing();
-    let cp = ControlPlane::shared().await.unwrap();
-    let admin = cp.client().unwrap();
     let ns = "cache-resync";
-    create_namespace(&admin, ns).await;
+    let (cp, admin) = plane_with_namespace(ns).await;
     let api: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
     for i in 0..3 {
         api.create(&PostParams::default(), &cm(&format!("cm-{i}"), &[]))
@@ -606,7 +599,7 @@ async fn per_handler_resync_and_managed_fields_transform() {
     eventually(
         "two resync rounds for the 1 s handler",
         Duration::from_secs(15),
-        || resyncs.load(Ordering::SeqCst) >= 6,
+        || async { (resyncs.load(Ordering::SeqCst) >= 6).then_some(()) },
     )
     .await;
     assert_eq!(
@@ -692,7 +685,13 @@ async fn a_registration_is_removed_only_through_its_own_informer() {
     eventually(
         "each handler to see its namespace's object",
         Duration::from_secs(20),
-        || names(&log_a).contains("in-cache-owner-a") && names(&log_b).contains("in-cache-owner-b"),
+        || {
+            std::future::ready(
+                (names(&log_a).contains("in-cache-owner-a")
+                    && names(&log_b).contains("in-cache-owner-b"))
+                .then_some(()),
+            )
+        },
     )
     .await;
     assert!(!names(&log_a).contains("in-cache-owner-b"));
@@ -739,7 +738,7 @@ async fn a_stopped_informer_refuses_handlers_and_leaves_no_task() {
     eventually(
         "the stuck handler to hold its first event",
         Duration::from_secs(20),
-        || stuck.backlog() == 1,
+        || std::future::ready((stuck.backlog() == 1).then_some(())),
     )
     .await;
 
@@ -803,7 +802,7 @@ async fn watch_error_hook_sees_a_403_and_last_error_clears_once_access_is_grante
     eventually(
         "the hook to see two failed lists",
         Duration::from_secs(20),
-        || seen.lock().unwrap().len() >= 2,
+        || std::future::ready((seen.lock().unwrap().len() >= 2).then_some(())),
     )
     .await;
     for (who, forbidden, msg) in seen.lock().unwrap().iter() {
@@ -875,7 +874,7 @@ async fn watch_error_hook_sees_a_403_and_last_error_clears_once_access_is_grante
     eventually(
         "the cache to show after-grant",
         Duration::from_secs(20),
-        || store.get(Some(ns), "after-grant").is_some(),
+        || std::future::ready((store.get(Some(ns), "after-grant").is_some()).then_some(())),
     )
     .await;
     assert_eq!(seen.lock().unwrap().len(), failures);

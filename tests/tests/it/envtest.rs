@@ -204,7 +204,13 @@ async fn restricted_identity_is_forbidden_until_granted() {
     eventually(
         "the grant to take effect",
         Duration::from_secs(30),
-        || async { as_alice.list(&ListParams::default()).await.is_ok() },
+        || async {
+            as_alice
+                .list(&ListParams::default())
+                .await
+                .is_ok()
+                .then_some(())
+        },
     )
     .await;
     // The grant is exactly what the role says: no writes.

@@ -78,7 +78,7 @@ async fn controllers_run_without_a_node() {
         || async {
             let sets = replica_sets.list(&ListParams::default()).await.unwrap();
             let pods = pods.list(&ListParams::default()).await.unwrap();
-            sets.items.len() == 1 && pods.items.len() == 2
+            (sets.items.len() == 1 && pods.items.len() == 2).then_some(())
         },
     )
     .await;
@@ -94,7 +94,7 @@ async fn controllers_run_without_a_node() {
         || async {
             let sets = replica_sets.list(&ListParams::default()).await.unwrap();
             let pods = pods.list(&ListParams::default()).await.unwrap();
-            sets.items.is_empty() && pods.items.is_empty()
+            (sets.items.is_empty() && pods.items.is_empty()).then_some(())
         },
     )
     .await;
@@ -107,7 +107,14 @@ async fn controllers_run_without_a_node() {
     eventually(
         "the namespace to be deleted",
         Duration::from_secs(60),
-        || async { namespaces.get_opt(ns).await.unwrap().is_none() },
+        || async {
+            namespaces
+                .get_opt(ns)
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
     )
     .await;
     cluster.stop();
@@ -153,7 +160,7 @@ async fn cluster_runs_pods_and_stops_clean() {
     eventually(
         "the memcached pod to be Ready",
         Duration::from_secs(90),
-        || is_ready(&pods, "memcached"),
+        || async { is_ready(&pods, "memcached").await.then_some(()) },
     )
     .await;
 
@@ -247,7 +254,14 @@ async fn cluster_runs_pods_and_stops_clean() {
     eventually(
         "the GC to delete the owned ConfigMap",
         Duration::from_secs(60),
-        || async { config_maps.get_opt("owned").await.unwrap().is_none() },
+        || async {
+            config_maps
+                .get_opt("owned")
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
     )
     .await;
 
@@ -260,7 +274,14 @@ async fn cluster_runs_pods_and_stops_clean() {
     eventually(
         "the namespace to be deleted",
         Duration::from_secs(90),
-        || async { namespaces.get_opt(ns).await.unwrap().is_none() },
+        || async {
+            namespaces
+                .get_opt(ns)
+                .await
+                .unwrap()
+                .is_none()
+                .then_some(())
+        },
     )
     .await;
 
@@ -271,7 +292,7 @@ async fn cluster_runs_pods_and_stops_clean() {
     eventually(
         "the node to be NotReady",
         Duration::from_secs(60),
-        || async { node_ready_status(&nodes).await == "Unknown" },
+        || async { (node_ready_status(&nodes).await == "Unknown").then_some(()) },
     )
     .await;
 

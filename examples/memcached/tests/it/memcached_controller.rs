@@ -3,7 +3,7 @@
 //! from the real Deployment controller's status while real memcached pods
 //! start, a scale, the schema's validation, and the finalizer.
 
-mod support;
+use super::support;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;

@@ -11,8 +11,10 @@
 //! the webhook configurations generated from the code.
 
 use std::net::Ipv4Addr;
+use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
+use futures::FutureExt;
 use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
@@ -21,7 +23,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, Secret, Service, ServiceAccount
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, ListParams, LogParams, Patch, PatchParams, PostParams};
-use opkit_envtest::Cluster;
+use opkit_envtest::{Cluster, eventually};
 use serde_json::json;
 use website_webhooks::api::{v1, v2};
 use website_webhooks::{CRD_NAME, Manifests, NAME, NAMESPACE, WEBHOOK_SERVICE};
@@ -69,21 +71,15 @@ async fn diagnostics(client: &kube::Client) -> String {
     out
 }
 
-async fn until(
-    client: &kube::Client,
-    what: &str,
-    within: Duration,
-    mut check: impl AsyncFnMut() -> bool,
-) {
-    let deadline = tokio::time::Instant::now() + within;
-    while !check().await {
-        if tokio::time::Instant::now() >= deadline {
-            panic!(
-                "timed out waiting for {what}\n{}",
-                diagnostics(client).await
-            );
+/// Runs `wait` (an [`eventually`]); when it times out, prints the
+/// operator's log and the namespace's events before the failure carries on.
+async fn explaining_a_timeout<T>(client: &kube::Client, wait: impl Future<Output = T>) -> T {
+    match AssertUnwindSafe(wait).catch_unwind().await {
+        Ok(found) => found,
+        Err(timed_out) => {
+            eprintln!("{}", diagnostics(client).await);
+            std::panic::resume_unwind(timed_out)
         }
-        tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }
 
@@ -248,23 +244,28 @@ async fn the_apiserver_calls_the_webhooks_in_a_pod_through_their_service() {
     // apiserver already reached the pod through the Service.
     let deployed = std::time::Instant::now();
     let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
-    until(
+    explaining_a_timeout(
         &client,
-        "the operator's pod to be Ready",
-        Duration::from_secs(120),
-        async || {
-            pods.list(&ListParams::default().labels(&format!("app={APP}")))
-                .await
-                .map(|l| l.items)
-                .unwrap_or_default()
-                .iter()
-                .any(|p| {
-                    p.status
-                        .as_ref()
-                        .and_then(|s| s.conditions.as_ref())
-                        .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-                })
-        },
+        eventually(
+            "the operator's pod to be Ready",
+            Duration::from_secs(120),
+            || async {
+                pods.list(&ListParams::default().labels(&format!("app={APP}")))
+                    .await
+                    .map(|l| l.items)
+                    .unwrap_or_default()
+                    .iter()
+                    .any(|p| {
+                        p.status
+                            .as_ref()
+                            .and_then(|s| s.conditions.as_ref())
+                            .is_some_and(|c| {
+                                c.iter().any(|c| c.type_ == "Ready" && c.status == "True")
+                            })
+                    })
+                    .then_some(())
+            },
+        ),
     )
     .await;
 
@@ -379,19 +380,21 @@ async fn the_apiserver_calls_the_webhooks_in_a_pod_through_their_service() {
 
     // The controller in the pod reconciles what it read through conversion.
     let config_maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    until(
+    explaining_a_timeout(
         &client,
-        "the shop-site ConfigMap",
-        Duration::from_secs(60),
-        async || {
-            config_maps
-                .get_opt("shop-site")
-                .await
-                .ok()
-                .flatten()
-                .and_then(|cm| cm.data)
-                .is_some_and(|d| d.get("url").map(String::as_str) == Some("https://shop.example"))
-        },
+        eventually(
+            "the shop-site ConfigMap",
+            Duration::from_secs(60),
+            || async {
+                config_maps
+                    .get_opt("shop-site")
+                    .await
+                    .ok()
+                    .flatten()
+                    .and_then(|cm| cm.data)
+                    .filter(|d| d.get("url").map(String::as_str) == Some("https://shop.example"))
+            },
+        ),
     )
     .await;
 

@@ -24,7 +24,7 @@ use opkit::controller::Controller;
 use opkit::manager::{LeaderElection, Manager, ManagerError};
 use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use opkit_envtest::ControlPlane;
-use opkit_tests::{create_namespace, eventually, grant, init_tracing, rule};
+use opkit_tests::{eventually, grant, init_tracing, plane_with_namespace, rule};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -301,11 +301,8 @@ async fn wait_for_one_leader(managers: &[&Running], within: Duration) -> usize {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_of_three_managers_reconciles_and_a_stopped_leader_hands_over() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-three";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     for i in 0..5 {
         config_map(&admin, ns, &format!("cm-{i}")).await;
     }
@@ -332,7 +329,7 @@ async fn one_of_three_managers_reconciles_and_a_stopped_leader_hands_over() {
         || {
             let seen = journal.names_by(first);
             let expected = expected.clone();
-            async move { seen == expected }
+            async move { (seen == expected).then_some(()) }
         },
     )
     .await;
@@ -383,7 +380,7 @@ async fn one_of_three_managers_reconciles_and_a_stopped_leader_hands_over() {
     config_map(&admin, ns, "after-hand-over").await;
     eventually("the new leader reconciles", Duration::from_secs(30), || {
         let seen = journal.names_by(next_index);
-        async move { seen.contains("after-hand-over") && seen.len() == 6 }
+        async move { (seen.contains("after-hand-over") && seen.len() == 6).then_some(()) }
     })
     .await;
     assert_eq!(
@@ -412,11 +409,8 @@ async fn one_of_three_managers_reconciles_and_a_stopped_leader_hands_over() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_cannot_renew_stops_reconciling_before_another_starts() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-cut-off";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     let user = "manager-a";
     grant(
         &admin,
@@ -451,7 +445,7 @@ async fn a_leader_that_cannot_renew_stops_reconciling_before_another_starts() {
     let b = Running::start(recording_manager(admin.clone(), ns, 1, &journal, work).await);
     eventually("a reconciles", Duration::from_secs(30), || {
         let n = journal.by(0).len();
-        async move { n >= 3 }
+        async move { (n >= 3).then_some(()) }
     })
     .await;
     assert!(!b.is_leading());
@@ -479,7 +473,7 @@ async fn a_leader_that_cannot_renew_stops_reconciling_before_another_starts() {
     );
     eventually("b reconciles", Duration::from_secs(30), || {
         let n = journal.by(1).len();
-        async move { n >= 1 }
+        async move { (n >= 1).then_some(()) }
     })
     .await;
     let a_seen = journal.by(0);
@@ -502,11 +496,8 @@ async fn a_leader_that_cannot_renew_stops_reconciling_before_another_starts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_are_served_with_controller_runtimes_names_and_move() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-metrics";
-    create_namespace(&admin, ns).await;
+    let (_, admin) = plane_with_namespace(ns).await;
 
     /// By name: `ok` done, `later` requeue_after, `again` requeue once,
     /// `flaky` fails once, `invalid` terminal, `buggy` panics once.
@@ -595,7 +586,7 @@ async fn metrics_are_served_with_controller_runtimes_names_and_move() {
                     && total(&samples, "requeue") == Some(1.0)
                     && total(&samples, "error") == Some(3.0);
                 *last.lock().unwrap() = samples;
-                done
+                done.then_some(())
             }
         },
     )
@@ -679,11 +670,8 @@ async fn metrics_are_served_with_controller_runtimes_names_and_move() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn readyz_flips_once_the_caches_sync() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-ready";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     config_map(&admin, ns, "present").await;
 
     // The manager's identity cannot list ConfigMaps yet: its cache cannot
@@ -716,7 +704,7 @@ async fn readyz_flips_once_the_caches_sync() {
         || async move {
             let (status, body) = http_get(probes, "/readyz?verbose").await;
             assert_eq!(status, 500, "{body}");
-            body.contains("forbidden")
+            body.contains("forbidden").then_some(())
         },
     )
     .await;
@@ -745,7 +733,7 @@ async fn readyz_flips_once_the_caches_sync() {
     eventually(
         "readyz turns ready",
         Duration::from_secs(60),
-        || async move { http_get(probes, "/readyz").await == (200, "ok".to_owned()) },
+        || async move { (http_get(probes, "/readyz").await == (200, "ok".to_owned())).then_some(()) },
     )
     .await;
     let (status, body) = http_get(probes, "/readyz?verbose").await;
@@ -753,7 +741,7 @@ async fn readyz_flips_once_the_caches_sync() {
     assert_eq!(body, "[+]informers ok\nreadyz check passed\n");
     eventually("the controller reconciles", Duration::from_secs(30), || {
         let seen = journal.names_by(0);
-        async move { seen.contains("present") }
+        async move { seen.contains("present").then_some(()) }
     })
     .await;
     running.stop().await.unwrap();
@@ -763,11 +751,8 @@ async fn readyz_flips_once_the_caches_sync() {
 /// controller-runtime, scraped from a manager built from a `kube::Config`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn process_and_rest_client_metrics_are_served() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-process-metrics";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     config_map(&admin, ns, "listed").await;
     let mut manager = Manager::builder()
         .config(plane.config().clone())
@@ -789,7 +774,9 @@ async fn process_and_rest_client_metrics_are_served() {
         Duration::from_secs(30),
         || async move {
             let samples = scrape(metrics).await;
-            value(&samples, "rest_client_requests_total", &ok_gets).is_some_and(|n| n >= 1.0)
+            value(&samples, "rest_client_requests_total", &ok_gets)
+                .is_some_and(|n| n >= 1.0)
+                .then_some(())
         },
     )
     .await;
@@ -894,7 +881,13 @@ async fn a_missing_crd_fails_the_start_naming_it() {
     eventually(
         "readyz to name the failed list",
         Duration::from_secs(10),
-        || async move { http_get(probes, "/readyz").await.1.contains("404") },
+        || async move {
+            http_get(probes, "/readyz")
+                .await
+                .1
+                .contains("404")
+                .then_some(())
+        },
     )
     .await;
     let (status, body) = http_get(probes, "/readyz?verbose").await;
@@ -988,11 +981,8 @@ async fn an_unreachable_api_server_fails_the_start_naming_its_url() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reconcile_past_the_graceful_timeout_is_abandoned_and_reported() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-graceful-timeout";
-    create_namespace(&admin, ns).await;
+    let (_, admin) = plane_with_namespace(ns).await;
     config_map(&admin, ns, "endless").await;
 
     let journal = Journal::default();
@@ -1013,7 +1003,7 @@ async fn a_reconcile_past_the_graceful_timeout_is_abandoned_and_reported() {
     let running = Running::start(manager);
     eventually("the reconcile starts", Duration::from_secs(30), || {
         let n = journal.all().len();
-        async move { n == 1 }
+        async move { (n == 1).then_some(()) }
     })
     .await;
     let stopping = Instant::now();
@@ -1108,11 +1098,8 @@ impl Operator {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigterm_lets_running_reconciles_finish_starts_none_and_releases_the_lease() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-sigterm";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     for i in 0..5 {
         config_map(&admin, ns, &format!("slow-{i}")).await;
     }
@@ -1166,11 +1153,8 @@ async fn sigterm_lets_running_reconciles_finish_starts_none_and_releases_the_lea
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_signal_exits_at_once() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "mgr-second-signal";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     config_map(&admin, ns, "endless").await;
 
     // A reconcile of ten minutes: the graceful shutdown would wait for it.

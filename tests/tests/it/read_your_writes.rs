@@ -4,7 +4,7 @@
 //! older than its own write, under churn and across an apiserver restart;
 //! with the opt-out it does (the classic bug), so the test can fail.
 //!
-//! Run: `cargo test -p opkit-tests --test read_your_writes -- --nocapture`
+//! Run: `cargo test -p opkit-tests --test it read_your_writes:: -- --nocapture`
 //! (prints the counts of both runs).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -246,17 +246,19 @@ async fn run_scenario(
         WAIT,
         || async {
             let Ok(list) = cms.list(&ListParams::default()).await else {
-                return false;
+                return None;
             };
             let by_name: HashMap<String, &ConfigMap> =
                 list.items.iter().map(|cm| (cm.name_any(), cm)).collect();
-            (0..PARENTS).all(|i| {
-                let child = by_name.contains_key(&format!("c-{i}"));
-                by_name.get(&format!("p-{i}")).is_some_and(|p| {
-                    data(p, "observed") == data(p, "spec")
-                        && child == data(p, "drop-child").is_none()
+            (0..PARENTS)
+                .all(|i| {
+                    let child = by_name.contains_key(&format!("c-{i}"));
+                    by_name.get(&format!("p-{i}")).is_some_and(|p| {
+                        data(p, "observed") == data(p, "spec")
+                            && child == data(p, "drop-child").is_none()
+                    })
                 })
-            })
+                .then_some(())
         },
     )
     .await;
@@ -264,7 +266,7 @@ async fn run_scenario(
     run.await.unwrap().unwrap();
     // Memory: every record goes once the informer caught up.
     eventually("no write left pending", WAIT, || async {
-        cache.pending_writes() == 0
+        (cache.pending_writes() == 0).then_some(())
     })
     .await;
     if restart {
@@ -540,13 +542,13 @@ async fn run_write_paths(ns: &str, read_your_writes: bool) -> Vec<String> {
             .unwrap();
     }
     eventually("every trigger walked every write path", WAIT, || async {
-        done.load(Ordering::Relaxed) == TRIGGERS
+        (done.load(Ordering::Relaxed) == TRIGGERS).then_some(())
     })
     .await;
     token.cancel();
     run.await.unwrap().unwrap();
     eventually("no write left pending", WAIT, || async {
-        cache.pending_writes() == 0
+        (cache.pending_writes() == 0).then_some(())
     })
     .await;
     cache.stop();

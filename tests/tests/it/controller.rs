@@ -133,12 +133,13 @@ async fn owned_and_mapped_objects_converge() {
             .unwrap();
     }
     eventually("owned ConfigMaps created", WAIT, || async {
-        cm_data(&cms, "red-cm")
+        (cm_data(&cms, "red-cm")
             .await
             .is_some_and(|d| d["colour"] == "crimson")
             && cm_data(&cms, "blue-cm")
                 .await
-                .is_some_and(|d| d["colour"] == "navy")
+                .is_some_and(|d| d["colour"] == "navy"))
+        .then_some(())
     })
     .await;
     let owned = cms.get("red-cm").await.unwrap();
@@ -161,6 +162,7 @@ async fn owned_and_mapped_objects_converge() {
         cm_data(&cms, "red-cm")
             .await
             .is_some_and(|d| d["colour"] == "scarlet")
+            .then_some(())
     })
     .await;
 
@@ -176,6 +178,7 @@ async fn owned_and_mapped_objects_converge() {
         cm_data(&cms, "blue-cm")
             .await
             .is_some_and(|d| d["colour"] == "navy")
+            .then_some(())
     })
     .await;
 
@@ -190,12 +193,13 @@ async fn owned_and_mapped_objects_converge() {
     };
     cms.create(&PostParams::default(), &settings).await.unwrap();
     eventually("mapped watch re-reconciles both", WAIT, || async {
-        cm_data(&cms, "red-cm")
+        (cm_data(&cms, "red-cm")
             .await
             .is_some_and(|d| d["theme"] == "dark")
             && cm_data(&cms, "blue-cm")
                 .await
-                .is_some_and(|d| d["theme"] == "dark")
+                .is_some_and(|d| d["theme"] == "dark"))
+        .then_some(())
     })
     .await;
 
@@ -214,6 +218,7 @@ async fn owned_and_mapped_objects_converge() {
                     && e.reporting_controller.as_deref() == Some("gadget")
                     && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("red")
             })
+            .then_some(())
     })
     .await;
 
@@ -319,7 +324,7 @@ async fn no_key_is_reconciled_twice_at_once_under_load() {
     let want = UPDATES.to_string();
     eventually("every object's final state reconciled", WAIT, || async {
         let seen = reconciler.last_seen_value.lock().unwrap();
-        seen.len() == OBJECTS && seen.values().all(|v| *v == want)
+        (seen.len() == OBJECTS && seen.values().all(|v| *v == want)).then_some(())
     })
     .await;
     token.cancel();
@@ -374,7 +379,7 @@ async fn predicates_filter_status_only_changes() {
     cm.metadata.name = Some("p".into());
     cms.create(&PostParams::default(), &cm).await.unwrap();
     eventually("create passes the predicate", WAIT, || async {
-        seen.lock().unwrap().len() == 1
+        (seen.lock().unwrap().len() == 1).then_some(())
     })
     .await;
     for i in 0..3 {
@@ -392,7 +397,11 @@ async fn predicates_filter_status_only_changes() {
     marker.metadata.name = Some("marker".into());
     cms.create(&PostParams::default(), &marker).await.unwrap();
     eventually("marker reconciled", WAIT, || async {
-        seen.lock().unwrap().iter().any(|r| r.name == "marker")
+        seen.lock()
+            .unwrap()
+            .iter()
+            .any(|r| r.name == "marker")
+            .then_some(())
     })
     .await;
     let names: Vec<String> = seen

@@ -22,7 +22,7 @@ use opkit::webhook::{
     ManagedCertificate, Operation, Spoke, WebhookClient, WebhookOptions, WebhookServer, Webhooks,
 };
 use opkit_envtest::ControlPlane;
-use opkit_tests::{create_namespace, eventually, init_tracing};
+use opkit_tests::{create_namespace, eventually, init_tracing, plane_with_namespace};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use schemars::JsonSchema;
@@ -30,7 +30,7 @@ use serde::{Deserialize, Serialize};
 use tokio::net::TcpStream;
 use tokio_util::sync::CancellationToken;
 
-mod webhook_support;
+use super::webhook_support;
 use webhook_support::*;
 
 #[tokio::test]
@@ -389,11 +389,8 @@ impl Spoke<v2::Website> for v1::Website {
 
 #[tokio::test]
 async fn a_v1_object_is_read_back_as_v2_and_converted_both_ways() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "webhook-conversion";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     let webhooks =
         Webhooks::new().conversion(Conversion::<v2::Website>::new().spoke::<v1::Website>());
     let served = Served::start(&webhooks).await;
@@ -536,8 +533,9 @@ async fn a_new_certificate_is_served_after_the_files_change() {
     let rotated = DevCertificate::generate(&["127.0.0.1"]).unwrap();
     rotated.write_to(served.dir.path()).unwrap();
     eventually("the rotated certificate to be served", WITHIN, || async {
-        served_certificate(served.addr, rotated.ca_pem()).await.ok()
-            == Some(der(rotated.cert_pem()))
+        (served_certificate(served.addr, rotated.ca_pem()).await.ok()
+            == Some(der(rotated.cert_pem())))
+        .then_some(())
     })
     .await;
     // The old CA no longer verifies what is served.
@@ -615,7 +613,7 @@ async fn the_manager_serves_webhooks_reports_them_ready_and_stops_them() {
     let running = tokio::spawn(manager.run_until(stop.clone().cancelled_owned()));
 
     eventually("/readyz/webhook to pass", WITHIN, || async {
-        http_get(probes, "/readyz/webhook").await == 200
+        (http_get(probes, "/readyz/webhook").await == 200).then_some(())
     })
     .await;
     let client = WebhookClient::url(format!("https://{webhook_addr}")).ca_bundle(dev.ca_pem());
@@ -724,6 +722,7 @@ async fn a_managed_certificate_is_kept_in_a_secret_and_its_ca_injected() {
             .and_then(|c| c.webhooks)
             .and_then(|w| w[0].client_config.ca_bundle.clone())
             .is_some_and(|b| b.0 == ca.as_bytes())
+            .then_some(())
     })
     .await;
     stop.cancel();

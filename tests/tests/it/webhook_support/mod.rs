@@ -190,6 +190,7 @@ pub async fn until_validating(gadgets: &Api<Gadget>) {
             gadgets.create(&PostParams { dry_run: true, ..PostParams::default() }, &probe).await,
             Err(kube::Error::Api(status)) if status.message.contains("above the limit")
         )
+        .then_some(())
     })
     .await;
 }
@@ -208,6 +209,7 @@ pub async fn until_mutating(gadgets: &Api<Gadget>) {
             )
             .await
             .is_ok_and(|g| g.spec.color.as_deref() == Some("blue"))
+            .then_some(())
     })
     .await;
 }

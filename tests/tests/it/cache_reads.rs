@@ -15,7 +15,7 @@ use opkit::controller::Controller;
 use opkit::predicate::GenerationChanged;
 use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use opkit_envtest::ControlPlane;
-use opkit_tests::{create_namespace, eventually, init_tracing};
+use opkit_tests::{create_namespace, eventually, init_tracing, plane_with_namespace};
 use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -112,10 +112,7 @@ impl Reconcile for Reader {
 
 #[tokio::test]
 async fn a_reconciler_reads_every_kind_in_the_cache_scope() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let client = plane.client().unwrap();
-    create_namespace(&client, "reads-a").await;
+    let (_, client) = plane_with_namespace("reads-a").await;
     create_namespace(&client, "reads-b").await;
     let cms_a: Api<ConfigMap> = Api::namespaced(client.clone(), "reads-a");
     let cms_b: Api<ConfigMap> = Api::namespaced(client.clone(), "reads-b");
@@ -178,7 +175,7 @@ async fn a_reconciler_reads_every_kind_in_the_cache_scope() {
     });
 
     eventually("the reconciler to read everything", WAIT, || async {
-        seen.lock().unwrap().is_some()
+        seen.lock().unwrap().is_some().then_some(())
     })
     .await;
     let seen = seen.lock().unwrap().clone().unwrap();
@@ -230,11 +227,8 @@ impl Reconcile for Counter {
 
 #[tokio::test]
 async fn predicates_belong_to_their_watch() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let client = plane.client().unwrap();
     let ns = "reads-predicates";
-    create_namespace(&client, ns).await;
+    let (_, client) = plane_with_namespace(ns).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let pp = PostParams::default();
@@ -260,7 +254,10 @@ async fn predicates_belong_to_their_watch() {
         async move { controller.run_until_cancelled(&cache, token).await }
     });
     let count = || counts.lock().unwrap().get("owner").copied().unwrap_or(0);
-    eventually("the initial reconcile", WAIT, || async { count() >= 1 }).await;
+    eventually("the initial reconcile", WAIT, || async {
+        (count() >= 1).then_some(())
+    })
+    .await;
     let settled = count();
 
     let patch = |data: &str| Patch::Merge(serde_json::json!({ "stringData": { "token": data } }));
@@ -271,7 +268,7 @@ async fn predicates_belong_to_their_watch() {
     eventually(
         "the owned Secret's update to wake the owner",
         WAIT,
-        || async { count() > settled },
+        || async { (count() > settled).then_some(()) },
     )
     .await;
 

@@ -21,7 +21,7 @@
 //! Prints the figures (image build time, time to ready, RSS). Needs root,
 //! the node assets (`make cluster-assets`) and the registry (`make registry`).
 
-mod deploy_support;
+use super::deploy_support;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -37,7 +37,7 @@ use kube::api::{
     PostParams,
 };
 use opkit_envtest::Cluster;
-use opkit_tests::{create_namespace, eventually_some, init_tracing};
+use opkit_tests::{create_namespace, eventually, init_tracing};
 use serde_json::json;
 
 use deploy_support::{MEMCACHED, Project, Tools, target_dir, text, workspace};
@@ -91,7 +91,7 @@ impl Deployed<'_> {
     async fn ready_operator_pod(&self) -> Pod {
         let pods = self.operator_pods();
         let selector = self.selector();
-        eventually_some("the operator pod to be Ready", POD_WAIT, || async {
+        eventually("the operator pod to be Ready", POD_WAIT, || async {
             let list = pods
                 .list(&ListParams::default().labels(&selector))
                 .await
@@ -114,7 +114,7 @@ impl Deployed<'_> {
         let leases: Api<Lease> = Api::namespaced(self.client.clone(), self.project.namespace);
         let name = format!("{}-lock", self.project.name);
         let prefix = format!("{pod}_");
-        eventually_some(&format!("{pod} to hold the Lease {name}"), WAIT, || async {
+        eventually(&format!("{pod} to hold the Lease {name}"), WAIT, || async {
             let holder = leases.get_opt(&name).await.ok()??.spec?.holder_identity?;
             holder.starts_with(&prefix).then_some(holder)
         })
@@ -196,7 +196,7 @@ impl Deployed<'_> {
         pods.create(&PostParams::default(), &pod)
             .await
             .expect("create the scrape pod");
-        let phase = eventually_some("the scrape pod to finish", POD_WAIT, || async {
+        let phase = eventually("the scrape pod to finish", POD_WAIT, || async {
             let phase = pods.get(pod_name).await.ok()?.status?.phase?;
             matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
         })
@@ -387,7 +387,7 @@ async fn replace_operator_pod(deployed: &Deployed<'_>, old: &Pod) -> Pod {
         .await
         .expect("delete the operator pod");
     let pods = deployed.operator_pods();
-    eventually_some("the old operator pod to be gone", POD_WAIT, || async {
+    eventually("the old operator pod to be gone", POD_WAIT, || async {
         pods.get_opt(&old_name).await.ok()?.is_none().then_some(())
     })
     .await;
@@ -429,7 +429,7 @@ async fn load(
             .await
             .unwrap_or_else(|e| panic!("create object {i}: {e}"));
     }
-    eventually_some(
+    eventually(
         &format!("{count} objects reconciled"),
         Duration::from_secs(600),
         || async {
@@ -467,14 +467,14 @@ fn print_figures(what: &str, figures: &Figures) {
 }
 
 /// Builds the workspace's `cargo-opkit` (the Makefiles run `cargo opkit`)
-/// as `cargo test --workspace --all-features` builds it for cargo-opkit's
-/// own integration tests (`example_in_sync` is the cheapest of them): in a
-/// `make test` it is built already, and the tests running beside this one
-/// never see `target/debug/cargo-opkit` swapped for another build of it.
+/// as `cargo test --workspace --all-features` builds it for the crates'
+/// integration tests (each crate's one binary, `it`): in a `make test` it
+/// is built already, and the tests running beside this one never see
+/// `target/debug/cargo-opkit` swapped for another build of it.
 fn build_cargo_opkit() {
     let output = cargo_opkit::cargo_command()
         .args(["test", "--workspace", "--all-features", "--no-run"])
-        .args(["--test", "example_in_sync"])
+        .args(["--test", "it"])
         .current_dir(workspace())
         .env("CARGO_TARGET_DIR", target_dir())
         .output()
@@ -509,7 +509,7 @@ fn memcached(name: &str, size: i32) -> serde_json::Value {
 async fn memcached_pods_ready(client: &kube::Client, namespace: &str, name: &str, count: usize) {
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
     let selector = format!("app.kubernetes.io/instance={name}");
-    eventually_some(
+    eventually(
         &format!("{count} Ready memcached pods of {namespace}/{name}"),
         POD_WAIT,
         || async {
@@ -535,7 +535,7 @@ async fn memcached_available(deployed: &Deployed<'_>, name: &str, size: i32) -> 
         .expect("create the Memcached");
     let uid = created.metadata.uid.clone().expect("uid");
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "shop");
-    let deployment = eventually_some("the Memcached's Deployment", WAIT, || async {
+    let deployment = eventually("the Memcached's Deployment", WAIT, || async {
         deployments.get_opt(name).await.ok().flatten()
     })
     .await;
@@ -549,7 +549,7 @@ async fn memcached_available(deployed: &Deployed<'_>, name: &str, size: i32) -> 
         ("Memcached", uid.as_str())
     );
     memcached_pods_ready(client, "shop", name, usize::try_from(size).expect("size")).await;
-    eventually_some("Available=True", WAIT, || async {
+    eventually("Available=True", WAIT, || async {
         let object = api.get(name).await.ok()?;
         condition_true(&object, "Available").then_some(())
     })
@@ -565,20 +565,20 @@ async fn memcached_finalized(deployed: &Deployed<'_>, name: &str, uid: &str) {
     api.delete(name, &DeleteParams::default())
         .await
         .expect("delete the Memcached");
-    eventually_some("the Memcached to be gone", WAIT, || async {
+    eventually("the Memcached to be gone", WAIT, || async {
         api.get_opt(name).await.ok()?.is_none().then_some(())
     })
     .await;
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), "shop");
     let services: Api<Service> = Api::namespaced(client.clone(), "shop");
-    eventually_some("its Deployment and Service to be gone", WAIT, || async {
+    eventually("its Deployment and Service to be gone", WAIT, || async {
         let gone = deployments.get_opt(name).await.ok()?.is_none()
             && services.get_opt(name).await.ok()?.is_none();
         gone.then_some(())
     })
     .await;
     let events: Api<Event> = Api::namespaced(client.clone(), "shop");
-    eventually_some("the Finalized Event", WAIT, || async {
+    eventually("the Finalized Event", WAIT, || async {
         let list = events.list(&ListParams::default()).await.ok()?;
         list.items
             .iter()
@@ -705,7 +705,7 @@ async fn memcached_operator_journey(cluster: &Cluster) {
         .await
         .expect("create the Memcached");
     let expected = r#"cannot patch resource \"deployments\" in API group \"apps\""#;
-    let logged = eventually_some(
+    let logged = eventually(
         "the forbidden error in the operator's log",
         WAIT,
         || async {
@@ -770,7 +770,7 @@ async fn widget_round_trip(deployed: &Deployed<'_>, name: &str) {
         .await
         .expect("create the Widget");
     let uid = created.metadata.uid.clone().expect("uid");
-    eventually_some("the finalizer and Ready=True", WAIT, || async {
+    eventually("the finalizer and Ready=True", WAIT, || async {
         let object = api.get(name).await.ok()?;
         (has_finalizer(&object) && condition_true(&object, "Ready")).then_some(())
     })
@@ -778,12 +778,12 @@ async fn widget_round_trip(deployed: &Deployed<'_>, name: &str) {
     api.delete(name, &DeleteParams::default())
         .await
         .expect("delete the Widget");
-    eventually_some("the Widget to be gone", WAIT, || async {
+    eventually("the Widget to be gone", WAIT, || async {
         api.get_opt(name).await.ok()?.is_none().then_some(())
     })
     .await;
     let events: Api<Event> = Api::namespaced(deployed.client.clone(), "default");
-    eventually_some("the Finalizing Event", WAIT, || async {
+    eventually("the Finalizing Event", WAIT, || async {
         let list = events.list(&ListParams::default()).await.ok()?;
         list.items
             .iter()

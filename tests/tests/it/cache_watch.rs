@@ -3,7 +3,7 @@
 //! cut, kube-apiserver restarted) is re-opened and converges, without a
 //! relist while the resourceVersion is still valid.
 
-mod cache_support;
+use super::cache_support;
 
 use std::{
     collections::BTreeMap,
@@ -20,6 +20,7 @@ use kube::api::{
 };
 use opkit::cache::{Event, InformerOptions, ListWatch, SharedIndexInformer, handler_fn};
 use opkit_envtest::ControlPlane;
+use opkit_tests::plane_with_namespace;
 
 fn cm(name: &str) -> ConfigMap {
     ConfigMap {
@@ -61,42 +62,75 @@ fn recorder() -> (
 }
 
 async fn cache_matches_list(informer: &SharedIndexInformer<ConfigMap>, api: &Api<ConfigMap>) {
-    let mut last = (BTreeMap::new(), BTreeMap::new());
-    for _ in 0..600 {
-        let want: BTreeMap<String, String> = api
-            .list(&ListParams::default())
-            .await
-            .unwrap()
-            .items
-            .into_iter()
-            .map(|c| {
-                (
-                    c.metadata.name.unwrap(),
-                    c.metadata.resource_version.unwrap(),
-                )
-            })
-            .collect();
-        let got: BTreeMap<String, String> = informer
-            .store()
-            .list()
-            .iter()
-            .map(|c| {
-                (
-                    c.metadata.name.clone().unwrap(),
-                    c.metadata.resource_version.clone().unwrap(),
-                )
-            })
-            .collect();
-        if want == got {
-            return;
+    let last = Mutex::new((BTreeMap::new(), BTreeMap::new()));
+    let _report = ReportOnPanic(|| {
+        let (want, got) = &*last.lock().unwrap();
+        eprintln!("the last LIST: {want:?}\nthe cache then: {got:?}");
+    });
+    eventually(
+        "the cache to match a LIST",
+        Duration::from_secs(60),
+        || async {
+            let want: BTreeMap<String, String> = api
+                .list(&ListParams::default())
+                .await
+                .unwrap()
+                .items
+                .into_iter()
+                .map(|c| {
+                    (
+                        c.metadata.name.unwrap(),
+                        c.metadata.resource_version.unwrap(),
+                    )
+                })
+                .collect();
+            let got: BTreeMap<String, String> = informer
+                .store()
+                .list()
+                .iter()
+                .map(|c| {
+                    (
+                        c.metadata.name.clone().unwrap(),
+                        c.metadata.resource_version.clone().unwrap(),
+                    )
+                })
+                .collect();
+            let matches = want == got;
+            *last.lock().unwrap() = (want, got);
+            matches.then_some(())
+        },
+    )
+    .await;
+}
+
+/// Runs its closure when dropped during a panic (a failed wait's details).
+struct ReportOnPanic<F: Fn()>(F);
+
+impl<F: Fn()> Drop for ReportOnPanic<F> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            (self.0)();
         }
-        last = (want, got);
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    panic!(
-        "cache never matched the LIST: want {:?}, got {:?}",
-        last.0, last.1
-    );
+}
+
+/// Has the informer's open watch deliver an event: creates `name` and
+/// waits until the informer holds it. A watch that ends without any event
+/// within a second of opening is a "very short watch", which the reflector
+/// answers with a relist; one that delivered an event never is.
+async fn watch_delivers_an_event(
+    informer: &SharedIndexInformer<ConfigMap>,
+    api: &Api<ConfigMap>,
+    ns: &str,
+    name: &str,
+) {
+    api.create(&PostParams::default(), &cm(name)).await.unwrap();
+    eventually(
+        &format!("the watch to deliver {name}"),
+        Duration::from_secs(30),
+        || async { informer.store().get(Some(ns), name).is_some().then_some(()) },
+    )
+    .await;
 }
 
 /// True when a watch from `rv` is answered with 410 Gone / Expired.
@@ -142,8 +176,8 @@ async fn relist_after_410_emits_tombstones_for_deletions_in_the_gap() {
     informer.add_event_handler(h).unwrap();
     informer.start().unwrap();
     informer.wait_for_sync().await.unwrap();
-    eventually("20 initial adds", Duration::from_secs(30), || {
-        log.lock().unwrap().len() == 20
+    eventually("20 initial adds", Duration::from_secs(30), || async {
+        (log.lock().unwrap().len() == 20).then_some(())
     })
     .await;
 
@@ -154,7 +188,10 @@ async fn relist_after_410_emits_tombstones_for_deletions_in_the_gap() {
     eventually(
         "the reflector to try re-watching",
         Duration::from_secs(30),
-        || traffic.count(Kind::Watch, ns) + traffic.count(Kind::WatchList, ns) > watches_before,
+        || async {
+            (traffic.count(Kind::Watch, ns) + traffic.count(Kind::WatchList, ns) > watches_before)
+                .then_some(())
+        },
     )
     .await;
     let rv_before = informer.last_sync_resource_version().unwrap();
@@ -177,30 +214,32 @@ async fn relist_after_410_emits_tombstones_for_deletions_in_the_gap() {
         .unwrap();
 
     // Wait until the old resourceVersion is compacted away.
-    let mut expired = false;
-    for _ in 0..60 {
-        if rv_expired(&api, &rv_before).await {
-            expired = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-    assert!(expired, "resourceVersion {rv_before} never expired");
+    eventually(
+        &format!("resourceVersion {rv_before} to expire"),
+        Duration::from_secs(120),
+        || async { rv_expired(&api, &rv_before).await.then_some(()) },
+    )
+    .await;
 
     traffic.block_watches(false);
     cache_matches_list(&informer, &api).await;
-    eventually("the gap's notifications", Duration::from_secs(30), || {
-        let log = log.lock().unwrap();
-        log.iter()
-            .filter(|s| matches!(s, Seen::Delete { .. }))
-            .count()
-            == 5
-            && log
-                .iter()
-                .filter(|s| matches!(s, Seen::Add(n) if n.starts_with("new-")))
+    eventually(
+        "the gap's notifications",
+        Duration::from_secs(30),
+        || async {
+            let log = log.lock().unwrap();
+            (log.iter()
+                .filter(|s| matches!(s, Seen::Delete { .. }))
                 .count()
-                == 3
-    })
+                == 5
+                && log
+                    .iter()
+                    .filter(|s| matches!(s, Seen::Add(n) if n.starts_with("new-")))
+                    .count()
+                    == 3)
+                .then_some(())
+        },
+    )
     .await;
 
     let log = log.lock().unwrap().clone();
@@ -227,11 +266,8 @@ async fn relist_after_410_emits_tombstones_for_deletions_in_the_gap() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cut_watch_is_reopened_without_relist() {
-    init_tracing();
-    let cp = ControlPlane::shared().await.unwrap();
-    let admin = cp.client().unwrap();
     let ns = "cache-rewatch";
-    create_namespace(&admin, ns).await;
+    let (cp, admin) = plane_with_namespace(ns).await;
     let api: Api<ConfigMap> = Api::namespaced(admin.clone(), ns);
     for i in 0..10 {
         api.create(&PostParams::default(), &cm(&format!("cm-{i}")))
@@ -245,16 +281,17 @@ async fn cut_watch_is_reopened_without_relist() {
     );
     informer.start().unwrap();
     informer.wait_for_sync().await.unwrap();
-    // let the first watch live a little, so its end is not a "very short watch"
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    watch_delivers_an_event(&informer, &api, ns, "before-the-cuts").await;
 
     for round in 0..3 {
         traffic.kill_watches();
         api.create(&PostParams::default(), &cm(&format!("after-cut-{round}")))
             .await
             .unwrap();
+        // The cache matches only once the re-opened watch delivered
+        // `after-cut-{round}` (a cut watch delivers nothing more, and a
+        // relist fails the test): the next cut ends a watch with an event.
         cache_matches_list(&informer, &api).await;
-        tokio::time::sleep(Duration::from_millis(1200)).await;
     }
     assert_eq!(traffic.relists(ns), 1, "no relist: {:?}", traffic.log());
     assert!(traffic.count(Kind::Watch, ns) >= 3, "{:?}", traffic.log());
@@ -303,7 +340,7 @@ async fn restart_case(
     );
     informer.start().unwrap();
     informer.wait_for_sync().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1200)).await;
+    watch_delivers_an_event(&informer, &api, ns, "before-restart").await;
     let rv_before = informer.last_sync_resource_version().unwrap();
     let relists_before = traffic.relists(ns);
 

@@ -10,16 +10,13 @@ use std::{
         atomic::{AtomicBool, Ordering},
     },
     task::{Context, Poll},
-    time::Duration,
 };
 
 use bytes::Bytes;
 use http::{Request, Response};
 use http_body::{Body as HttpBody, Frame, SizeHint};
-use k8s_openapi::api::core::v1::Namespace;
 use kube::{
     Client,
-    api::{Api, ObjectMeta, PostParams},
     client::{Body, ClientBuilder, DynBody},
 };
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
@@ -215,31 +212,6 @@ impl HttpBody for KillableBody {
     }
 }
 
-/// Creates a namespace (as the admin).
-pub async fn create_namespace(client: &Client, name: &str) {
-    let api: Api<Namespace> = Api::all(client.clone());
-    let ns = Namespace {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..Default::default()
-        },
-        ..Default::default()
-    };
-    api.create(&PostParams::default(), &ns).await.unwrap();
-}
-
-/// Waits for `cond` for at most `timeout`, panicking with `what`.
-pub async fn eventually(what: &str, timeout: Duration, mut cond: impl FnMut() -> bool) {
-    opkit_envtest::eventually(what, timeout, || std::future::ready(cond().then_some(()))).await
-}
-
-/// Logs to the test output (`RUST_LOG=opkit=debug` for the reflector's story).
-pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "opkit=info".into()),
-        )
-        .with_test_writer()
-        .try_init();
-}
+// The fixtures every test module shares, under the names the `cache_*`
+// modules import them by.
+pub use opkit_tests::{create_namespace, eventually, init_tracing};

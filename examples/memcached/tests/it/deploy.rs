@@ -10,9 +10,9 @@
 //! controller. Here the operator's Deployment from `deploy/` is applied
 //! with 0 replicas and the binary runs out of cluster; the operator as a
 //! pod, from its own image (`make image`, `make deploy`, `make undeploy`),
-//! is `tests/tests/deploy_in_cluster.rs` in the opkit repository.
+//! is `tests/tests/it/deploy_in_cluster.rs` in the opkit repository.
 
-mod support;
+use super::support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};

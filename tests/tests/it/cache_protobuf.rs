@@ -260,7 +260,7 @@ async fn protobuf_decodes_what_json_decodes() {
     };
     eventually("every informer saw the watch events", WAIT, || {
         let ok = done(&json) && done(&pb_stream) && done(&pb_list);
-        async move { ok }
+        async move { ok.then_some(()) }
     })
     .await;
     let expected = by_name(&json);

@@ -10,7 +10,7 @@
 //!
 //! Needs the node assets (`make cluster-assets`: kubectl, the controllers).
 
-mod deploy_support;
+use super::deploy_support;
 
 use std::time::{Duration, Instant};
 
@@ -195,7 +195,7 @@ async fn expect_nothing_left(client: &kube::Client, project: &deploy_support::Pr
             let prefix = format!("{}-", project.name);
             let roles_left = any_named_with(&roles, &prefix).await;
             let bindings_left = any_named_with(&bindings, &prefix).await;
-            ns_gone && !crds_left && !roles_left && !bindings_left
+            (ns_gone && !crds_left && !roles_left && !bindings_left).then_some(())
         },
     )
     .await;

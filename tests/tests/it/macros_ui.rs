@@ -1,7 +1,7 @@
 //! `#[derive(Controller)]`: the main mistakes are compile errors pointing
 //! at the offending attribute
 //! (`tests/ui/*.stderr` hold the expected messages; regenerate them with
-//! `TRYBUILD=overwrite cargo test -p opkit-tests --test macros_ui`).
+//! `TRYBUILD=overwrite cargo test -p opkit-tests --test it macros_ui`).
 
 #[test]
 fn controller_derive() {

@@ -9,8 +9,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, DeleteParams};
 use opkit::leader::{LeaderElector, LeaderHandle, LeaderState};
-use opkit_envtest::ControlPlane;
-use opkit_tests::{create_namespace, grant, init_tracing, rule};
+use opkit_tests::{eventually, grant, plane_with_namespace, rule};
 use std::sync::Mutex;
 
 const LEASE: Duration = Duration::from_secs(2);
@@ -104,11 +103,8 @@ async fn lease_spec(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_electors_one_leader_and_hand_over_on_release() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "leader-three";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
 
     let handles: Vec<LeaderHandle> = ["a", "b", "c"]
         .iter()
@@ -177,17 +173,19 @@ async fn three_electors_one_leader_and_hand_over_on_release() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_release_a_standby_waits_for_the_lease_to_expire() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "leader-expiry";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
 
     let a = elector(plane.client().unwrap(), ns, "a", false);
     a.became_leader().await.unwrap();
     let b = elector(plane.client().unwrap(), ns, "b", false);
     let b_log = Transitions::record(&b);
-    tokio::time::sleep(2 * RETRY).await;
+    eventually(
+        "b to see a holding the Lease",
+        Duration::from_secs(10),
+        || async { (b.observed_leader().as_deref() == Some("a")).then_some(()) },
+    )
+    .await;
     assert!(!b.is_leader());
 
     let stopped_at = Instant::now();
@@ -222,11 +220,8 @@ async fn grant_lease_access(admin: &kube::Client, ns: &str, user: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_cannot_renew_stops_before_another_acquires() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "leader-cut-off";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     grant_lease_access(&admin, ns, "elector-a").await;
 
     // `a` runs as a user whose only right is on leases; it leads first.
@@ -238,9 +233,13 @@ async fn a_leader_that_cannot_renew_stops_before_another_acquires() {
         .unwrap();
     let b = elector(plane.client().unwrap(), ns, "b", true);
     let b_log = Transitions::record(&b);
-    tokio::time::sleep(4 * RETRY).await;
+    eventually(
+        "b to see a holding the Lease",
+        Duration::from_secs(10),
+        || async { (b.observed_leader().as_deref() == Some("a")).then_some(()) },
+    )
+    .await;
     assert!(a.is_leader() && !b.is_leader());
-    assert_eq!(b.observed_leader().as_deref(), Some("a"));
 
     // Take `a`'s rights away: every renew is now a real 403 from the apiserver.
     let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), ns);
@@ -295,11 +294,8 @@ async fn a_leader_that_cannot_renew_stops_before_another_acquires() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn default_identity_is_hostname_and_uuid() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let admin = plane.client().unwrap();
     let ns = "leader-identity";
-    create_namespace(&admin, ns).await;
+    let (plane, admin) = plane_with_namespace(ns).await;
     let handle = LeaderElector::builder(plane.client().unwrap(), ns, "operator-lock")
         .lease_duration(LEASE)
         .renew_deadline(RENEW)

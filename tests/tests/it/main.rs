@@ -1,0 +1,27 @@
+//! opkit's end-to-end tests against a real kube-apiserver and etcd (and the
+//! local cluster), in one test binary: one module per area, the fixtures
+//! they share (`*_support`) compiled once. Run one area with
+//! `cargo test -p opkit-tests --test it cache_watch::`.
+
+mod cache_consistency;
+mod cache_handlers;
+mod cache_protobuf;
+mod cache_reads;
+mod cache_watch;
+mod client_helpers;
+mod cluster;
+mod controller;
+mod deploy;
+mod deploy_in_cluster;
+mod envtest;
+mod image;
+mod leader;
+mod macros_derive;
+mod macros_ui;
+mod manager;
+mod read_your_writes;
+mod webhook;
+
+mod cache_support;
+mod deploy_support;
+mod webhook_support;
