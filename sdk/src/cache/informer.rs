@@ -493,6 +493,12 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
                 }
                 Delta::Deleted(obj) => {
                     self.indexer.remove(key.as_str());
+                    if let Some(hook) = &self.writes {
+                        hook.tracker.note_deleted(
+                            hook.key(&key),
+                            obj.object().meta().resource_version.as_deref(),
+                        );
+                    }
                     self.observe_write(&key, None, Some(obj.object()), obj.is_tombstone());
                     self.processor.distribute(Event::Delete { obj }, false);
                 }

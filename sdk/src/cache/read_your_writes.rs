@@ -90,9 +90,10 @@
 //!   not recorded.
 //! - If someone else deletes the object in the instant between the
 //!   apiserver's answer to this process's write and the recording of it,
-//!   the informer may have removed the object already; a read then waits
-//!   for the bound and fails once (the record is dropped, the retry reads
-//!   the cache as it is).
+//!   the informer has removed the object already: it remembers the last
+//!   [`RECENT_DELETES`] deletions it applied, and a write that such a
+//!   deletion is newer than counts as observed at once (the object is gone,
+//!   which is the truth), instead of stalling reads for the bound.
 //! - Turn it off per controller with
 //!   [`Controller::read_your_writes`](crate::controller::Controller::read_your_writes)
 //!   or for the whole cache with
@@ -122,6 +123,10 @@ pub const DEFAULT_WAIT: Duration = Duration::from_secs(10);
 /// The most writes kept waiting to be observed; past that the oldest is
 /// forgotten.
 pub const MAX_RECORDS: usize = 16_384;
+
+/// How many deletions the informers remember, for a write whose answer
+/// arrives after someone else's deletion of the object was applied.
+pub const RECENT_DELETES: usize = 1024;
 
 /// What identifies an object across the write path (a URL) and the read
 /// path (a Rust type): `v1` or `apps/v1`, the plural resource name, the
@@ -191,6 +196,8 @@ pub(crate) struct WriteTracker {
     seq: AtomicU64,
     watched: RwLock<HashMap<WatchedKind, Watched>>,
     max_records: usize,
+    /// The last deletions the informers applied, with their resourceVersion.
+    recent_deletes: Mutex<std::collections::VecDeque<(WriteKey, String)>>,
 }
 
 /// Compares resourceVersions: as integers when both parse, else equal only.
@@ -238,6 +245,7 @@ impl WriteTracker {
             seq: AtomicU64::new(0),
             watched: RwLock::new(HashMap::new()),
             max_records: max_records.max(1),
+            recent_deletes: Mutex::new(std::collections::VecDeque::new()),
         }
     }
 
@@ -298,9 +306,41 @@ impl WriteTracker {
             return;
         };
         let seq = self.seq.fetch_add(1, Ordering::Relaxed);
-        if self.insert(key.clone(), written.clone(), seq) && shown(&key, &written) {
+        if self.insert(key.clone(), written.clone(), seq)
+            && (shown(&key, &written) || self.deleted_after(&key, &written))
+        {
             self.forget(&key, seq);
         }
+    }
+
+    /// Called by an informer for every deletion it applies (whether or not
+    /// a write is pending): remembered so that a write answered before the
+    /// deletion but recorded after it counts as observed.
+    pub(crate) fn note_deleted(&self, key: WriteKey, resource_version: Option<&str>) {
+        let Some(rv) = resource_version else {
+            return;
+        };
+        let mut recent = self.recent_deletes.lock();
+        if recent.len() >= RECENT_DELETES {
+            recent.pop_front();
+        }
+        recent.push_back((key, rv.to_owned()));
+    }
+
+    /// True when the informer applied a deletion of `key` newer than
+    /// `written`.
+    fn deleted_after(&self, key: &WriteKey, written: &Written) -> bool {
+        let Written::Object {
+            resource_version, ..
+        } = written
+        else {
+            return false;
+        };
+        self.recent_deletes
+            .lock()
+            .iter()
+            .rev()
+            .any(|(k, rv)| k == key && rv != resource_version && at_least(rv, resource_version))
     }
 
     /// Inserts a record; false when a newer one of the object was kept.
@@ -690,6 +730,42 @@ mod tests {
         t.record(key("a"), object("7"));
         assert!(!t.any_pending());
         t.record(key("a"), object("8"));
+        assert!(t.any_pending());
+    }
+
+    /// Issue 22: someone else deletes the object right after our write,
+    /// and the informer applies that deletion before our write's answer is
+    /// recorded: the write counts as observed (the object is gone), no read
+    /// stalls for the bound.
+    #[tokio::test(start_paused = true)]
+    async fn a_deletion_applied_before_the_write_was_recorded_counts_as_observed() {
+        let f = Arc::new(Fixture::new());
+        let t = Arc::new(WriteTracker::new());
+        let store = Store::new(f.indexer.clone());
+        t.watch_kind(
+            "v1",
+            "configmaps",
+            None,
+            Arc::new(move |k: &WriteKey, w: &Written| {
+                w.observed_in(store.get(k.namespace.as_deref(), &k.name).as_deref())
+            }),
+        );
+        f.apply(&t, cm("a", "6", "u1"));
+        // The deletion (rv 8) is applied first ...
+        f.delete(&t, cm("a", "8", "u1"));
+        t.note_deleted(key("a"), Some("8"));
+        // ... then our write's answer (rv 7) is recorded.
+        t.record(key("a"), object("7"));
+        assert!(!t.any_pending(), "observed: the object is gone");
+        let pending = t.pending_of_kind("v1", "configmaps", Some("ns"));
+        let started = tokio::time::Instant::now();
+        wait_observed(&t, f.observed(), pending, deadline(10))
+            .await
+            .unwrap();
+        assert_eq!(started.elapsed(), Duration::ZERO, "no stall");
+        // A deletion older than the write does not count.
+        t.note_deleted(key("b"), Some("3"));
+        t.record(key("b"), object("5"));
         assert!(t.any_pending());
     }
 

@@ -135,7 +135,7 @@ impl Reconcile for Parents {
                 Err(e) => return Err(e.into()),
             }
             // Look again at once: where a stale cache says "still absent".
-            return Ok(Action::requeue_after(Duration::ZERO));
+            return Ok(Action::requeue_after(Duration::from_millis(1)));
         }
         let spec = data(&parent, "spec").unwrap_or_default().to_owned();
         if data(&parent, "observed") != Some(spec.as_str()) {
@@ -160,7 +160,7 @@ impl Reconcile for Parents {
         }
         // Read again right away after a write: where a stale cache bites.
         Ok(if wrote {
-            Action::requeue_after(Duration::ZERO)
+            Action::requeue_after(Duration::from_millis(1))
         } else {
             Action::done()
         })
@@ -507,7 +507,7 @@ impl Reconcile for WritePaths {
             self.done.fetch_add(1, Ordering::Relaxed);
             return Ok(Action::done());
         }
-        Ok(Action::requeue_after(Duration::ZERO))
+        Ok(Action::requeue_after(Duration::from_millis(1)))
     }
 }
 
