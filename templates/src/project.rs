@@ -1580,6 +1580,55 @@ mod tests {
     }
 
     #[test]
+    fn built_in_kinds_map_to_their_k8s_openapi_types() {
+        for (group, version, kind, path) in [
+            (
+                "core",
+                "v1",
+                "ConfigMap",
+                "k8s_openapi::api::core::v1::ConfigMap",
+            ),
+            (
+                "apps",
+                "v1",
+                "Deployment",
+                "k8s_openapi::api::apps::v1::Deployment",
+            ),
+            (
+                "batch",
+                "v1",
+                "CronJob",
+                "k8s_openapi::api::batch::v1::CronJob",
+            ),
+            (
+                "networking.k8s.io",
+                "v1",
+                "Ingress",
+                "k8s_openapi::api::networking::v1::Ingress",
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "v1",
+                "Role",
+                "k8s_openapi::api::rbac::v1::Role",
+            ),
+            (
+                "apiextensions.k8s.io",
+                "v1",
+                "CustomResourceDefinition",
+                "k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition",
+            ),
+        ] {
+            assert_eq!(builtin_path(group, version, kind).as_deref(), Some(path));
+        }
+        for group in ["cert-manager.io", "example.com", "apiregistration.k8s.io"] {
+            assert_eq!(builtin_path(group, "v1", "Thing"), None, "{group}");
+        }
+        assert!(is_rust_path("crate::external::Certificate"));
+        assert!(!is_rust_path("Certificate") && !is_rust_path("crate::a b::C"));
+    }
+
+    #[test]
     fn create_api_outside_a_project_is_a_clear_error() {
         let tmp = tempfile::tempdir().unwrap();
         let err = CreateApi {

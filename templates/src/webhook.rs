@@ -103,14 +103,27 @@ impl CreateWebhook {
             })
             .unwrap_or_else(|| resource.version.clone());
         let mut values = kind_values(&project.name, &group, &version, &self.kind);
-        values.set(
-            "namespaced_attr",
-            if resource.namespaced {
-                "\n    namespaced,"
-            } else {
-                ""
-            },
-        );
+        // A cluster-scoped kind: no `namespaced` in the spoke's `#[kube]`,
+        // and the tests' `Api`s span the cluster.
+        if resource.namespaced {
+            values
+                .set("namespaced_attr", "\n    namespaced,")
+                .set(
+                    "webhook_test_api",
+                    format!(
+                        "Api::namespaced(client, \"{}-webhook-test\")",
+                        self.kind.to_ascii_lowercase()
+                    ),
+                )
+                .set("hub_test_api", "Api::namespaced(client.clone(), namespace)")
+                .set("spoke_test_api", "Api::namespaced(client, namespace)");
+        } else {
+            values
+                .set("namespaced_attr", "")
+                .set("webhook_test_api", "Api::all(client)")
+                .set("hub_test_api", "Api::all(client.clone())")
+                .set("spoke_test_api", "Api::all(client)");
+        }
         let first = !root.join(MODULE).exists();
         let admission_exists = root.join(format!("src/webhooks/{snake}.rs")).exists();
         let crate_name = project.name.replace('-', "_");
