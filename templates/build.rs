@@ -1,4 +1,4 @@
-//! Embeds every file under `project/`, `api/` and `webhook/` into the binary: writes
+//! Embeds every file under `project/`, `api/`, `controller/`, `webhook/` and `conversion/` into the binary: writes
 //! `$OUT_DIR/templates.rs` with one `include_str!` per template file, so
 //! adding a template needs no code change. Also records where the opkit
 //! crate of this checkout is (`OPKIT_BUILT_FROM_SDK`), so projects made by
@@ -15,7 +15,7 @@ fn main() {
     let sdk = root.parent().map(|p| p.join("sdk")).unwrap_or_default();
     println!("cargo:rustc-env=OPKIT_BUILT_FROM_SDK={}", sdk.display());
     let mut out = String::new();
-    for set in ["project", "api", "webhook", "conversion"] {
+    for set in ["project", "api", "controller", "webhook", "conversion"] {
         let dir = root.join(set);
         println!("cargo:rerun-if-changed={}", dir.display());
         let mut files = Vec::new();

@@ -7,7 +7,7 @@
 //!     name: "memcached-operator".into(),
 //!     group: "cache.example.com".into(),
 //!     version: "v1alpha1".into(),
-//!     kind: "Memcached".into(),
+//!     kind: Some("Memcached".into()),
 //!     dir: None,
 //!     opkit: OpkitDependency::Version("0.1".into()),
 //! };
@@ -19,9 +19,10 @@
 //! # Ok::<(), cargo_opkit::Error>(())
 //! ```
 //!
-//! Template files live under `templates/project/` (the project) and
+//! Template files live under `templates/project/` (the project),
 //! `templates/api/` (one kind and its controller, also used by
-//! `create api`), `templates/webhook/` and `templates/conversion/`
+//! `create api`), `templates/controller/` (a controller for a kind the
+//! project does not define, `create api --resource=false`), `templates/webhook/` and `templates/conversion/`
 //! (`create webhook`, `--conversion`); the build embeds them all. Placeholders are `{{key}}`;
 //! a `.tmpl` suffix is dropped and a `dot-` prefix becomes `.`.
 #![warn(clippy::unwrap_used)]
@@ -36,7 +37,8 @@ mod webhook;
 pub use cargo_env::{cargo_command, clear_crate_env};
 pub use names::{snake_case, validate_group, validate_kind, validate_name, validate_version};
 pub use project::{
-    CreateApi, NewProject, OpkitDependency, ProjectFile, find_project, manifests, shared_target_dir,
+    CreateApi, NewProject, OpkitDependency, ProjectFile, ProjectResource, find_project, manifests,
+    shared_target_dir,
 };
 pub use webhook::CreateWebhook;
 
@@ -91,6 +93,13 @@ pub enum Error {
     NotAProject {
         /// The directory.
         path: std::path::PathBuf,
+    },
+    /// Flags that do not go together (`create api --resource=false
+    /// --namespaced=false`, ..).
+    #[error("{reason}")]
+    Flags {
+        /// Which flags, and what to do instead.
+        reason: String,
     },
     /// The kind is already part of the project.
     #[error("the project already has kind {kind}")]

@@ -38,15 +38,17 @@ enum Top {
 struct New {
     /// The project name: lower-case letters, digits and '-' (e.g. memcached-operator).
     name: String,
-    /// The API group of the first kind (e.g. cache.example.com).
+    /// The API group of the first kind, and the default of `create api`
+    /// (e.g. cache.example.com).
     #[arg(long)]
     group: String,
-    /// The API version of the first kind.
+    /// The API version of the first kind, and the default of `create api`.
     #[arg(long = "version", default_value = "v1alpha1")]
     api_version: String,
-    /// The first kind, UpperCamelCase (e.g. Memcached).
+    /// The first kind, UpperCamelCase (e.g. Memcached). Without it, the
+    /// project has a manager and no API yet: `cargo opkit create api` adds the first.
     #[arg(long)]
-    kind: String,
+    kind: Option<String>,
     /// Create the project under this directory instead of the current one.
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -95,7 +97,9 @@ struct Image {
 
 #[derive(Subcommand, Debug)]
 enum Create {
-    /// Add a kind and its controller (API type, reconciler, test, sample).
+    /// Add a kind and its controller (API type, reconciler, test, sample);
+    /// with --resource=false, a controller for a kind the project does not
+    /// define (a built-in kind, or --external-api-path).
     #[command(disable_version_flag = true)]
     Api {
         /// The kind, UpperCamelCase.
@@ -104,9 +108,26 @@ enum Create {
         /// Its API version (default: the project's).
         #[arg(long = "version")]
         api_version: Option<String>,
-        /// Its API group (default: the project's).
+        /// Its API group (default: the project's; `core` for the core group).
         #[arg(long)]
         group: Option<String>,
+        /// Whether its objects live in namespaces; --namespaced=false makes a
+        /// cluster-scoped kind.
+        #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+        namespaced: bool,
+        /// Whether the project defines the kind (its type and CRD);
+        /// --resource=false scaffolds only a controller, for a built-in kind
+        /// (--group apps --version v1 --kind Deployment) or --external-api-path.
+        #[arg(long, default_value_t = true, num_args = 0..=1, require_equals = true, default_missing_value = "true", action = clap::ArgAction::Set)]
+        resource: bool,
+        /// With --resource=false: the Rust path of the kind's type, for a
+        /// kind that is not built in (e.g. crate::external::Certificate).
+        #[arg(long, value_name = "RUST_PATH")]
+        external_api_path: Option<String>,
+        /// With --external-api-path: the domain of the kind's group (recorded
+        /// in PROJECT, e.g. cert-manager.io).
+        #[arg(long, value_name = "DOMAIN")]
+        external_api_domain: Option<String>,
         /// The project's directory, or any directory inside it.
         #[arg(long, default_value = ".")]
         dir: PathBuf,
@@ -195,17 +216,27 @@ fn run(command: Top) -> Result<(), Error> {
                 project.create_with_manifests(new.lock_from.as_deref())?
             };
             println!("created {}", dir.display());
-            println!(
-                "next: cd {} && make test   (then implement src/controllers/{}.rs)",
-                dir.display(),
-                cargo_opkit::snake_case(&project.kind)
-            );
+            match &project.kind {
+                Some(kind) => println!(
+                    "next: cd {} && make test   (then implement src/controllers/{}.rs)",
+                    dir.display(),
+                    cargo_opkit::snake_case(kind)
+                ),
+                None => println!(
+                    "next: cd {} && cargo opkit create api --kind YourKind   (the first kind and its controller)",
+                    dir.display()
+                ),
+            }
             Ok(())
         }
         Top::Create(Create::Api {
             kind,
             api_version,
             group,
+            namespaced,
+            resource,
+            external_api_path,
+            external_api_domain,
             dir,
             skip_manifests,
         }) => {
@@ -214,6 +245,10 @@ fn run(command: Top) -> Result<(), Error> {
                 kind,
                 version: api_version,
                 group,
+                namespaced,
+                resource,
+                external_api_path,
+                external_api_domain,
             }
             .create()?;
             for path in changed {

@@ -155,12 +155,13 @@ fn toml_string(text: &str) -> String {
 pub struct NewProject {
     /// The project (and crate, and binary) name.
     pub name: String,
-    /// The API group of its first kind.
+    /// The API group of its first kind, and the default of `create api`.
     pub group: String,
-    /// The API version of its first kind.
+    /// The API version of its first kind, and the default of `create api`.
     pub version: String,
-    /// Its first kind.
-    pub kind: String,
+    /// Its first kind; `None` for a project with a manager and no API yet
+    /// (kubebuilder's `init`): `create api` adds the first.
+    pub kind: Option<String>,
     /// Where to create it (default: the current directory).
     pub dir: Option<PathBuf>,
     /// Where it gets opkit from.
@@ -200,7 +201,9 @@ impl NewProject {
         validate_name(&self.name)?;
         validate_group(&self.group)?;
         validate_version(&self.version)?;
-        validate_kind(&self.kind)?;
+        if let Some(kind) = &self.kind {
+            validate_kind(kind)?;
+        }
         let parent = match &self.dir {
             Some(dir) => dir.clone(),
             None => std::env::current_dir().map_err(|source| Error::Io {
@@ -219,12 +222,56 @@ impl NewProject {
             });
         }
         let (dependency, dev_dependency) = self.opkit.lines()?;
-        let mut values = kind_values(&self.name, &self.group, &self.version, &self.kind);
+        // Without a kind, the README names the one `create api` will add.
+        let kind = self.kind.as_deref().unwrap_or("YourKind");
+        let mut values = kind_values(&self.name, &self.group, &self.version, kind);
+        let (for_kind, for_kind_md) = match &self.kind {
+            Some(kind) => (
+                format!(" for {kind} ({})", self.group),
+                format!(" for `{kind}` (`{}/{}`)", self.group, self.version),
+            ),
+            None => (String::new(), String::new()),
+        };
         values
             .set("opkit_dependency", dependency)
-            .set("opkit_dev_dependency", dev_dependency);
+            .set("opkit_dev_dependency", dev_dependency)
+            .set("for_kind", for_kind)
+            .set("for_kind_md", for_kind_md);
         let mut files = render_set(templates::PROJECT, &values)?;
-        files.extend(render_set(templates::API, &values)?);
+        let mut project = ProjectFile {
+            name: self.name.clone(),
+            group: self.group.clone(),
+            version: self.version.clone(),
+            resources: Vec::new(),
+        };
+        if let Some(kind) = &self.kind {
+            let spec = ApiSpec {
+                kind: kind.clone(),
+                group: self.group.clone(),
+                version: self.version.clone(),
+                namespaced: true,
+                external: None,
+                domain: None,
+            };
+            let (new_files, edited) = plan_api(&spec, &project, |file| {
+                files
+                    .iter()
+                    .find(|(path, _)| path == file)
+                    .map(|(_, text)| text.clone())
+                    .ok_or_else(|| Error::Template {
+                        template: file.to_owned(),
+                        detail: "missing from the project templates".to_owned(),
+                    })
+            })?;
+            for (path, text) in edited {
+                if let Some(slot) = files.iter_mut().find(|(p, _)| *p == path) {
+                    slot.1 = text;
+                }
+            }
+            files.extend(new_files);
+            project.resources.push(spec.into_resource());
+        }
+        files.push(("PROJECT".to_owned(), project.render()));
         if let Some(lockfile) = lockfile {
             let text = std::fs::read_to_string(lockfile).map_err(|source| Error::Io {
                 path: lockfile.to_owned(),
@@ -284,7 +331,8 @@ fn remove_abandoned_staging(parent: &Path, prefix: &str) {
 }
 
 /// `cargo opkit create api`: another kind and its controller in an
-/// existing project.
+/// existing project, or (`resource: false`) a controller for a kind the
+/// project does not define.
 #[derive(Debug, Clone)]
 pub struct CreateApi {
     /// The project's directory.
@@ -295,12 +343,310 @@ pub struct CreateApi {
     pub version: Option<String>,
     /// Its API group (default: the project's).
     pub group: Option<String>,
+    /// Whether its objects live in namespaces (`--namespaced`, default
+    /// true); false makes a cluster-scoped CRD.
+    pub namespaced: bool,
+    /// Whether the project defines the type (`--resource`, default true).
+    /// False scaffolds only a controller, for a built-in kind (from
+    /// `k8s_openapi`, by group and version) or for `external_api_path`.
+    pub resource: bool,
+    /// The Rust path of a type the project does not define
+    /// (`crate::external::Certificate`); needs `resource: false`.
+    pub external_api_path: Option<String>,
+    /// The domain of that type's group, recorded in `PROJECT`; needs
+    /// `external_api_path`.
+    pub external_api_domain: Option<String>,
+}
+
+impl CreateApi {
+    /// A kind the project defines, namespaced, in the project's group and
+    /// version unless set otherwise.
+    pub fn new(dir: impl Into<PathBuf>, kind: impl Into<String>) -> Self {
+        Self {
+            dir: dir.into(),
+            kind: kind.into(),
+            version: None,
+            group: None,
+            namespaced: true,
+            resource: true,
+            external_api_path: None,
+            external_api_domain: None,
+        }
+    }
+}
+
+/// What one kind adds to a project: `create api`'s input, checked.
+#[derive(Debug, Clone)]
+struct ApiSpec {
+    kind: String,
+    group: String,
+    version: String,
+    namespaced: bool,
+    /// The Rust path of the type, for a kind the project does not define.
+    external: Option<String>,
+    domain: Option<String>,
+}
+
+impl ApiSpec {
+    fn into_resource(self) -> ProjectResource {
+        ProjectResource {
+            kind: self.kind,
+            group: self.group,
+            version: self.version,
+            namespaced: self.namespaced,
+            external: self.external,
+            domain: self.domain,
+        }
+    }
 }
 
 /// The markers `create api` inserts at: (file, marker, line to insert).
 type Edit = (&'static str, &'static str, String);
 
+/// Files as (path relative to the project, text).
+type Files = Vec<(String, String)>;
+
+/// The line of `src/lib.rs` the trait imports `create api` needs go
+/// before (rustfmt sorts them into place).
+const IMPORT_ANCHOR: &str = "use opkit::manager::{Manager, ManagerError};";
+
+/// The files a kind adds (path, text) and the files it changes (path, new
+/// text), the latter read with `read` (relative paths). Checks every
+/// marker; writes nothing.
+fn plan_api(
+    spec: &ApiSpec,
+    project: &ProjectFile,
+    read: impl Fn(&str) -> Result<String, Error>,
+) -> Result<(Files, Files), Error> {
+    let mut values = kind_values(&project.name, &spec.group, &spec.version, &spec.kind);
+    let api_version = if spec.group == "core" {
+        spec.version.clone()
+    } else {
+        format!("{}/{}", spec.group, spec.version)
+    };
+    let kind_lower = spec.kind.to_ascii_lowercase();
+    let (namespaced_attr, sample_namespace, test_api) = if spec.namespaced {
+        (
+            "\n    namespaced,".to_owned(),
+            "\n  namespace: default".to_owned(),
+            format!("Api::namespaced(client.clone(), \"{kind_lower}-test\")"),
+        )
+    } else {
+        (
+            String::new(),
+            String::new(),
+            "Api::all(client.clone())".to_owned(),
+        )
+    };
+    values
+        .set("api_version", api_version)
+        .set("kind_path", spec.external.clone().unwrap_or_default())
+        .set("namespaced_attr", namespaced_attr)
+        .set("sample_namespace", sample_namespace)
+        .set("test_api", test_api);
+    let owned = spec.external.is_none();
+    let files = render_set(
+        if owned {
+            templates::API
+        } else {
+            templates::CONTROLLER
+        },
+        &values,
+    )?;
+    let snake = snake_case(&spec.kind);
+    let kind = &spec.kind;
+    let mut edits: Vec<Edit> = Vec::new();
+    if owned {
+        edits.push((
+            "src/api/mod.rs",
+            "// opkit:scaffold:api",
+            format!("pub mod {snake};"),
+        ));
+    }
+    edits.push((
+        "src/controllers/mod.rs",
+        "// opkit:scaffold:controllers",
+        format!("pub mod {snake};"),
+    ));
+    edits.push((
+        "src/lib.rs",
+        "// opkit:scaffold:controllers",
+        format!("controllers::{snake}::{kind}Reconciler.add_to(manager)?;"),
+    ));
+    if owned {
+        edits.push((
+            "src/lib.rs",
+            "// opkit:scaffold:crds",
+            format!("api::{snake}::{kind}::crd(),"),
+        ));
+    }
+    edits.push((
+        "src/lib.rs",
+        "// opkit:scaffold:rbac",
+        format!(".merge(controllers::{snake}::{kind}Reconciler::rbac_rules())"),
+    ));
+    let mut edited: Vec<(String, String)> = Vec::new();
+    for (file, marker, line) in edits {
+        let text = match edited.iter().position(|(f, _)| f == file) {
+            Some(i) => edited.remove(i).1,
+            None => read(file)?,
+        };
+        let text =
+            insert_before_marker(&text, marker, &line).ok_or_else(|| Error::MissingMarker {
+                path: PathBuf::from(file),
+                marker: marker.to_owned(),
+            })?;
+        edited.push((file.to_owned(), text));
+    }
+    // The traits the lines above call, imported with the first kind that
+    // needs them (a project made without a kind has neither).
+    let mut imports = vec!["use opkit::ControllerWiring;"];
+    if owned {
+        imports.push("use kube::CustomResourceExt;");
+    }
+    if let Some((_, lib)) = edited.iter_mut().find(|(f, _)| f == "src/lib.rs") {
+        for import in imports {
+            if lib.lines().any(|l| l.trim() == import) {
+                continue;
+            }
+            *lib = insert_before_line(lib, IMPORT_ANCHOR, import).ok_or_else(|| {
+                Error::MissingMarker {
+                    path: PathBuf::from("src/lib.rs"),
+                    marker: IMPORT_ANCHOR.to_owned(),
+                }
+            })?;
+        }
+    }
+    Ok((files, edited))
+}
+
+/// Inserts `line` before the first line equal to `anchor`.
+fn insert_before_line(text: &str, anchor: &str, line: &str) -> Option<String> {
+    insert_before_marker(text, anchor, line)
+}
+
+/// The groups of Kubernetes' own kinds that are not `*.k8s.io`.
+const BUILTIN_PLAIN_GROUPS: &[&str] = &["core", "apps", "batch", "autoscaling", "policy"];
+
+/// The `k8s_openapi` path of built-in `kind` in `group`/`version`, or
+/// `None` if `group` is not one of Kubernetes' own.
+fn builtin_path(group: &str, version: &str, kind: &str) -> Option<String> {
+    let module = if group == "apiextensions.k8s.io" {
+        return Some(format!(
+            "k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::{version}::{kind}"
+        ));
+    } else if group == "apiregistration.k8s.io" {
+        return None;
+    } else if BUILTIN_PLAIN_GROUPS.contains(&group) {
+        group
+    } else {
+        let stem = group.strip_suffix(".k8s.io")?;
+        stem.split('.').next()?
+    };
+    Some(format!("k8s_openapi::api::{module}::{version}::{kind}"))
+}
+
+/// Whether `path` is a Rust path of a type: `crate::a::B`, `some_crate::B`.
+fn is_rust_path(path: &str) -> bool {
+    let ident = |s: &str| {
+        let mut chars = s.chars();
+        chars
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+    };
+    path.split("::").all(ident) && path.contains("::")
+}
+
 impl CreateApi {
+    /// Checks the flags against each other and against the project.
+    fn spec(&self, project: &ProjectFile) -> Result<ApiSpec, Error> {
+        let bad = |reason: String| Error::Flags { reason };
+        if self.external_api_domain.is_some() && self.external_api_path.is_none() {
+            return Err(bad(
+                "--external-api-domain needs --external-api-path (the Rust path of the type)"
+                    .to_owned(),
+            ));
+        }
+        if self.resource {
+            if self.external_api_path.is_some() {
+                return Err(bad(
+                    "--external-api-path names a type the project does not define: add --resource=false".to_owned(),
+                ));
+            }
+            let group = self.group.clone().unwrap_or_else(|| project.group.clone());
+            validate_group(&group)?;
+            let version = self
+                .version
+                .clone()
+                .unwrap_or_else(|| project.version.clone());
+            validate_version(&version)?;
+            return Ok(ApiSpec {
+                kind: self.kind.clone(),
+                group,
+                version,
+                namespaced: self.namespaced,
+                external: None,
+                domain: None,
+            });
+        }
+        if !self.namespaced {
+            return Err(bad(format!(
+                "--namespaced=false sets the scope of a CRD the project defines; with --resource=false \
+                 {} keeps the scope its type declares: drop --namespaced=false",
+                self.kind
+            )));
+        }
+        let (Some(group), Some(version)) = (&self.group, &self.version) else {
+            return Err(bad(
+                "--resource=false needs the kind's own --group and --version \
+                 (e.g. --group apps --version v1 --kind Deployment; --group core for Pod, ConfigMap..)"
+                    .to_owned(),
+            ));
+        };
+        validate_version(version)?;
+        let external = match &self.external_api_path {
+            Some(path) => {
+                if !is_rust_path(path) {
+                    return Err(bad(format!(
+                        "--external-api-path {path:?} is not a Rust path of a type \
+                         (e.g. crate::external::Certificate or some_crate::v1::Certificate)"
+                    )));
+                }
+                if path.rsplit("::").next() != Some(self.kind.as_str()) {
+                    return Err(bad(format!(
+                        "--external-api-path {path} does not end in the kind {}: \
+                         name the type itself (…::{})",
+                        self.kind, self.kind
+                    )));
+                }
+                if group.is_empty() || group.split('.').any(str::is_empty) {
+                    return Err(Error::InvalidGroup {
+                        group: group.clone(),
+                        reason: "expected the kind's API group, e.g. cert-manager.io".to_owned(),
+                    });
+                }
+                path.clone()
+            }
+            None => builtin_path(group, version, &self.kind).ok_or_else(|| {
+                bad(format!(
+                    "{group} is not a group of Kubernetes' built-in kinds: for a kind defined \
+                     elsewhere, pass --external-api-path with the Rust path of its type \
+                     (e.g. crate::external::{})",
+                    self.kind
+                ))
+            })?,
+        };
+        Ok(ApiSpec {
+            kind: self.kind.clone(),
+            group: group.clone(),
+            version: version.clone(),
+            namespaced: true,
+            external: Some(external),
+            domain: self.external_api_domain.clone(),
+        })
+    }
+
     /// Finds the project holding `dir` ([`find_project`]), validates, then
     /// adds the kind's files and registers it in
     /// `src/api/mod.rs`, `src/controllers/mod.rs`, `src/lib.rs` and
@@ -311,69 +657,35 @@ impl CreateApi {
         if let Some(version) = &self.version {
             validate_version(version)?;
         }
-        if let Some(group) = &self.group {
+        if let Some(group) = &self.group
+            && self.resource
+        {
             validate_group(group)?;
         }
         let dir = find_project(&self.dir)?;
         let mut project = ProjectFile::read(&dir)?;
-        if project.kinds.iter().any(|k| k == &self.kind) {
+        if project.resource(&self.kind).is_some() {
             return Err(Error::KindExists {
                 kind: self.kind.clone(),
             });
         }
-        let version = self.version.as_deref().unwrap_or(&project.version);
-        let group = self.group.as_deref().unwrap_or(&project.group);
-        let values = kind_values(&project.name, group, version, &self.kind);
-        let files = render_set(templates::API, &values)?;
+        let spec = self.spec(&project)?;
+        let (files, edited) =
+            plan_api(&spec, &project, |file| read(&dir.join(file))).map_err(|e| match e {
+                Error::MissingMarker { path, marker } => Error::MissingMarker {
+                    path: dir.join(path),
+                    marker,
+                },
+                e => e,
+            })?;
         for (path, _) in &files {
             let path = dir.join(path);
             if path.exists() {
                 return Err(Error::Exists { path });
             }
         }
-        let snake = snake_case(&self.kind);
-        let kind = &self.kind;
-        let edits: [Edit; 5] = [
-            (
-                "src/api/mod.rs",
-                "// opkit:scaffold:api",
-                format!("pub mod {snake};"),
-            ),
-            (
-                "src/controllers/mod.rs",
-                "// opkit:scaffold:controllers",
-                format!("pub mod {snake};"),
-            ),
-            (
-                "src/lib.rs",
-                "// opkit:scaffold:controllers",
-                format!("controllers::{snake}::{kind}Reconciler.add_to(manager)?;"),
-            ),
-            (
-                "src/lib.rs",
-                "// opkit:scaffold:crds",
-                format!("api::{snake}::{kind}::crd(),"),
-            ),
-            (
-                "src/lib.rs",
-                "// opkit:scaffold:rbac",
-                format!(".merge(controllers::{snake}::{kind}Reconciler::rbac_rules())"),
-            ),
-        ];
-        let mut edited: Vec<(String, String)> = Vec::new();
-        for (file, marker, line) in edits {
-            let text = match edited.iter().position(|(f, _)| f == file) {
-                Some(i) => edited.remove(i).1,
-                None => read(&dir.join(file))?,
-            };
-            let text =
-                insert_before_marker(&text, marker, &line).ok_or_else(|| Error::MissingMarker {
-                    path: dir.join(file),
-                    marker: marker.to_owned(),
-                })?;
-            edited.push((file.to_owned(), text));
-        }
-        project.kinds.push(self.kind.clone());
+        let mut edited = edited;
+        project.resources.push(spec.into_resource());
         edited.push(("PROJECT".to_owned(), project.render()));
 
         let mut changed = Vec::new();
@@ -410,21 +722,51 @@ pub(crate) fn insert_before_marker(text: &str, marker: &str, line: &str) -> Opti
     found.then_some(out)
 }
 
-/// The `PROJECT` file: what `create api` and `manifests` need to know.
+/// The `PROJECT` file: what `create api`, `create webhook` and
+/// `manifests` need to know. Like kubebuilder's, it lists every resource
+/// with its own group and version, so kinds of several groups survive.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ProjectFile {
     /// The project (crate and binary) name.
     pub name: String,
-    /// The API group.
+    /// The default API group of `create api`.
     pub group: String,
-    /// The default API version.
+    /// The default API version of `create api`.
     pub version: String,
     /// The kinds, in the order they were added.
-    pub kinds: Vec<String>,
+    pub resources: Vec<ProjectResource>,
+}
+
+/// One kind of a project: its own API type, or (with `external`) a kind
+/// the project reconciles but does not define.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProjectResource {
+    /// The kind.
+    pub kind: String,
+    /// Its API group (`core` for the core group).
+    pub group: String,
+    /// Its API version.
+    pub version: String,
+    /// Whether its objects live in namespaces.
+    pub namespaced: bool,
+    /// For a kind the project does not define (`create api
+    /// --resource=false`): the Rust path of its type.
+    pub external: Option<String>,
+    /// The domain given with `--external-api-domain`, if any.
+    pub domain: Option<String>,
+}
+
+impl ProjectResource {
+    /// Whether the project defines the type (and its CRD).
+    pub fn owned(&self) -> bool {
+        self.external.is_none()
+    }
 }
 
 impl ProjectFile {
-    /// Reads `dir/PROJECT`.
+    /// Reads `dir/PROJECT`. Also reads the first format (a `kinds:` line,
+    /// every kind in the project's group and version); the next write
+    /// turns it into the current one.
     pub fn read(dir: &Path) -> Result<Self, Error> {
         let path = dir.join("PROJECT");
         if !path.is_file() {
@@ -432,41 +774,128 @@ impl ProjectFile {
                 path: dir.to_owned(),
             });
         }
-        let text = read(&path)?;
-        let get = |key: &str| -> Result<String, Error> {
-            text.lines()
-                .filter(|l| !l.trim_start().starts_with('#'))
-                .find_map(|l| {
-                    let (k, v) = l.split_once(':')?;
-                    (k.trim() == key).then(|| v.trim().to_owned())
-                })
+        Self::parse(&read(&path)?).map_err(|detail| Error::BadProjectFile { path, detail })
+    }
+
+    fn parse(text: &str) -> Result<Self, String> {
+        let mut top: Vec<(String, String)> = Vec::new();
+        let mut items: Vec<Vec<(String, String)>> = Vec::new();
+        let mut in_resources = false;
+        for (number, line) in text.lines().enumerate() {
+            let trimmed = line.trim();
+            if trimmed.is_empty() || trimmed.starts_with('#') {
+                continue;
+            }
+            let indented = line.starts_with(' ') || trimmed.starts_with('-');
+            let (entry, starts_item) = match trimmed.strip_prefix('-') {
+                Some(rest) => (rest.trim(), true),
+                None => (trimmed, false),
+            };
+            let (key, value) = entry
+                .split_once(':')
+                .map(|(k, v)| (k.trim().to_owned(), v.trim().to_owned()))
+                .ok_or_else(|| format!("line {}: expected `key: value`", number + 1))?;
+            if !indented {
+                in_resources = key == "resources";
+                top.push((key, value));
+            } else if !in_resources {
+                return Err(format!("line {}: unexpected indentation", number + 1));
+            } else if starts_item {
+                items.push(vec![(key, value)]);
+            } else {
+                items
+                    .last_mut()
+                    .ok_or_else(|| format!("line {}: expected `- kind: ..`", number + 1))?
+                    .push((key, value));
+            }
+        }
+        let find = |pairs: &[(String, String)], key: &str| {
+            pairs
+                .iter()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
                 .filter(|v| !v.is_empty())
-                .ok_or_else(|| Error::BadProjectFile {
-                    path: path.clone(),
-                    detail: format!("no `{key}:` line"),
-                })
         };
+        let need = |pairs: &[(String, String)], key: &str, what: &str| {
+            find(pairs, key).ok_or_else(|| format!("no `{key}:` line{what}"))
+        };
+        let name = need(&top, "name", "")?;
+        let group = need(&top, "group", "")?;
+        let version = need(&top, "version", "")?;
+        let mut resources = Vec::new();
+        if let Some(kinds) = find(&top, "kinds") {
+            // The first format: every kind in the project's group.
+            for kind in kinds.split(',').map(str::trim).filter(|k| !k.is_empty()) {
+                resources.push(ProjectResource {
+                    kind: kind.to_owned(),
+                    group: group.clone(),
+                    version: version.clone(),
+                    namespaced: true,
+                    external: None,
+                    domain: None,
+                });
+            }
+        }
+        for item in &items {
+            let kind = need(item, "kind", " in a resource")?;
+            let what = format!(" in resource {kind}");
+            let namespaced = match find(item, "namespaced").as_deref() {
+                None | Some("true") => true,
+                Some("false") => false,
+                Some(other) => {
+                    return Err(format!("namespaced: {other}{what}: expected true or false"));
+                }
+            };
+            resources.push(ProjectResource {
+                group: need(item, "group", &what)?,
+                version: need(item, "version", &what)?,
+                kind,
+                namespaced,
+                external: find(item, "external"),
+                domain: find(item, "domain"),
+            });
+        }
         Ok(Self {
-            name: get("name")?,
-            group: get("group")?,
-            version: get("version")?,
-            kinds: get("kinds")?
-                .split(',')
-                .map(|k| k.trim().to_owned())
-                .filter(|k| !k.is_empty())
-                .collect(),
+            name,
+            group,
+            version,
+            resources,
         })
     }
 
-    fn render(&self) -> String {
-        format!(
-            "# Written by `cargo opkit`, read by `cargo opkit create api` and `cargo opkit manifests`.\n\
-             name: {}\ngroup: {}\nversion: {}\nkinds: {}\n",
-            self.name,
-            self.group,
-            self.version,
-            self.kinds.join(", ")
-        )
+    /// The kinds, in the order they were added.
+    pub fn kinds(&self) -> Vec<&str> {
+        self.resources.iter().map(|r| r.kind.as_str()).collect()
+    }
+
+    /// The resource of `kind`, if the project has it.
+    pub fn resource(&self, kind: &str) -> Option<&ProjectResource> {
+        self.resources.iter().find(|r| r.kind == kind)
+    }
+
+    pub(crate) fn render(&self) -> String {
+        let mut out = format!(
+            "# Written by `cargo opkit`, read by `cargo opkit create api`, `create webhook` and `manifests`.\n\
+             name: {}\ngroup: {}\nversion: {}\nresources:",
+            self.name, self.group, self.version
+        );
+        if self.resources.is_empty() {
+            out.push_str(" []");
+        }
+        out.push('\n');
+        for r in &self.resources {
+            out.push_str(&format!(
+                "- kind: {}\n  group: {}\n  version: {}\n  namespaced: {}\n",
+                r.kind, r.group, r.version, r.namespaced
+            ));
+            if let Some(external) = &r.external {
+                out.push_str(&format!("  external: {external}\n"));
+            }
+            if let Some(domain) = &r.domain {
+                out.push_str(&format!("  domain: {domain}\n"));
+            }
+        }
+        out
     }
 }
 
@@ -657,7 +1086,7 @@ mod tests {
             name: "demo-operator".into(),
             group: "demo.example.com".into(),
             version: "v1".into(),
-            kind: "Widget".into(),
+            kind: Some("Widget".into()),
             dir: Some(dir.to_owned()),
             opkit: OpkitDependency::Version("0.1".into()),
         }
@@ -799,7 +1228,7 @@ mod tests {
     fn bad_input_writes_nothing() {
         let tmp = tempfile::tempdir().unwrap();
         let mut bad = project(tmp.path());
-        bad.kind = "widget".into();
+        bad.kind = Some("widget".into());
         assert!(matches!(bad.create(), Err(Error::InvalidKind { .. })));
         let mut bad = project(tmp.path());
         bad.group = "nodots".into();
@@ -819,10 +1248,9 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = project(tmp.path()).create().unwrap();
         let api = CreateApi {
-            dir: dir.clone(),
-            kind: "GuestBook".into(),
             version: Some("v1beta1".into()),
             group: None,
+            ..CreateApi::new(dir.clone(), "GuestBook")
         };
         api.create().unwrap();
         let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
@@ -837,16 +1265,15 @@ mod tests {
                 && types.contains("group = \"demo.example.com\"")
         );
         let project = ProjectFile::read(&dir).unwrap();
-        assert_eq!(project.kinds, ["Widget", "GuestBook"]);
+        assert_eq!(project.kinds(), ["Widget", "GuestBook"]);
 
         assert!(matches!(api.create(), Err(Error::KindExists { .. })));
         let before = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
         std::fs::write(dir.join("src/api/mod.rs"), "pub mod widget;\n").unwrap();
         let err = CreateApi {
-            dir: dir.clone(),
-            kind: "Gadget".into(),
             version: None,
             group: None,
+            ..CreateApi::new(dir.clone(), "Gadget")
         }
         .create()
         .unwrap_err();
@@ -863,10 +1290,9 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let dir = project(tmp.path()).create().unwrap();
         let changed = CreateApi {
-            dir: dir.join("src/controllers"),
-            kind: "Gadget".into(),
             version: None,
             group: Some("other.example.org".into()),
+            ..CreateApi::new(dir.join("src/controllers"), "Gadget")
         }
         .create()
         .unwrap();
@@ -876,14 +1302,16 @@ mod tests {
         );
         let types = std::fs::read_to_string(dir.join("src/api/gadget.rs")).unwrap();
         assert!(types.contains("group = \"other.example.org\""), "{types}");
-        assert_eq!(ProjectFile::read(&dir).unwrap().kinds, ["Widget", "Gadget"]);
+        assert_eq!(
+            ProjectFile::read(&dir).unwrap().kinds(),
+            ["Widget", "Gadget"]
+        );
         assert_eq!(find_project(&dir.join("src/api")).unwrap(), dir);
 
         let err = CreateApi {
-            dir: dir.clone(),
-            kind: "Gizmo".into(),
             version: None,
             group: Some("nodots".into()),
+            ..CreateApi::new(dir.clone(), "Gizmo")
         }
         .create()
         .unwrap_err();
@@ -891,14 +1319,322 @@ mod tests {
         assert!(!dir.join("src/api/gizmo.rs").exists());
     }
 
+    /// Issue 22: a second group used to be lost (`kinds:` had no group),
+    /// so `create webhook` and later commands put the kind in the
+    /// project's group. Each kind now keeps its group, version and scope
+    /// through any number of rewrites.
+    #[test]
+    fn two_groups_survive_a_round_trip_and_a_third_create_api() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = project(tmp.path()).create().unwrap();
+        CreateApi {
+            group: Some("other.example.org".into()),
+            version: Some("v2".into()),
+            namespaced: false,
+            ..CreateApi::new(dir.clone(), "Gadget")
+        }
+        .create()
+        .unwrap();
+        let first = ProjectFile::read(&dir).unwrap();
+        assert_eq!(ProjectFile::parse(&first.render()).unwrap(), first);
+        CreateApi::new(dir.clone(), "Gizmo").create().unwrap();
+        let project = ProjectFile::read(&dir).unwrap();
+        let groups: Vec<(&str, &str, &str, bool)> = project
+            .resources
+            .iter()
+            .map(|r| {
+                (
+                    r.kind.as_str(),
+                    r.group.as_str(),
+                    r.version.as_str(),
+                    r.namespaced,
+                )
+            })
+            .collect();
+        assert_eq!(
+            groups,
+            [
+                ("Widget", "demo.example.com", "v1", true),
+                ("Gadget", "other.example.org", "v2", false),
+                ("Gizmo", "demo.example.com", "v1", true),
+            ]
+        );
+        // The first format still reads (examples/memcached has it).
+        let old = "name: a\ngroup: a.example.com\nversion: v1\nkinds: A, B\n";
+        let old = ProjectFile::parse(old).unwrap();
+        assert_eq!(old.kinds(), ["A", "B"]);
+        assert!(
+            old.resources
+                .iter()
+                .all(|r| r.group == "a.example.com" && r.namespaced)
+        );
+    }
+
+    #[test]
+    fn a_cluster_scoped_kind_has_no_namespace_anywhere() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = project(tmp.path()).create().unwrap();
+        CreateApi {
+            namespaced: false,
+            ..CreateApi::new(dir.clone(), "Zone")
+        }
+        .create()
+        .unwrap();
+        let types = std::fs::read_to_string(dir.join("src/api/zone.rs")).unwrap();
+        assert!(types.contains("kind = \"Zone\",\n    status"), "{types}");
+        assert!(!types.contains("namespaced"), "{types}");
+        let sample = std::fs::read_to_string(dir.join("samples/zone.yaml")).unwrap();
+        assert!(!sample.contains("namespace"), "{sample}");
+        let test = std::fs::read_to_string(dir.join("tests/zone_controller.rs")).unwrap();
+        assert!(test.contains("Api::all(client.clone())"), "{test}");
+        let widget = std::fs::read_to_string(dir.join("src/api/widget.rs")).unwrap();
+        assert!(widget.contains("    namespaced,\n"), "{widget}");
+    }
+
+    #[test]
+    fn resource_false_scaffolds_only_a_controller() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = project(tmp.path()).create().unwrap();
+        let changed = CreateApi {
+            group: Some("apps".into()),
+            version: Some("v1".into()),
+            resource: false,
+            ..CreateApi::new(dir.clone(), "Deployment")
+        }
+        .create()
+        .unwrap();
+        assert!(
+            !changed.iter().any(|p| p.starts_with(dir.join("src/api"))),
+            "{changed:?}"
+        );
+        assert!(!dir.join("tests/deployment_controller.rs").exists());
+        assert!(!dir.join("samples/deployment.yaml").exists());
+        let controller =
+            std::fs::read_to_string(dir.join("src/controllers/deployment.rs")).unwrap();
+        assert!(
+            controller.contains("use k8s_openapi::api::apps::v1::Deployment;"),
+            "{controller}"
+        );
+        assert!(!controller.contains("finalizer(") && !controller.contains("patch_status"));
+        let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+        assert!(lib.contains("controllers::deployment::DeploymentReconciler.add_to(manager)?;"));
+        assert!(!lib.contains("Deployment::crd()"), "{lib}");
+
+        CreateApi {
+            group: Some("cert-manager.io".into()),
+            version: Some("v1".into()),
+            resource: false,
+            external_api_path: Some("crate::external::Certificate".into()),
+            external_api_domain: Some("cert-manager.io".into()),
+            ..CreateApi::new(dir.clone(), "Certificate")
+        }
+        .create()
+        .unwrap();
+        let controller =
+            std::fs::read_to_string(dir.join("src/controllers/certificate.rs")).unwrap();
+        assert!(
+            controller.contains("use crate::external::Certificate;"),
+            "{controller}"
+        );
+        let project = ProjectFile::read(&dir).unwrap();
+        let certificate = project.resource("Certificate").unwrap();
+        assert_eq!(
+            certificate.external.as_deref(),
+            Some("crate::external::Certificate")
+        );
+        assert_eq!(certificate.domain.as_deref(), Some("cert-manager.io"));
+        assert_eq!(
+            project.resource("Deployment").unwrap().external.as_deref(),
+            Some("k8s_openapi::api::apps::v1::Deployment")
+        );
+        assert_eq!(ProjectFile::parse(&project.render()).unwrap(), project);
+
+        let webhook = crate::CreateWebhook {
+            dir: dir.clone(),
+            kind: "Deployment".into(),
+            conversion_spoke: None,
+        }
+        .create()
+        .unwrap_err();
+        assert!(
+            webhook.to_string().contains("does not define it"),
+            "{webhook}"
+        );
+    }
+
+    #[test]
+    fn flags_that_do_not_go_together_are_refused_before_any_write() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = project(tmp.path()).create().unwrap();
+        let before = std::fs::read_to_string(dir.join("PROJECT")).unwrap();
+        let builtin = |kind: &str| CreateApi {
+            group: Some("apps".into()),
+            version: Some("v1".into()),
+            resource: false,
+            ..CreateApi::new(dir.clone(), kind)
+        };
+        let cases = [
+            (
+                CreateApi {
+                    namespaced: false,
+                    ..builtin("Deployment")
+                },
+                "drop --namespaced=false",
+            ),
+            (
+                CreateApi {
+                    group: None,
+                    ..builtin("Deployment")
+                },
+                "needs the kind's own --group and --version",
+            ),
+            (
+                CreateApi {
+                    group: Some("cert-manager.io".into()),
+                    ..builtin("Certificate")
+                },
+                "not a group of Kubernetes' built-in kinds",
+            ),
+            (
+                CreateApi {
+                    external_api_path: Some("crate::external::Certificate".into()),
+                    ..CreateApi::new(dir.clone(), "Certificate")
+                },
+                "add --resource=false",
+            ),
+            (
+                CreateApi {
+                    external_api_path: Some("crate::external::Cert".into()),
+                    ..builtin("Certificate")
+                },
+                "does not end in the kind Certificate",
+            ),
+            (
+                CreateApi {
+                    external_api_path: Some("not a path".into()),
+                    ..builtin("Certificate")
+                },
+                "is not a Rust path",
+            ),
+            (
+                CreateApi {
+                    external_api_domain: Some("cert-manager.io".into()),
+                    ..builtin("Deployment")
+                },
+                "--external-api-domain needs --external-api-path",
+            ),
+            (
+                CreateApi {
+                    group: Some("apps".into()),
+                    ..CreateApi::new(dir.clone(), "Gadget")
+                },
+                "invalid API group \"apps\"",
+            ),
+        ];
+        for (api, expected) in cases {
+            let err = api.create().unwrap_err().to_string();
+            assert!(err.contains(expected), "{api:?}: {err}");
+        }
+        assert_eq!(
+            std::fs::read_to_string(dir.join("PROJECT")).unwrap(),
+            before
+        );
+        assert!(!dir.join("src/controllers/deployment.rs").exists());
+    }
+
+    #[test]
+    fn new_without_a_kind_then_create_api_adds_the_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let mut new = project(tmp.path());
+        new.kind = None;
+        let dir = new.create().unwrap();
+        assert!(!dir.join("src/api/widget.rs").exists());
+        assert!(!dir.join("samples").exists());
+        let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+        assert!(
+            !lib.contains("ControllerWiring") && !lib.contains("CustomResourceExt"),
+            "{lib}"
+        );
+        assert!(ProjectFile::read(&dir).unwrap().resources.is_empty());
+        let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        assert!(cargo.contains("description = \"A Kubernetes operator, built with opkit.\""));
+
+        CreateApi::new(dir.clone(), "Widget").create().unwrap();
+        let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+        assert!(
+            lib.contains("use opkit::ControllerWiring;")
+                && lib.contains("use kube::CustomResourceExt;"),
+            "{lib}"
+        );
+        assert!(lib.contains("api::widget::Widget::crd(),"), "{lib}");
+        // Same code as a project made with the kind (but for the doc lines
+        // naming it).
+        let other = tmp.path().join("with");
+        std::fs::create_dir(&other).unwrap();
+        let made_with = project(&other).create().unwrap();
+        let tail = |dir: &Path| {
+            let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+            lib.split_once('\n').unwrap().1.to_owned()
+        };
+        assert_eq!(tail(&dir), tail(&made_with));
+    }
+
+    #[test]
+    fn built_in_kinds_map_to_their_k8s_openapi_types() {
+        for (group, version, kind, path) in [
+            (
+                "core",
+                "v1",
+                "ConfigMap",
+                "k8s_openapi::api::core::v1::ConfigMap",
+            ),
+            (
+                "apps",
+                "v1",
+                "Deployment",
+                "k8s_openapi::api::apps::v1::Deployment",
+            ),
+            (
+                "batch",
+                "v1",
+                "CronJob",
+                "k8s_openapi::api::batch::v1::CronJob",
+            ),
+            (
+                "networking.k8s.io",
+                "v1",
+                "Ingress",
+                "k8s_openapi::api::networking::v1::Ingress",
+            ),
+            (
+                "rbac.authorization.k8s.io",
+                "v1",
+                "Role",
+                "k8s_openapi::api::rbac::v1::Role",
+            ),
+            (
+                "apiextensions.k8s.io",
+                "v1",
+                "CustomResourceDefinition",
+                "k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition",
+            ),
+        ] {
+            assert_eq!(builtin_path(group, version, kind).as_deref(), Some(path));
+        }
+        for group in ["cert-manager.io", "example.com", "apiregistration.k8s.io"] {
+            assert_eq!(builtin_path(group, "v1", "Thing"), None, "{group}");
+        }
+        assert!(is_rust_path("crate::external::Certificate"));
+        assert!(!is_rust_path("Certificate") && !is_rust_path("crate::a b::C"));
+    }
+
     #[test]
     fn create_api_outside_a_project_is_a_clear_error() {
         let tmp = tempfile::tempdir().unwrap();
         let err = CreateApi {
-            dir: tmp.path().to_owned(),
-            kind: "Gadget".into(),
             version: None,
             group: None,
+            ..CreateApi::new(tmp.path().to_owned(), "Gadget")
         }
         .create()
         .unwrap_err();

@@ -74,16 +74,25 @@ impl CreateWebhook {
     pub fn create(&self) -> Result<Vec<PathBuf>, Error> {
         let root = super::project::find_project(&self.dir)?;
         let project = ProjectFile::read(&root)?;
-        if !project.kinds.iter().any(|k| k == &self.kind) {
+        let Some(resource) = project.resource(&self.kind) else {
             return Err(Error::InvalidKind {
                 kind: self.kind.clone(),
                 reason: format!(
                     "the project has no such kind (it has: {}); add it first with `cargo opkit create api --kind {}`",
-                    project.kinds.join(", "),
+                    project.kinds().join(", "),
                     self.kind
                 ),
             });
+        };
+        if !resource.owned() {
+            return Err(Error::InvalidKind {
+                kind: self.kind.clone(),
+                reason: "the project does not define it (`create api --resource=false`): \
+                         webhooks are for the project's own kinds"
+                    .to_owned(),
+            });
         }
+        let group = resource.group.clone();
         let snake = snake_case(&self.kind);
         let api_file = root.join("src/api").join(format!("{snake}.rs"));
         let version = read(&api_file)?
@@ -92,8 +101,29 @@ impl CreateWebhook {
                 let rest = l.trim().strip_prefix("version = \"")?;
                 rest.split('"').next().map(str::to_owned)
             })
-            .unwrap_or_else(|| project.version.clone());
-        let mut values = kind_values(&project.name, &project.group, &version, &self.kind);
+            .unwrap_or_else(|| resource.version.clone());
+        let mut values = kind_values(&project.name, &group, &version, &self.kind);
+        // A cluster-scoped kind: no `namespaced` in the spoke's `#[kube]`,
+        // and the tests' `Api`s span the cluster.
+        if resource.namespaced {
+            values
+                .set("namespaced_attr", "\n    namespaced,")
+                .set(
+                    "webhook_test_api",
+                    format!(
+                        "Api::namespaced(client, \"{}-webhook-test\")",
+                        self.kind.to_ascii_lowercase()
+                    ),
+                )
+                .set("hub_test_api", "Api::namespaced(client.clone(), namespace)")
+                .set("spoke_test_api", "Api::namespaced(client, namespace)");
+        } else {
+            values
+                .set("namespaced_attr", "")
+                .set("webhook_test_api", "Api::all(client)")
+                .set("hub_test_api", "Api::all(client.clone())")
+                .set("spoke_test_api", "Api::all(client)");
+        }
         let first = !root.join(MODULE).exists();
         let admission_exists = root.join(format!("src/webhooks/{snake}.rs")).exists();
         let crate_name = project.name.replace('-', "_");

@@ -188,7 +188,8 @@ fn created_webhooks_are_served_rendered_and_tested() {
         text(&output)
     );
 
-    // A second kind, then its webhook: registered at the markers.
+    // A second kind, cluster-scoped, then its webhook and conversion:
+    // registered at the markers, tested with cluster-wide `Api`s.
     succeeds(
         cargo_opkit(
             &[
@@ -197,20 +198,48 @@ fn created_webhooks_are_served_rendered_and_tested() {
                 "api",
                 "--kind",
                 "Lock",
+                "--namespaced=false",
                 "--dir",
                 dir,
                 "--skip-manifests",
             ],
             &project,
         ),
-        "cargo opkit create api --kind Lock",
+        "cargo opkit create api --kind Lock --namespaced=false",
     );
     succeeds(
         cargo_opkit(
-            &["opkit", "create", "webhook", "--kind", "Lock", "--dir", dir],
+            &[
+                "opkit",
+                "create",
+                "webhook",
+                "--kind",
+                "Lock",
+                "--dir",
+                dir,
+                "--skip-manifests",
+            ],
             &project,
         ),
         "cargo opkit create webhook --kind Lock",
+    );
+    succeeds(
+        cargo_opkit(
+            &[
+                "opkit",
+                "create",
+                "webhook",
+                "--kind",
+                "Lock",
+                "--conversion",
+                "--spoke",
+                "v1beta1",
+                "--dir",
+                dir,
+            ],
+            &project,
+        ),
+        "cargo opkit create webhook --kind Lock --conversion --spoke v1beta1",
     );
 
     let yaml =
@@ -280,6 +309,8 @@ fn created_webhooks_are_served_rendered_and_tested() {
             "--test",
             "gate_conversion",
             "--test",
+            "lock_conversion",
+            "--test",
             "manifests",
         ])
         .current_dir(&project)
@@ -296,6 +327,7 @@ fn created_webhooks_are_served_rendered_and_tested() {
         "the_apiserver_defaults_and_validates_gate_through_the_webhooks",
         "the_apiserver_defaults_and_validates_lock_through_the_webhooks",
         "gate_is_converted_between_v1beta1_and_v1alpha1",
+        "lock_is_converted_between_v1beta1_and_v1alpha1",
         "deploy_manifests_are_up_to_date",
     ] {
         assert!(

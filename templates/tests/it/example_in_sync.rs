@@ -27,7 +27,7 @@ fn the_memcached_example_deploys_with_the_generated_makefile_and_manifests() {
         name: "memcached-operator".into(),
         group: "cache.example.com".into(),
         version: "v1alpha1".into(),
-        kind: "Memcached".into(),
+        kind: Some("Memcached".into()),
         dir: Some(tmp.path().to_owned()),
         opkit: OpkitDependency::Version("0.1".into()),
     }

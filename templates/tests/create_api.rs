@@ -1,0 +1,274 @@
+//! `cargo opkit new` without a kind, then `create api` in each of its
+//! forms (issue 22), end to end: a project with a manager and no API
+//! builds; a cluster-scoped kind, a kind in a second group and a
+//! controller for a built-in kind are added; the project passes `cargo
+//! fmt --check`, clippy and its own tests (against a real kube-apiserver);
+//! then a controller for an external kind (a type the project does not
+//! define, by Rust path) is added and the project still builds clean.
+//! Flags that do not go together are refused before anything is written.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("templates/ has a parent")
+        .to_owned()
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"))
+}
+
+fn cargo_opkit(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cargo-opkit"))
+        .args(args)
+        .current_dir(cwd)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .output()
+        .expect("run cargo-opkit")
+}
+
+fn cargo(args: &[&str], dir: &Path) -> Output {
+    cargo_opkit::cargo_command()
+        .args(args)
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .output()
+        .expect("run cargo")
+}
+
+fn text(output: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Runs `cargo opkit create api ARGS` in `project`; panics if it fails.
+fn create_api(project: &Path, args: &[&str]) {
+    let mut all = vec!["opkit", "create", "api"];
+    all.extend_from_slice(args);
+    let output = cargo_opkit(&all, project);
+    assert!(
+        output.status.success(),
+        "create api {args:?}:\n{}",
+        text(&output)
+    );
+}
+
+fn lint(project: &Path) {
+    let output = cargo(&["fmt", "--check"], project);
+    assert!(
+        output.status.success(),
+        "cargo fmt --check:\n{}",
+        text(&output)
+    );
+    let output = cargo(
+        &["clippy", "--all-targets", "--quiet", "--", "-D", "warnings"],
+        project,
+    );
+    assert!(output.status.success(), "cargo clippy:\n{}", text(&output));
+}
+
+/// A kind another operator defines, as the project would hold its type.
+const EXTERNAL: &str = r#"//! Kinds other operators define, as Rust types.
+
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// cert-manager's Certificate, the fields this operator reads.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, JsonSchema)]
+#[kube(group = "cert-manager.io", version = "v1", kind = "Certificate", namespaced)]
+#[serde(rename_all = "camelCase")]
+pub struct CertificateSpec {
+    /// The Secret the certificate goes to.
+    pub secret_name: String,
+}
+"#;
+
+#[test]
+fn new_without_a_kind_then_every_form_of_create_api() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let workspace = workspace();
+    let lock = workspace.join("Cargo.lock");
+    let output = cargo_opkit(
+        &[
+            "opkit",
+            "new",
+            "fleet-operator",
+            "--group",
+            "fleet.example.com",
+            "--dir",
+            tmp.path().to_str().expect("utf-8"),
+            "--opkit-path",
+            workspace.to_str().expect("utf-8"),
+            "--lock-from",
+            lock.to_str().expect("utf-8"),
+        ],
+        tmp.path(),
+    );
+    assert!(output.status.success(), "new:\n{}", text(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("cargo opkit create api --kind"),
+        "{}",
+        text(&output)
+    );
+    let project = tmp.path().join("fleet-operator");
+    assert!(!project.join("src/api/your_kind.rs").exists());
+    assert!(!read(&project.join("deploy/01-crds.yaml")).contains("kind: CustomResourceDefinition"));
+
+    // Bad combinations: refused, nothing written.
+    let before = read(&project.join("PROJECT"));
+    for (args, expected) in [
+        (
+            &[
+                "--kind",
+                "Deployment",
+                "--group",
+                "apps",
+                "--version",
+                "v1",
+                "--resource=false",
+                "--namespaced=false",
+            ][..],
+            "drop --namespaced=false",
+        ),
+        (
+            &["--kind", "Deployment", "--resource=false"][..],
+            "needs the kind's own --group and --version",
+        ),
+        (
+            &[
+                "--kind",
+                "Thing",
+                "--external-api-path",
+                "crate::external::Thing",
+            ][..],
+            "add --resource=false",
+        ),
+        (
+            &["--kind", "Zone", "--namespaced=maybe"][..],
+            "invalid value 'maybe'",
+        ),
+    ] {
+        let mut all = vec!["opkit", "create", "api", "--skip-manifests"];
+        all.extend_from_slice(args);
+        let output = cargo_opkit(&all, &project);
+        assert!(!output.status.success(), "{args:?} succeeded");
+        assert!(
+            String::from_utf8_lossy(&output.stderr).contains(expected),
+            "{args:?}: expected {expected:?} in\n{}",
+            text(&output)
+        );
+    }
+    assert_eq!(read(&project.join("PROJECT")), before);
+
+    create_api(&project, &["--kind", "Zone", "--namespaced=false"]);
+    create_api(
+        &project.join("src"),
+        &[
+            "--kind",
+            "Gadget",
+            "--group",
+            "other.example.org",
+            "--version",
+            "v1beta1",
+        ],
+    );
+    create_api(
+        &project,
+        &[
+            "--kind",
+            "Deployment",
+            "--group",
+            "apps",
+            "--version",
+            "v1",
+            "--resource=false",
+        ],
+    );
+
+    let crds = read(&project.join("deploy/01-crds.yaml"));
+    assert!(crds.contains("name: zones.fleet.example.com"), "{crds}");
+    assert!(crds.contains("name: gadgets.other.example.org"), "{crds}");
+    let zone = crds
+        .split("\n---")
+        .find(|d| d.contains("name: zones."))
+        .expect("zone CRD");
+    assert!(zone.contains("scope: Cluster"), "{zone}");
+    assert!(!crds.contains("deployments"), "{crds}");
+    let rbac = read(&project.join("deploy/03-rbac.yaml"));
+    assert!(
+        rbac.contains("deployments") && rbac.contains("- apps"),
+        "{rbac}"
+    );
+    assert!(!read(&project.join("samples/zone.yaml")).contains("namespace"));
+    let manifest = read(&project.join("PROJECT"));
+    assert!(
+        manifest.contains("- kind: Gadget\n  group: other.example.org\n  version: v1beta1\n")
+            && manifest.contains("- kind: Zone\n  group: fleet.example.com\n  version: v1alpha1\n  namespaced: false\n"),
+        "{manifest}"
+    );
+
+    lint(&project);
+    let output = cargo(&["test"], &project);
+    assert!(
+        output.status.success(),
+        "the project's tests:\n{}",
+        text(&output)
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for test in [
+        "zone_gets_a_finalizer_and_a_ready_condition_and_goes_away",
+        "gadget_gets_a_finalizer_and_a_ready_condition_and_goes_away",
+        "deploy_manifests_are_up_to_date",
+    ] {
+        assert!(
+            stdout.contains(&format!("test {test} ... ok")),
+            "{test}:\n{stdout}"
+        );
+    }
+
+    // An external kind: its type in the project, given by path.
+    std::fs::write(project.join("src/external.rs"), EXTERNAL).expect("write");
+    let lib = read(&project.join("src/lib.rs")).replacen(
+        "pub mod controllers;\n",
+        "pub mod controllers;\npub mod external;\n",
+        1,
+    );
+    std::fs::write(project.join("src/lib.rs"), lib).expect("write");
+    create_api(
+        &project,
+        &[
+            "--kind",
+            "Certificate",
+            "--group",
+            "cert-manager.io",
+            "--version",
+            "v1",
+            "--resource=false",
+            "--external-api-path",
+            "crate::external::Certificate",
+            "--external-api-domain",
+            "cert-manager.io",
+        ],
+    );
+    let rbac = read(&project.join("deploy/03-rbac.yaml"));
+    assert!(
+        rbac.contains("certificates") && rbac.contains("cert-manager.io"),
+        "{rbac}"
+    );
+    assert!(!read(&project.join("deploy/01-crds.yaml")).contains("certificates"));
+    lint(&project);
+}
