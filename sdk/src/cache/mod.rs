@@ -97,6 +97,9 @@ pub use backoff::BackoffConfig;
 pub use delta_fifo::{DeletedFinalStateUnknown, DeletedObject};
 pub use error::{ApiStatus, CacheError, IndexError, ReflectorError, UnobservedWrite};
 pub use informer::{InformerOptions, SharedIndexInformer};
+// Public with `SharedIndexInformer::new` and `InformerOptions` for
+// standalone informers: the reflector's relist and reconnect tests
+// (tests/tests/it/cache_watch.rs) drive one against a real server.
 pub use list_watch::ListWatch;
 pub use processor::{
     Event, EventHandler, HandlerFn, HandlerRegistration, MINIMUM_RESYNC_PERIOD, handler_fn,
