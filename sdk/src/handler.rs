@@ -1,4 +1,6 @@
-//! Event handlers: turn watch events into [`Request`]s on a workqueue.
+//! Event handlers: turn watch events into [`Request`]s on a workqueue
+//! (crate-private: users wire watches through
+//! [`Controller`](crate::controller::Controller)).
 //!
 //! A controller registers one [`EnqueueHandler`] per watch on the shared
 //! informer of that kind. The handler runs the controller's event filter and
@@ -7,22 +9,9 @@
 //! of an initial list or a resync at [`Priority::Low`], fresh events at
 //! [`Priority::Normal`], so a startup storm never delays a user's new object.
 //!
-//! The mappings (what [`Controller`](crate::controller::Controller) builds
-//! for `for_`, `owns` and `watches`):
-//!
-//! ```
-//! use k8s_openapi::api::apps::v1::Deployment;
-//! use k8s_openapi::api::core::v1::ConfigMap;
-//! use opkit::handler::{Mapper, owner_of_kind, the_object};
-//! use opkit::reconcile::Request;
-//!
-//! let primary: Mapper<Deployment> = the_object();
-//! let owned: Mapper<ConfigMap> = owner_of_kind::<ConfigMap, Deployment>();
-//! let mapped: Mapper<ConfigMap> = Mapper::from_fn(|cm: &ConfigMap| {
-//!     vec![Request::namespaced("default", format!("uses-{}", cm.metadata.name.clone().unwrap_or_default()))]
-//! });
-//! # let _ = (primary, owned, mapped);
-//! ```
+//! The mappings (what `Controller` builds for `new`, `owns` and `watches`):
+//! [`the_object`] (the object itself), [`owner_of`] (its controller owner of
+//! a kind), [`Mapper::from_fn`] (a user's map function).
 
 use std::any::TypeId;
 use std::sync::Arc;
@@ -39,7 +28,7 @@ use crate::workqueue::{Priority, WorkQueue};
 type MapFn<K> = Arc<dyn Fn(&K) -> Vec<Request> + Send + Sync>;
 
 /// Maps an object of kind `K` to the requests it should trigger.
-pub struct Mapper<K> {
+pub(crate) struct Mapper<K> {
     map: MapFn<K>,
     /// The requests depend only on the object's name and namespace, which
     /// never change: an update's old object maps to the same requests.
@@ -63,7 +52,7 @@ impl<K> std::fmt::Debug for Mapper<K> {
 
 impl<K> Mapper<K> {
     /// A mapper from a function (any object to any requests).
-    pub fn from_fn(f: impl Fn(&K) -> Vec<Request> + Send + Sync + 'static) -> Self {
+    pub(crate) fn from_fn(f: impl Fn(&K) -> Vec<Request> + Send + Sync + 'static) -> Self {
         Self {
             map: Arc::new(f),
             by_identity: false,
@@ -71,29 +60,17 @@ impl<K> Mapper<K> {
     }
 
     /// The requests for `obj`.
-    pub fn map(&self, obj: &K) -> Vec<Request> {
+    pub(crate) fn map(&self, obj: &K) -> Vec<Request> {
         (self.map)(obj)
     }
 }
 
 /// Enqueues the object itself (`for_`).
-pub fn the_object<K: Resource>() -> Mapper<K> {
+pub(crate) fn the_object<K: Resource>() -> Mapper<K> {
     Mapper {
         by_identity: true,
         ..Mapper::from_fn(|obj: &K| Request::for_object(obj).into_iter().collect())
     }
-}
-
-/// Enqueues the object's controller owner if it is of kind `O` (`owns`):
-/// the owner reference with `controller: true` whose kind and API group
-/// match `O` (any version).
-pub fn owner_of_kind<K, O>() -> Mapper<K>
-where
-    K: Resource,
-    O: Resource<DynamicType = ()>,
-    O::Scope: 'static,
-{
-    owner_of(OwnerKind::of::<O>())
 }
 
 /// The kind of a controller owner, as [`owner_of`] matches it.
@@ -154,7 +131,7 @@ fn group_of(api_version: &str) -> &str {
 
 /// The predicates of one watch: the controller's event filters (which see
 /// every kind as [`dyn HasMetadata`](HasMetadata)) and the watch's own.
-pub struct WatchPredicates<K> {
+pub(crate) struct WatchPredicates<K> {
     event_filters: Arc<[Arc<dyn Predicate<dyn HasMetadata>>]>,
     predicates: Vec<Arc<dyn Predicate<K>>>,
 }
@@ -188,18 +165,18 @@ impl<K> std::fmt::Debug for WatchPredicates<K> {
 
 impl<K: Resource + 'static> WatchPredicates<K> {
     /// No predicates: every event passes.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::default()
     }
 
     /// Also require `predicate` (the watch's own).
-    pub fn with(mut self, predicate: impl Predicate<K>) -> Self {
+    pub(crate) fn with(mut self, predicate: impl Predicate<K>) -> Self {
         self.predicates.push(Arc::new(predicate));
         self
     }
 
     /// Also require the controller-wide `filters`.
-    pub fn with_event_filters(
+    pub(crate) fn with_event_filters(
         mut self,
         filters: Arc<[Arc<dyn Predicate<dyn HasMetadata>>]>,
     ) -> Self {
@@ -208,7 +185,7 @@ impl<K: Resource + 'static> WatchPredicates<K> {
     }
 
     /// Whether `event` passes every filter and predicate.
-    pub fn passes(&self, event: &PredicateEvent<'_, K>) -> bool {
+    pub(crate) fn passes(&self, event: &PredicateEvent<'_, K>) -> bool {
         if !self.event_filters.is_empty() {
             let erased = event.erased();
             if !self.event_filters.iter().all(|p| p.filter(&erased)) {
@@ -220,7 +197,7 @@ impl<K: Resource + 'static> WatchPredicates<K> {
 }
 
 /// An informer event handler that enqueues mapped requests.
-pub struct EnqueueHandler<K> {
+pub(crate) struct EnqueueHandler<K> {
     mapper: Mapper<K>,
     predicates: WatchPredicates<K>,
     queue: WorkQueue<Request>,
@@ -229,7 +206,7 @@ pub struct EnqueueHandler<K> {
 impl<K: Resource + 'static> EnqueueHandler<K> {
     /// A handler adding `mapper`'s requests to `queue` for events that pass
     /// `predicates`.
-    pub fn new(
+    pub(crate) fn new(
         mapper: Mapper<K>,
         predicates: WatchPredicates<K>,
         queue: WorkQueue<Request>,
@@ -311,6 +288,18 @@ mod tests {
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+
+    /// Enqueues the object's controller owner if it is of kind `O` (`owns`):
+    /// the owner reference with `controller: true` whose kind and API group
+    /// match `O` (any version).
+    fn owner_of_kind<K, O>() -> Mapper<K>
+    where
+        K: Resource,
+        O: Resource<DynamicType = ()>,
+        O::Scope: 'static,
+    {
+        owner_of(OwnerKind::of::<O>())
+    }
 
     fn cm(name: &str, owners: Vec<OwnerReference>) -> ConfigMap {
         let mut cm = ConfigMap::default();

@@ -9,7 +9,7 @@ pub mod conditions;
 pub mod config;
 pub mod controller;
 pub mod derive;
-pub mod handler;
+mod handler;
 mod host;
 pub mod leader;
 pub mod manager;

@@ -322,7 +322,7 @@ where
     }
 
     /// The reflector's counters (LIST/WATCH requests, skipped objects, ...).
-    pub fn metrics(&self) -> &Arc<ReflectorMetrics> {
+    pub(crate) fn metrics(&self) -> &Arc<ReflectorMetrics> {
         &self.inner.metrics
     }
 
@@ -337,7 +337,7 @@ where
     }
 
     /// The list/watch target.
-    pub fn list_watch(&self) -> &ListWatch<K> {
+    pub(crate) fn list_watch(&self) -> &ListWatch<K> {
         &self.inner.lw
     }
 

@@ -133,29 +133,14 @@ impl<K> ListWatch<K> {
     }
 
     /// The client the requests go through.
-    pub fn client(&self) -> Client {
+    pub(crate) fn client(&self) -> Client {
         self.client.clone()
-    }
-
-    /// The namespace watched, `None` for all.
-    pub fn get_namespace(&self) -> Option<&str> {
-        self.namespace.as_deref()
-    }
-
-    /// The label selector, if any.
-    pub fn label_selector(&self) -> Option<&str> {
-        self.label_selector.as_deref()
-    }
-
-    /// The field selector, if any.
-    pub fn field_selector(&self) -> Option<&str> {
-        self.field_selector.as_deref()
     }
 
     /// True when lists and watches ask for protobuf (a built-in kind opkit
     /// decodes from protobuf, not turned off); the response's content type
     /// still decides, so a JSON answer is read as JSON.
-    pub fn is_protobuf(&self) -> bool {
+    pub(crate) fn is_protobuf(&self) -> bool {
         matches!(self.format, Format::Protobuf(_))
     }
 
@@ -175,28 +160,18 @@ impl<K> ListWatch<K> {
         self
     }
 
-    /// True for a metadata-only (`PartialObjectMeta`) list/watch.
-    pub fn is_metadata_only(&self) -> bool {
-        self.metadata_only
-    }
-
-    /// The kind, e.g. `ConfigMap`.
-    pub fn kind(&self) -> &str {
-        &self.kind
-    }
-
     /// The apiVersion, e.g. `apps/v1`.
-    pub fn api_version(&self) -> &str {
+    pub(crate) fn api_version(&self) -> &str {
         &self.api_version
     }
 
     /// The request path, e.g. `/api/v1/namespaces/prod/configmaps`.
-    pub fn url_path(&self) -> &str {
+    pub(crate) fn url_path(&self) -> &str {
         &self.url_path
     }
 
     /// A human description: `v1/ConfigMap (namespace prod, labels app=shop)`.
-    pub fn describe(&self) -> String {
+    pub(crate) fn describe(&self) -> String {
         let mut scope = vec![match &self.namespace {
             Some(ns) => format!("namespace {ns}"),
             None => "all namespaces".to_string(),
@@ -280,7 +255,7 @@ pub(crate) mod tests {
         let all = ListWatch::<ConfigMap>::new(test_client(), &());
         assert_eq!(all.url_path(), "/api/v1/configmaps");
         let meta = ListWatch::<PartialObjectMeta<ConfigMap>>::new(test_client(), &());
-        assert!(meta.is_metadata_only());
+        assert!(meta.metadata_only);
     }
 
     /// A client answering every request with `body` as `content_type`,
@@ -365,6 +340,20 @@ pub(crate) mod tests {
             .err()
             .expect("an error");
         assert!(err.to_string().contains("protobuf"), "{err}");
+    }
+
+    /// Moved from the integration tests (no request needed): which kinds
+    /// ask for protobuf is decided by type.
+    #[tokio::test]
+    async fn custom_resources_and_metadata_stay_json() {
+        let gvk = kube::core::GroupVersionKind::gvk("example.com", "v1", "Widget");
+        let ar = kube::core::ApiResource::from_gvk(&gvk);
+        assert!(!ListWatch::<DynamicObject>::new(test_client(), &ar).is_protobuf());
+        assert!(!ListWatch::<PartialObjectMeta<ConfigMap>>::new(test_client(), &()).is_protobuf());
+        assert!(ListWatch::<ConfigMap>::new(test_client(), &()).is_protobuf());
+        assert!(
+            ListWatch::<k8s_openapi::api::core::v1::Secret>::new(test_client(), &()).is_protobuf()
+        );
     }
 
     pub(crate) fn test_client() -> Client {

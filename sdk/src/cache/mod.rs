@@ -97,6 +97,9 @@ pub use backoff::BackoffConfig;
 pub use delta_fifo::{DeletedFinalStateUnknown, DeletedObject};
 pub use error::{ApiStatus, CacheError, IndexError, ReflectorError, UnobservedWrite};
 pub use informer::{InformerOptions, SharedIndexInformer};
+// Public with `SharedIndexInformer::new` and `InformerOptions` for
+// standalone informers: the reflector's relist and reconnect tests
+// (tests/tests/it/cache_watch.rs) drive one against a real server.
 pub use list_watch::ListWatch;
 pub use processor::{
     Event, EventHandler, HandlerFn, HandlerRegistration, MINIMUM_RESYNC_PERIOD, handler_fn,
@@ -204,6 +207,7 @@ trait AnyInformer: Send + Sync {
     fn as_any(&self) -> &(dyn Any + Send + Sync);
     fn start(&self) -> Result<(), CacheError>;
     fn stop(&self);
+    fn wait_stopped(&self) -> futures::future::BoxFuture<'static, ()>;
     fn subscribe_synced(&self) -> watch::Receiver<bool>;
     fn describe(&self) -> String;
     fn last_error(&self) -> Option<String>;
@@ -224,6 +228,10 @@ where
     }
     fn stop(&self) {
         SharedIndexInformer::stop(self)
+    }
+    fn wait_stopped(&self) -> futures::future::BoxFuture<'static, ()> {
+        let informer = self.clone();
+        Box::pin(async move { informer.wait_stopped().await })
     }
     fn subscribe_synced(&self) -> watch::Receiver<bool> {
         SharedIndexInformer::subscribe_synced(self)
@@ -706,6 +714,15 @@ impl SharedCache {
         for inf in self.inner.informers.lock().values() {
             inf.stop();
         }
+    }
+
+    /// Stops every informer and waits until each one's tasks have ended
+    /// (see [`SharedIndexInformer::wait_stopped`]).
+    pub(crate) async fn stop_and_wait(&self) {
+        self.stop();
+        let informers: Vec<Arc<dyn AnyInformer>> =
+            self.inner.informers.lock().values().cloned().collect();
+        futures::future::join_all(informers.iter().map(|inf| inf.wait_stopped())).await;
     }
 
     /// The number of informers (one per distinct scope).

@@ -119,22 +119,39 @@ struct WatchTarget {
 
 /// A controller for the kind of its reconciler ([`Reconcile::Object`]).
 pub struct Controller<R> {
-    name: String,
+    settings: RunSettings,
     reconciler: Arc<R>,
     indexes: Vec<IndexFn>,
     watches: Vec<WatchFn>,
     event_filters: Vec<Arc<dyn Predicate<dyn HasMetadata>>>,
-    max_concurrent_reconciles: usize,
     rate_limiter: Option<Box<dyn RateLimiter<Request>>>,
     throttle: Option<Quota>,
-    reconcile_timeout: Option<Duration>,
-    cache_sync_timeout: Duration,
-    shutdown_timeout: Duration,
-    read_your_writes: Option<Duration>,
     primary: OwnerKind,
     stats: Arc<ReconcileStats>,
     metrics: Option<Metrics>,
     observer: Option<Arc<dyn ReconcileObserver>>,
+}
+
+/// How long running reconciles get to finish at shutdown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ShutdownBound {
+    /// The controller's own bound (it runs on its own).
+    Own(Duration),
+    /// No bound of its own: the controller drains until its runner stops
+    /// it, as the manager does at its graceful shutdown timeout.
+    Runner,
+}
+
+/// The settings of a controller's run, set on the builder and read by its
+/// workers.
+#[derive(Debug, Clone)]
+struct RunSettings {
+    name: String,
+    max_concurrent_reconciles: usize,
+    reconcile_timeout: Option<Duration>,
+    cache_sync_timeout: Duration,
+    shutdown: ShutdownBound,
+    read_your_writes: Option<Duration>,
 }
 
 /// Resolves to the leading scope once the workers of a prepared controller
@@ -145,9 +162,12 @@ pub(crate) type StartGate = futures::future::BoxFuture<'static, Option<Cancellat
 impl<R> std::fmt::Debug for Controller<R> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Controller")
-            .field("name", &self.name)
+            .field("name", &self.settings.name)
             .field("watches", &self.watches.len())
-            .field("max_concurrent_reconciles", &self.max_concurrent_reconciles)
+            .field(
+                "max_concurrent_reconciles",
+                &self.settings.max_concurrent_reconciles,
+            )
             .finish_non_exhaustive()
     }
 }
@@ -171,18 +191,20 @@ impl<R: Reconcile> Controller<R> {
     fn primary(reconciler: R, predicates: WatchPredicates<R::Object>) -> Self {
         let primary = OwnerKind::of::<R::Object>();
         let mut controller = Self {
-            name: primary.kind.to_lowercase(),
+            settings: RunSettings {
+                name: primary.kind.to_lowercase(),
+                max_concurrent_reconciles: 1,
+                reconcile_timeout: None,
+                cache_sync_timeout: Duration::from_secs(120),
+                shutdown: ShutdownBound::Own(Duration::from_secs(30)),
+                read_your_writes: Some(crate::cache::read_your_writes::DEFAULT_WAIT),
+            },
             reconciler: Arc::new(reconciler),
             indexes: Vec::new(),
             watches: Vec::new(),
             event_filters: Vec::new(),
-            max_concurrent_reconciles: 1,
             rate_limiter: None,
             throttle: None,
-            reconcile_timeout: None,
-            cache_sync_timeout: Duration::from_secs(120),
-            shutdown_timeout: Duration::from_secs(30),
-            read_your_writes: Some(crate::cache::read_your_writes::DEFAULT_WAIT),
             primary,
             stats: Arc::default(),
             metrics: None,
@@ -416,7 +438,7 @@ impl<R: Reconcile> Controller<R> {
         mut self,
         requests: impl futures::Stream<Item = Request> + Send + 'static,
     ) -> Self {
-        let controller = self.name.clone();
+        let controller = self.settings.name.clone();
         self.watches
             .push(Box::new(move |_: &SharedCache, target: &WatchTarget| {
                 let kind = "(external source)".to_owned();
@@ -485,14 +507,14 @@ impl<R: Reconcile> Controller<R> {
 
     /// The controller's name, in logs and metrics (default: the kind, lower case).
     pub fn name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
+        self.settings.name = name.into();
         self
     }
 
     /// How many keys may be reconciled at once (default 1). One key is never
     /// reconciled by two workers at once, whatever this says.
     pub fn max_concurrent_reconciles(mut self, workers: usize) -> Self {
-        self.max_concurrent_reconciles = workers.max(1);
+        self.settings.max_concurrent_reconciles = workers.max(1);
         self
     }
 
@@ -513,7 +535,7 @@ impl<R: Reconcile> Controller<R> {
     /// Cancel a reconcile that runs longer than `timeout`; it counts as a
     /// retryable error.
     pub fn reconcile_timeout(mut self, timeout: Duration) -> Self {
-        self.reconcile_timeout = Some(timeout);
+        self.settings.reconcile_timeout = Some(timeout);
         self
     }
 
@@ -521,7 +543,7 @@ impl<R: Reconcile> Controller<R> {
     /// (default 120 s); also how long a read of an undeclared kind waits for
     /// the informer it starts.
     pub fn cache_sync_timeout(mut self, timeout: Duration) -> Self {
-        self.cache_sync_timeout = timeout;
+        self.settings.cache_sync_timeout = timeout;
         self
     }
 
@@ -530,7 +552,7 @@ impl<R: Reconcile> Controller<R> {
     /// [`Context`](crate::reconcile::Context)). Off, [`Context::client`](crate::reconcile::Context::client) is the plain client and reads
     /// return whatever the cache holds, the classic stale read after a write.
     pub fn read_your_writes(mut self, enabled: bool) -> Self {
-        self.read_your_writes = match (enabled, self.read_your_writes) {
+        self.settings.read_your_writes = match (enabled, self.settings.read_your_writes) {
             (false, _) => None,
             (true, Some(wait)) => Some(wait),
             (true, None) => Some(crate::cache::read_your_writes::DEFAULT_WAIT),
@@ -542,7 +564,7 @@ impl<R: Reconcile> Controller<R> {
     /// before failing with [`CacheError::WriteNotObserved`]
     /// (default 10 s). Turns read-your-writes on.
     pub fn read_your_writes_timeout(mut self, wait: Duration) -> Self {
-        self.read_your_writes = Some(wait);
+        self.settings.read_your_writes = Some(wait);
         self
     }
 
@@ -551,7 +573,14 @@ impl<R: Reconcile> Controller<R> {
     /// [`Manager`](crate::manager::Manager) the manager's graceful shutdown
     /// timeout applies instead, one bound for every controller.
     pub fn shutdown_timeout(mut self, timeout: Duration) -> Self {
-        self.shutdown_timeout = timeout;
+        self.settings.shutdown = ShutdownBound::Own(timeout);
+        self
+    }
+
+    /// Drops the controller's own shutdown bound: its runner (the manager)
+    /// stops it at the runner's own timeout.
+    pub(crate) fn shutdown_bounded_by_runner(mut self) -> Self {
+        self.settings.shutdown = ShutdownBound::Runner;
         self
     }
 
@@ -562,14 +591,14 @@ impl<R: Reconcile> Controller<R> {
 
     /// The controller's name.
     pub fn controller_name(&self) -> &str {
-        &self.name
+        &self.settings.name
     }
 
     /// Whether this controller's reads wait for its own writes (see
     /// [`read_your_writes`](Self::read_your_writes)). The cache must record
     /// writes too ([`SharedCache::records_writes`], on by default).
     pub fn reads_own_writes(&self) -> bool {
-        self.read_your_writes.is_some()
+        self.settings.read_your_writes.is_some()
     }
 
     /// Reports the controller's reconciles (`controller_runtime_reconcile_*`)
@@ -602,10 +631,10 @@ impl<R: Reconcile> Controller<R> {
     /// when it starts: what a manager does when the controller is added, so
     /// a scrape shows it at once.
     pub(crate) fn create_metric_series(mut self) -> Self {
-        self.observer = self
-            .metrics
-            .as_ref()
-            .map(|metrics| metrics.controller_observer(&self.name, self.max_concurrent_reconciles));
+        self.observer = self.metrics.as_ref().map(|metrics| {
+            metrics
+                .controller_observer(&self.settings.name, self.settings.max_concurrent_reconciles)
+        });
         self
     }
 
@@ -675,7 +704,7 @@ impl<R: Reconcile> Controller<R> {
         token: CancellationToken,
     ) -> Result<(), ControllerError> {
         let prepared = self.prepare(cache)?;
-        let name = prepared.name.clone();
+        let name = prepared.settings.name.clone();
         cache.start().map_err(|source| ControllerError::Watch {
             controller: name.clone(),
             kind: "(starting the cache)".to_owned(),
@@ -707,7 +736,7 @@ impl<R: Reconcile> Controller<R> {
     /// start filling the queue; no reconcile runs until
     /// [`Prepared::run`]. On error nothing stays registered.
     pub(crate) fn prepare(self, cache: &SharedCache) -> Result<Prepared<R>, ControllerError> {
-        let mut builder = WorkQueue::builder().name(self.name.clone());
+        let mut builder = WorkQueue::builder().name(self.settings.name.clone());
         if let Some(limiter) = self.rate_limiter {
             builder = builder.rate_limiter(limiter);
         }
@@ -716,7 +745,10 @@ impl<R: Reconcile> Controller<R> {
         }
         let observer = self.observer.or_else(|| {
             self.metrics.as_ref().map(|metrics| {
-                metrics.controller_observer(&self.name, self.max_concurrent_reconciles)
+                metrics.controller_observer(
+                    &self.settings.name,
+                    self.settings.max_concurrent_reconciles,
+                )
             })
         });
         if let Some(metrics) = &self.metrics {
@@ -728,23 +760,18 @@ impl<R: Reconcile> Controller<R> {
             event_filters: Arc::from(self.event_filters),
         };
         let mut prepared = Prepared {
-            name: self.name,
+            settings: self.settings,
             reconciler: self.reconciler,
             cache: cache.clone(),
             queue,
             watches: Vec::with_capacity(self.watches.len()),
             stats: self.stats,
             observer,
-            count: self.max_concurrent_reconciles,
-            reconcile_timeout: self.reconcile_timeout,
-            cache_sync_timeout: self.cache_sync_timeout,
-            shutdown_timeout: self.shutdown_timeout,
-            read_your_writes: self.read_your_writes,
         };
         for index in self.indexes {
             if let Err((kind, source)) = index(cache) {
                 return Err(ControllerError::Watch {
-                    controller: prepared.name.clone(),
+                    controller: prepared.settings.name.clone(),
                     kind,
                     source,
                 });
@@ -757,7 +784,7 @@ impl<R: Reconcile> Controller<R> {
                     // Dropping `prepared` shuts the queue down and removes
                     // the watches registered so far.
                     return Err(ControllerError::Watch {
-                        controller: prepared.name.clone(),
+                        controller: prepared.settings.name.clone(),
                         kind,
                         source,
                     });
@@ -772,18 +799,13 @@ impl<R: Reconcile> Controller<R> {
 /// waits to [`run`](Self::run). Dropping it shuts the queue down and
 /// removes the watches.
 pub(crate) struct Prepared<R> {
-    name: String,
+    settings: RunSettings,
     reconciler: Arc<R>,
     cache: SharedCache,
     queue: WorkQueue<Request>,
     watches: Vec<RegisteredWatch>,
     stats: Arc<ReconcileStats>,
     observer: Option<Arc<dyn ReconcileObserver>>,
-    count: usize,
-    reconcile_timeout: Option<Duration>,
-    cache_sync_timeout: Duration,
-    shutdown_timeout: Duration,
-    read_your_writes: Option<Duration>,
 }
 
 impl<R> Drop for Prepared<R> {
@@ -806,17 +828,12 @@ impl<R: Reconcile> Prepared<R> {
         gate: Option<StartGate>,
     ) -> Result<(), ControllerError> {
         let workers = Workers {
-            name: &self.name,
+            settings: &self.settings,
             reconciler: Arc::clone(&self.reconciler),
             cache: &self.cache,
             queue: &self.queue,
             stats: &self.stats,
             observer: self.observer.clone(),
-            count: self.count,
-            reconcile_timeout: self.reconcile_timeout,
-            cache_sync_timeout: self.cache_sync_timeout,
-            shutdown_timeout: self.shutdown_timeout,
-            read_your_writes: self.read_your_writes,
         };
         workers.run(&self.watches, token, gate).await
     }
@@ -824,17 +841,12 @@ impl<R: Reconcile> Prepared<R> {
 
 /// Everything the worker pool of one controller needs.
 struct Workers<'a, R> {
-    name: &'a str,
+    settings: &'a RunSettings,
     reconciler: Arc<R>,
     cache: &'a SharedCache,
     queue: &'a WorkQueue<Request>,
     stats: &'a Arc<ReconcileStats>,
     observer: Option<Arc<dyn ReconcileObserver>>,
-    count: usize,
-    reconcile_timeout: Option<Duration>,
-    cache_sync_timeout: Duration,
-    shutdown_timeout: Duration,
-    read_your_writes: Option<Duration>,
 }
 
 impl<R: Reconcile> Workers<'_, R> {
@@ -851,12 +863,12 @@ impl<R: Reconcile> Workers<'_, R> {
         for watch in watches {
             tokio::select! {
                 () = token.cancelled() => return Ok(()),
-                synced = tokio::time::timeout(self.cache_sync_timeout, (watch.synced)()) => {
+                synced = tokio::time::timeout(self.settings.cache_sync_timeout, (watch.synced)()) => {
                     if !synced.unwrap_or(false) {
                         return Err(ControllerError::CacheSync {
-                            controller: self.name.to_owned(),
+                            controller: self.settings.name.clone(),
                             kind: watch.kind.clone(),
-                            timeout: self.cache_sync_timeout,
+                            timeout: self.settings.cache_sync_timeout,
                         });
                     }
                 }
@@ -866,7 +878,7 @@ impl<R: Reconcile> Workers<'_, R> {
             None => CancellationToken::new(),
             Some(gate) => {
                 tracing::debug!(
-                    controller = self.name,
+                    controller = %self.settings.name,
                     "caches synced; waiting for leadership"
                 );
                 tokio::select! {
@@ -879,25 +891,25 @@ impl<R: Reconcile> Workers<'_, R> {
             }
         };
         tracing::info!(
-            controller = self.name,
-            workers = self.count,
+            controller = %self.settings.name,
+            workers = self.settings.max_concurrent_reconciles,
             "caches synced; starting workers"
         );
-        let recorder = EventRecorder::builder(self.cache.client().clone(), self.name)
+        let recorder = EventRecorder::builder(self.cache.client().clone(), &self.settings.name)
             .build()
             .map_err(|source| ControllerError::EventRecorder {
-                controller: self.name.to_owned(),
+                controller: self.settings.name.clone(),
                 source,
             })?;
         let shared = Arc::new(ControllerShared {
-            name: self.name.to_owned(),
+            name: self.settings.name.clone(),
             cache: self.cache.clone(),
             recorder,
-            read_sync_timeout: self.cache_sync_timeout,
-            read_your_writes: self.read_your_writes,
+            read_sync_timeout: self.settings.cache_sync_timeout,
+            read_your_writes: self.settings.read_your_writes,
         });
         let mut tasks = tokio::task::JoinSet::new();
-        for _ in 0..self.count {
+        for _ in 0..self.settings.max_concurrent_reconciles {
             let reconciler = Arc::clone(&self.reconciler);
             let shared = Arc::clone(&shared);
             let queue = self.queue.clone();
@@ -905,7 +917,7 @@ impl<R: Reconcile> Workers<'_, R> {
             let observer = self.observer.clone();
             let token = token.clone();
             let scope = scope.clone();
-            let timeout = self.reconcile_timeout;
+            let timeout = self.settings.reconcile_timeout;
             tasks.spawn(async move {
                 loop {
                     // A cancelled token wins over a ready key: no new work at shutdown.
@@ -935,7 +947,7 @@ impl<R: Reconcile> Workers<'_, R> {
             () = token.cancelled() => {}
             () = scope.cancelled() => {
                 tracing::warn!(
-                    controller = self.name,
+                    controller = %self.settings.name,
                     "leadership lost; abandoning running reconciles"
                 );
                 tasks.abort_all();
@@ -944,17 +956,20 @@ impl<R: Reconcile> Workers<'_, R> {
             }
         }
         tracing::info!(
-            controller = self.name,
+            controller = %self.settings.name,
             "shutting down; waiting for running reconciles"
         );
-        let drained = tokio::time::timeout(self.shutdown_timeout, async {
+        let ShutdownBound::Own(bound) = self.settings.shutdown else {
+            // The runner bounds the drain (and aborts this task at its end).
             while tasks.join_next().await.is_some() {}
-        })
-        .await;
+            return Ok(());
+        };
+        let drained =
+            tokio::time::timeout(bound, async { while tasks.join_next().await.is_some() {} }).await;
         if drained.is_err() {
             tracing::warn!(
-                controller = self.name,
-                timeout = ?self.shutdown_timeout,
+                controller = %self.settings.name,
+                timeout = ?bound,
                 "reconciles still running at the shutdown timeout; abandoning them"
             );
             tasks.abort_all();

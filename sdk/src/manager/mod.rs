@@ -127,9 +127,6 @@ use server::{Bound, Serves};
 
 pub use crate::cache::START_LIST_ATTEMPTS;
 
-/// A timeout that never fires in practice (a year).
-const UNBOUNDED: Duration = Duration::from_secs(365 * 24 * 60 * 60);
-
 /// Runs a prepared controller: its workers, once the gate opens, until the
 /// token is cancelled.
 type RunController = Box<
@@ -257,10 +254,10 @@ impl Manager {
             return Err(ManagerError::DuplicateController { name });
         }
         // The manager's graceful shutdown timeout bounds the controller's
-        // drain (and reports what it abandons), so the controller's own
-        // timeout must never fire first.
+        // drain (and reports what it abandons): the controller has no bound
+        // of its own.
         let controller = controller
-            .shutdown_timeout(UNBOUNDED)
+            .shutdown_bounded_by_runner()
             .metrics(&self.metrics)
             .create_metric_series();
         let prepare: PrepareController = Box::new(move |cache: &SharedCache| {

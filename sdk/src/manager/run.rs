@@ -22,6 +22,10 @@ use crate::metrics::Metrics;
 /// How long the HTTP servers get to finish their requests at the very end.
 const SERVER_STOP_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long the manager waits, once the cache is stopped, for the
+/// informers' tasks to end.
+const CACHE_STOP_TIMEOUT: Duration = Duration::from_secs(5);
+
 /// Why the manager stops.
 enum Reason {
     /// The shutdown future completed (a signal).
@@ -215,8 +219,17 @@ pub(super) async fn run(
         metrics.set_leader(handle.lease_name(), false);
     }
     leading.send_replace(false);
-    cache.stop();
     serving.cancel();
+    // The informers end with the manager: no watch and no task outlives `run`.
+    if tokio::time::timeout(CACHE_STOP_TIMEOUT, cache.stop_and_wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            timeout = ?CACHE_STOP_TIMEOUT,
+            "informer tasks still running after the cache stopped"
+        );
+    }
     if tokio::time::timeout(SERVER_STOP_TIMEOUT, async {
         while http.join_next().await.is_some() {}
     })
@@ -242,7 +255,7 @@ async fn stop_early(
         handle.shutdown().await;
     }
     leading.send_replace(false);
-    cache.stop();
+    let _ = tokio::time::timeout(CACHE_STOP_TIMEOUT, cache.stop_and_wait()).await;
 }
 
 /// Follows the election into `leading` and

@@ -401,3 +401,32 @@ async fn endpoints_serve_metrics_and_probes() {
     assert_eq!(get(&probes_only, "/metrics").await.0, StatusCode::NOT_FOUND);
     assert_eq!(get(&probes_only, "/healthz/ping").await.0, StatusCode::OK);
 }
+
+#[tokio::test]
+async fn the_caches_informers_stop_with_the_manager() {
+    let mut manager = manager(Duration::from_secs(5)).await;
+    manager.add(Controller::new(Noop)).unwrap();
+    // The controller's watch shares this informer (same kind, same scope).
+    let informer = manager
+        .cache()
+        .informer::<k8s_openapi::api::core::v1::ConfigMap>()
+        .unwrap();
+    let watched = informer.clone();
+    // Awaited here, not spawned: nothing else runs between `run_until`
+    // returning and the checks below. The offline server may fail the start
+    // first; either way the manager shuts down the same way.
+    let _ = manager
+        .run_until(async move {
+            while !watched.is_started() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            assert!(watched.live_tasks() > 0);
+        })
+        .await;
+    assert!(informer.is_stopped(), "the informer outlived the manager");
+    assert_eq!(
+        informer.live_tasks(),
+        0,
+        "informer tasks outlived the manager"
+    );
+}

@@ -16,8 +16,7 @@ use k8s_openapi::{
 use kube::{
     Client, Resource,
     api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams},
-    client::{Body, ClientBuilder, DynBody},
-    core::DynamicObject,
+    client::{ClientBuilder, DynBody},
 };
 use opkit::cache::{
     InformerOptions, ListWatch, ReflectorConfig, SharedIndexInformer, StreamingList,
@@ -295,24 +294,4 @@ async fn protobuf_decodes_what_json_decodes() {
         "{json_types:?}"
     );
     cp.stop();
-}
-
-#[tokio::test]
-async fn custom_resources_and_metadata_stay_json() {
-    // No request needed: which kinds ask for protobuf is decided by type.
-    let client = Client::new(
-        tower::service_fn(|_req: http::Request<Body>| async {
-            Ok::<_, std::convert::Infallible>(http::Response::new(Body::empty()))
-        }),
-        "default",
-    );
-    let gvk = kube::core::GroupVersionKind::gvk("example.com", "v1", "Widget");
-    let ar = kube::core::ApiResource::from_gvk(&gvk);
-    assert!(!ListWatch::<DynamicObject>::new(client.clone(), &ar).is_protobuf());
-    assert!(
-        !ListWatch::<kube::core::PartialObjectMeta<ConfigMap>>::new(client.clone(), &())
-            .is_protobuf()
-    );
-    assert!(ListWatch::<ConfigMap>::new(client.clone(), &()).is_protobuf());
-    assert!(ListWatch::<Secret>::new(client, &()).is_protobuf());
 }
