@@ -529,7 +529,7 @@ where
             );
             return None;
         };
-        let mut metadata = obj.metadata;
+        let mut metadata = *obj.metadata;
         if metadata.resource_version.is_none() {
             metadata.resource_version = obj.resource_version;
         }

@@ -92,7 +92,7 @@ fn skipped_from_value(v: &serde_json::Value, error: String) -> SkippedObject {
         name: s("name"),
         resource_version: s("resourceVersion"),
         error,
-        metadata,
+        metadata: Box::new(metadata),
     }
 }
 

@@ -42,7 +42,7 @@ pub(crate) struct SkippedObject {
     pub error: String,
     /// What of `metadata` decodes (without `managedFields`); the default
     /// when even that does not.
-    pub metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+    pub metadata: Box<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
 }
 
 impl SkippedObject {

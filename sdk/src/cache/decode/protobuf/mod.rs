@@ -206,7 +206,7 @@ fn skipped(object: &[u8], error: ProtobufError) -> SkippedObject {
         name: non_empty(m.name),
         resource_version: non_empty(m.resource_version),
         error: format!("protobuf: {error}"),
-        metadata,
+        metadata: Box::new(metadata),
     }
 }
 
