@@ -279,6 +279,20 @@ impl<K: Resource + Send + Sync + 'static> EventHandler<K> for EnqueueHandler<K> 
             self.enqueue(obj, Priority::Normal);
         }
     }
+
+    /// The object's own key is enqueued (the primary kind's handler, whose
+    /// reconciler then reads [`CacheError::Undecodable`](crate::cache::CacheError::Undecodable)),
+    /// predicates unchecked: they need a `K`. Mapped handlers (`owns`,
+    /// `watches`) enqueue nothing: their map functions need a `K` too.
+    async fn on_undecodable(&mut self, obj: Arc<crate::cache::UndecodableObject>) {
+        if self.mapper.by_identity {
+            let request = Request {
+                namespace: obj.namespace().map(str::to_owned),
+                name: obj.name().to_owned(),
+            };
+            self.queue.add_with_priority(request, Priority::Normal);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -373,6 +387,28 @@ mod tests {
             .on_update(Arc::new(before.clone()), Arc::new(before), false)
             .await;
         assert_eq!(queue.len(), 1);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_undecodable_object_wakes_its_own_key_only() {
+        let bad = Arc::new(crate::cache::UndecodableObject::for_test(Some("ns"), "bad"));
+        let queue: WorkQueue<Request> = WorkQueue::builder().build();
+        let mut primary = EnqueueHandler::new(
+            the_object::<ConfigMap>(),
+            WatchPredicates::new(),
+            queue.clone(),
+        );
+        primary.on_undecodable(Arc::clone(&bad)).await;
+        assert_eq!(queue.try_get(), Some(Request::namespaced("ns", "bad")));
+        // a mapped watch needs the object to map it: nothing
+        let owners: WorkQueue<Request> = WorkQueue::builder().build();
+        let mut owned = EnqueueHandler::new(
+            owner_of_kind::<ConfigMap, Deployment>(),
+            WatchPredicates::new(),
+            owners.clone(),
+        );
+        owned.on_undecodable(bad).await;
+        assert_eq!(owners.len(), 0);
     }
 
     #[tokio::test(start_paused = true)]

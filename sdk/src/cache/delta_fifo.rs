@@ -56,6 +56,7 @@ use super::{
     error::{FifoClosed, KeyError},
     key::ObjectKey,
     store::Indexer,
+    undecodable::UndecodableObject,
 };
 
 #[cfg(test)]
@@ -72,6 +73,10 @@ pub enum DeltaType {
     Replaced,
     /// A periodic resync re-delivers the stored object.
     Sync,
+    /// The current version does not deserialize into `K`.
+    Undecodable,
+    /// The object was deleted while its version did not deserialize.
+    UndecodableDeleted,
 }
 
 /// The last known state of an object whose deletion was not observed: it
@@ -141,6 +146,12 @@ pub enum Delta<K> {
     Replaced(Arc<K>),
     /// Re-delivered by a resync.
     Sync(Arc<K>),
+    /// Added, modified or listed in a shape that does not deserialize into
+    /// `K`: what of it decodes.
+    Undecodable(Arc<UndecodableObject>),
+    /// Deleted (or missing from a relist) while its version did not
+    /// deserialize into `K`.
+    UndecodableDeleted(Arc<UndecodableObject>),
 }
 
 impl<K> Clone for Delta<K> {
@@ -151,6 +162,8 @@ impl<K> Clone for Delta<K> {
             Self::Deleted(d) => Self::Deleted(d.clone()),
             Self::Replaced(o) => Self::Replaced(Arc::clone(o)),
             Self::Sync(o) => Self::Sync(Arc::clone(o)),
+            Self::Undecodable(u) => Self::Undecodable(Arc::clone(u)),
+            Self::UndecodableDeleted(u) => Self::UndecodableDeleted(Arc::clone(u)),
         }
     }
 }
@@ -165,14 +178,19 @@ impl<K> Delta<K> {
             Self::Deleted(_) => DeltaType::Deleted,
             Self::Replaced(_) => DeltaType::Replaced,
             Self::Sync(_) => DeltaType::Sync,
+            Self::Undecodable(_) => DeltaType::Undecodable,
+            Self::UndecodableDeleted(_) => DeltaType::UndecodableDeleted,
         }
     }
 
-    /// The object carried (for a tombstone: the last known state).
-    pub fn object(&self) -> &Arc<K> {
+    /// The object carried (for a tombstone: the last known state); `None`
+    /// for an undecodable version.
+    #[cfg(test)]
+    pub fn object(&self) -> Option<&Arc<K>> {
         match self {
-            Self::Added(o) | Self::Updated(o) | Self::Replaced(o) | Self::Sync(o) => o,
-            Self::Deleted(d) => d.object(),
+            Self::Added(o) | Self::Updated(o) | Self::Replaced(o) | Self::Sync(o) => Some(o),
+            Self::Deleted(d) => Some(d.object()),
+            Self::Undecodable(_) | Self::UndecodableDeleted(_) => None,
         }
     }
 }
@@ -325,10 +343,7 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
         let key = ObjectKey::of(&*obj)?;
         let mut st = self.state.lock();
         self.mark_populated_locked(&mut st);
-        let known = self
-            .known
-            .as_ref()
-            .is_some_and(|k| k.contains(key.as_str()));
+        let known = self.known.as_ref().is_some_and(|k| k.knows(key.as_str()));
         if !known && !st.items.contains_key(&key) {
             return Ok(());
         }
@@ -336,31 +351,47 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
         Ok(())
     }
 
-    /// Queues a tombstone delete for `key`, whose object the watch reported
-    /// in a shape that does not deserialize into `K`: the copy the cache
-    /// holds is stale, so it is dropped as a relist would drop it
-    /// ([`DeletedFinalStateUnknown`] carrying the last known state).
-    ///
-    /// Returns false (and queues nothing) when the key is neither known nor
-    /// pending: there is nothing to remove.
-    pub(crate) fn delete_undecodable(&self, key: ObjectKey) -> bool {
+    /// Queues an `Undecodable` delta: the current version of `record`'s key
+    /// does not deserialize into `K` (added, modified or listed so).
+    pub(crate) fn undecodable(&self, record: UndecodableObject) {
         let mut st = self.state.lock();
         self.mark_populated_locked(&mut st);
-        let last_known = st
-            .items
-            .get(&key)
-            .and_then(|d| d.last())
-            .map(|d| Arc::clone(d.object()))
-            .or_else(|| self.known.as_ref().and_then(|k| k.get(key.as_str())));
-        let Some(last_known) = last_known else {
-            return false;
+        let key = record.key().clone();
+        self.queue_locked(&mut st, key, Delta::Undecodable(Arc::new(record)));
+    }
+
+    /// Queues the deletion of `record`'s key, whose final state does not
+    /// deserialize into `K`: an `UndecodableDeleted` delta, unless the key
+    /// is neither known nor pending (nothing to delete).
+    pub(crate) fn undecodable_deleted(&self, record: UndecodableObject) {
+        let mut st = self.state.lock();
+        self.mark_populated_locked(&mut st);
+        let key = record.key().clone();
+        let known = self.known.as_ref().is_some_and(|k| k.knows(key.as_str()));
+        if !known && !st.items.contains_key(&key) {
+            return;
+        }
+        let delta = Delta::UndecodableDeleted(Arc::new(record.into_deleted()));
+        self.queue_locked(&mut st, key, delta);
+    }
+
+    /// The deletion of a key missing from a relist: a tombstone with the
+    /// last decodable state, or `UndecodableDeleted` when the last state
+    /// known did not decode.
+    fn gone_delta(key: &ObjectKey, last: &Delta<K>) -> Delta<K> {
+        let last_known = match last {
+            Delta::Added(o) | Delta::Updated(o) | Delta::Replaced(o) | Delta::Sync(o) => o,
+            Delta::Deleted(d) => d.object(),
+            Delta::Undecodable(rec) | Delta::UndecodableDeleted(rec) => {
+                return Delta::UndecodableDeleted(Arc::new(
+                    UndecodableObject::clone(rec).into_deleted(),
+                ));
+            }
         };
-        let tomb = DeletedFinalStateUnknown {
+        Delta::Deleted(DeletedObject::Tombstone(DeletedFinalStateUnknown {
             key: key.clone(),
-            last_known,
-        };
-        self.queue_locked(&mut st, key, Delta::Deleted(DeletedObject::Tombstone(tomb)));
-        true
+            last_known: Arc::clone(last_known),
+        }))
     }
 
     /// Replaces the whole state with `list` (a relist at `resource_version`):
@@ -368,8 +399,25 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
     /// pending or known key absent from the list. Objects without a name are
     /// skipped.
     pub fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) {
+        self.replace_with_undecodable(list, Vec::new(), resource_version)
+    }
+
+    /// [`replace`](Self::replace), where the listed objects in
+    /// `undecodable` did not deserialize into `K`: each is queued as
+    /// `Undecodable` (present, so not deleted).
+    pub(crate) fn replace_with_undecodable(
+        &self,
+        list: Vec<Arc<K>>,
+        undecodable: Vec<UndecodableObject>,
+        resource_version: &str,
+    ) {
         let mut st = self.state.lock();
-        let mut keys: HashSet<ObjectKey> = HashSet::with_capacity(list.len());
+        let mut keys: HashSet<ObjectKey> = HashSet::with_capacity(list.len() + undecodable.len());
+        for record in undecodable {
+            let key = record.key().clone();
+            keys.insert(key.clone());
+            self.queue_locked(&mut st, key, Delta::Undecodable(Arc::new(record)));
+        }
         for obj in list {
             let Ok(key) = ObjectKey::of(&*obj) else {
                 tracing::warn!("skipping listed object without a name");
@@ -381,19 +429,15 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
 
         let mut queued_deletions = 0usize;
         // pending keys missing from the list
-        let missing_pending: Vec<(ObjectKey, Arc<K>)> = st
+        let missing_pending: Vec<(ObjectKey, Delta<K>)> = st
             .items
             .iter()
             .filter(|(k, _)| !keys.contains(*k))
-            .filter_map(|(k, d)| d.last().map(|d| (k.clone(), Arc::clone(d.object()))))
+            .filter_map(|(k, d)| d.last().map(|d| (k.clone(), Self::gone_delta(k, d))))
             .collect();
-        for (key, last_known) in missing_pending {
+        for (key, delta) in missing_pending {
             queued_deletions += 1;
-            let tomb = DeletedFinalStateUnknown {
-                key: key.clone(),
-                last_known,
-            };
-            self.queue_locked(&mut st, key, Delta::Deleted(DeletedObject::Tombstone(tomb)));
+            self.queue_locked(&mut st, key, delta);
         }
         // known keys missing from the list (and not pending)
         if let Some(known) = &self.known {
@@ -407,6 +451,16 @@ impl<K: Resource + Send + Sync + 'static> DeltaFifo<K> {
                     last_known,
                 };
                 self.queue_locked(&mut st, key, Delta::Deleted(DeletedObject::Tombstone(tomb)));
+            }
+            for (key, record) in known.undecodable_entries() {
+                if keys.contains(&key) || st.items.get(&key).is_some_and(|d| !d.is_empty()) {
+                    continue;
+                }
+                queued_deletions += 1;
+                let delta = Delta::UndecodableDeleted(Arc::new(
+                    UndecodableObject::clone(&record).into_deleted(),
+                ));
+                self.queue_locked(&mut st, key, delta);
             }
         }
 
@@ -561,7 +615,17 @@ mod tests {
                         p.key.to_string(),
                         p.deltas
                             .iter()
-                            .map(|d| (d.kind(), rv(d.object())))
+                            .map(|d| {
+                                let rv = match (d.object(), d) {
+                                    (Some(o), _) => rv(o),
+                                    (
+                                        None,
+                                        Delta::Undecodable(u) | Delta::UndecodableDeleted(u),
+                                    ) => u.resource_version().unwrap_or_default().to_owned(),
+                                    (None, _) => String::new(),
+                                };
+                                (d.kind(), rv)
+                            })
                             .collect::<Vec<_>>(),
                         p.is_in_initial_list,
                     )
@@ -610,6 +674,7 @@ mod tests {
         assert!(
             f.get("ns/a").unwrap()[0]
                 .object()
+                .unwrap()
                 .meta()
                 .resource_version
                 .as_deref()
@@ -632,29 +697,88 @@ mod tests {
         assert_eq!(f.get("ns/a").unwrap().len(), 2);
     }
 
+    fn bad(name: &str, rv: &str) -> UndecodableObject {
+        UndecodableObject::new(
+            "v1/ConfigMap".into(),
+            ObjectKey::new(Some("ns"), name),
+            kube::api::ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("ns".into()),
+                resource_version: Some(rv.into()),
+                ..Default::default()
+            },
+            "invalid type".into(),
+        )
+    }
+
     #[tokio::test]
-    async fn undecodable_key_becomes_a_tombstone_only_when_known_or_pending() {
+    async fn an_undecodable_version_is_queued_never_as_a_delete() {
         let known = Indexer::new();
         known.add(cm("stored", "1")).unwrap();
-        let f = DeltaFifo::new(Some(known));
-        // known: a tombstone with the stored state
-        assert!(f.delete_undecodable(ObjectKey::new(Some("ns"), "stored")));
-        let d = f.get("ns/stored").unwrap();
-        assert!(
-            matches!(&d[..], [Delta::Deleted(DeletedObject::Tombstone(t))]
-                if rv(&t.last_known) == "1" && t.key.as_str() == "ns/stored")
-        );
-        // pending only: the tombstone carries the pending state
-        f.add(cm("pending", "4")).unwrap();
-        assert!(f.delete_undecodable(ObjectKey::new(Some("ns"), "pending")));
-        let d = f.get("ns/pending").unwrap();
-        assert!(
-            matches!(&d[1], Delta::Deleted(DeletedObject::Tombstone(t)) if rv(&t.last_known) == "4")
-        );
-        // unknown: nothing to remove
-        assert!(!f.delete_undecodable(ObjectKey::new(Some("ns"), "never-seen")));
+        let f = DeltaFifo::new(Some(known.clone()));
+        // a stored object whose new version does not decode: its record,
+        // not a delete
+        f.undecodable(bad("stored", "2"));
+        // never seen before: queued too (the object exists)
+        f.undecodable(bad("fresh", "3"));
+        // deleted while undecodable: only when known or pending
+        f.undecodable_deleted(bad("fresh", "4"));
+        f.undecodable_deleted(bad("never-seen", "5"));
         assert!(f.get("ns/never-seen").is_none());
-        assert_eq!(f.len(), 2);
+        let popped = pop_all(&f).await;
+        assert_eq!(
+            popped,
+            [
+                (
+                    "ns/stored".to_owned(),
+                    vec![(DeltaType::Undecodable, "2".to_owned())],
+                    false
+                ),
+                (
+                    "ns/fresh".to_owned(),
+                    vec![
+                        (DeltaType::Undecodable, "3".to_owned()),
+                        (DeltaType::UndecodableDeleted, "4".to_owned())
+                    ],
+                    false
+                ),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_relist_keeps_undecodable_items_and_deletes_missing_records() {
+        let known = Indexer::new();
+        known.add(cm("a", "1")).unwrap();
+        known.add(cm("b", "1")).unwrap();
+        known.set_undecodable(
+            ObjectKey::new(Some("ns"), "gone"),
+            Arc::new(bad("gone", "2")),
+        );
+        known.set_undecodable(
+            ObjectKey::new(Some("ns"), "kept"),
+            Arc::new(bad("kept", "2")),
+        );
+        let f = DeltaFifo::new(Some(known));
+        f.replace_with_undecodable(
+            vec![cm("b", "1")],
+            vec![bad("a", "7"), bad("kept", "2")],
+            "9",
+        );
+        let mut popped = pop_all(&f).await;
+        popped.sort_by(|a, b| a.0.cmp(&b.0));
+        let one = |k: &str, t: DeltaType, rv: &str| (k.to_owned(), vec![(t, rv.to_owned())], true);
+        assert_eq!(
+            popped,
+            [
+                // `a` listed but undecodable: its record, no tombstone
+                one("ns/a", DeltaType::Undecodable, "7"),
+                one("ns/b", DeltaType::Replaced, "1"),
+                // a record missing from the list: deleted, as a record
+                one("ns/gone", DeltaType::UndecodableDeleted, "2"),
+                one("ns/kept", DeltaType::Undecodable, "2"),
+            ]
+        );
     }
 
     #[tokio::test]

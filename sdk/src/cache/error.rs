@@ -292,6 +292,12 @@ pub enum CacheError {
     /// An index error.
     #[error(transparent)]
     Index(#[from] IndexError),
+    /// The object read is in the cluster, but its current version does not
+    /// deserialize into the Rust type: it is not deleted, and its metadata
+    /// (finalizers, deletion, owners) is in the record (see
+    /// [`undecodable`](super::undecodable)).
+    #[error("{0}")]
+    Undecodable(std::sync::Arc<super::UndecodableObject>),
 }
 
 /// What [`CacheError::WriteNotObserved`] reports: which write the cache did

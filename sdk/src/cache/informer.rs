@@ -55,7 +55,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    delta_fifo::{Delta, DeltaFifo, Popped},
+    delta_fifo::{DeletedFinalStateUnknown, DeletedObject, Delta, DeltaFifo, Popped},
     error::{CacheError, IndexError, ReflectorError},
     key::ObjectKey,
     list_watch::ListWatch,
@@ -67,6 +67,7 @@ use super::{
     },
     store::{Indexer, Store},
     tasks::Tasks,
+    undecodable::UndecodableObject,
 };
 
 /// Informer settings.
@@ -242,7 +243,16 @@ where
     ) -> Result<HandlerRegistration, CacheError> {
         let _block = self.inner.block_deltas.lock();
         let existing = self.inner.indexer.list();
-        self.inner.processor.add_listener(handler, resync, existing)
+        let undecodable = self
+            .inner
+            .indexer
+            .undecodable_entries()
+            .into_iter()
+            .map(|(_, record)| record)
+            .collect();
+        self.inner
+            .processor
+            .add_listener(handler, resync, existing, undecodable)
     }
 
     /// Removes a handler; it receives nothing more. False, and nothing
@@ -502,10 +512,85 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
                     self.observe_write(&key, None, Some(obj.object()), obj.is_tombstone());
                     self.processor.distribute(Event::Delete { obj }, false);
                 }
+                Delta::Undecodable(record) => self.apply_undecodable(&key, record),
+                Delta::UndecodableDeleted(record) => {
+                    // a decodable copy, if any, gets the usual tombstone
+                    let had_record = self.indexer.undecodable(key.as_str()).is_some();
+                    if let Some(old) = self.indexer.remove(key.as_str()) {
+                        self.observe_write(&key, None, Some(&*old), true);
+                        let tomb = DeletedFinalStateUnknown {
+                            key: key.clone(),
+                            last_known: old,
+                        };
+                        self.processor.distribute(
+                            Event::Delete {
+                                obj: DeletedObject::Tombstone(tomb),
+                            },
+                            false,
+                        );
+                    } else if had_record {
+                        tracing::info!(
+                            informer = %self.name,
+                            key = %key.as_str(),
+                            resource_version = record.resource_version().unwrap_or(""),
+                            "undecodable object deleted"
+                        );
+                        self.processor.distribute_undecodable(record);
+                    }
+                    self.count_undecodable();
+                }
             }
+        }
+        // a decodable version or a delete may have dropped a record
+        if self.metrics.undecodable_objects() != self.indexer.undecodable_len() {
+            self.count_undecodable();
         }
         // After the store changed: wakes reads waiting for a write.
         self.applied.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    fn count_undecodable(&self) {
+        let kind = format!("{}/{}", self.lw.api_version(), self.lw.kind());
+        self.metrics
+            .set_undecodable_objects(&kind, self.indexer.undecodable_len());
+    }
+
+    /// The current version of `key` does not decode: the record replaces
+    /// whatever the store held. Logged and told to handlers once per
+    /// resourceVersion (a relist of the same version is silent).
+    fn apply_undecodable(&self, key: &ObjectKey, record: Arc<UndecodableObject>) {
+        let (old, old_record) = self
+            .indexer
+            .set_undecodable(key.clone(), Arc::clone(&record));
+        // a write of this process is shown by the version's metadata alone
+        if let Some(hook) = &self.writes
+            && hook.tracker.any_pending()
+        {
+            let shown = kube::core::DynamicObject {
+                types: None,
+                metadata: record.metadata().clone(),
+                data: serde_json::Value::Null,
+            };
+            hook.tracker
+                .observe(&hook.key(key), Some(&shown), None, false);
+        }
+        self.count_undecodable();
+        let same_version = old_record.is_some_and(|r| {
+            r.resource_version().is_some() && r.resource_version() == record.resource_version()
+        });
+        if same_version && old.is_none() {
+            return;
+        }
+        tracing::warn!(
+            informer = %self.name,
+            key = %key.as_str(),
+            resource_version = record.resource_version().unwrap_or(""),
+            error = %record.error(),
+            replaced_cached_copy = old.is_some(),
+            "object does not deserialize into the Rust type; the cache keeps its metadata and \
+             reads of it fail with CacheError::Undecodable until a version decodes"
+        );
+        self.processor.distribute_undecodable(record);
     }
 
     /// Drops the record of a write of this process once the store shows it

@@ -23,10 +23,10 @@
 //!
 //! Lists are decoded page by page straight into `K`; should one item not
 //! deserialize (schema drift, a bad custom resource) the page is decoded again
-//! item by item and only that item is skipped. Watch events are decoded line
-//! by line the same way: a bad object is reported as skipped, with its key
-//! taken from the raw `metadata`, so the reflector can remove the stale copy;
-//! the stream goes on.
+//! item by item and only that item is set aside. Watch events are decoded
+//! line by line the same way: a bad object is reported with its raw
+//! `metadata`, which the informer keeps in place of any stale copy (see
+//! [`undecodable`](super::undecodable)); the stream goes on.
 
 use std::{fmt, marker::PhantomData};
 
@@ -158,6 +158,11 @@ impl<K> ListWatch<K> {
             self.format = Format::Protobuf(codec.without_managed_fields());
         }
         self
+    }
+
+    /// The kind, e.g. `Deployment`.
+    pub(crate) fn kind(&self) -> &str {
+        &self.kind
     }
 
     /// The apiVersion, e.g. `apps/v1`.

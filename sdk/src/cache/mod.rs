@@ -73,6 +73,7 @@ mod reflector;
 mod start;
 mod store;
 mod tasks;
+pub mod undecodable;
 mod wire;
 mod write_recorder;
 
@@ -111,6 +112,7 @@ pub use reflector::{
 };
 pub use start::START_LIST_ATTEMPTS;
 pub use store::{NAMESPACE_INDEX, Store};
+pub use undecodable::UndecodableObject;
 
 /// Which objects of a kind an informer watches: a namespace (or all), a label
 /// selector, a field selector. The shared cache keeps one informer per
@@ -894,14 +896,15 @@ impl SharedCache {
 
     /// The cached object `name` in `namespace` (`None`: cluster-scoped), in
     /// the cache's scope. A kind without an informer is an error (see
-    /// [`store`](Self::store) to create one).
+    /// [`store`](Self::store) to create one); an object whose current
+    /// version does not deserialize into `K` is [`CacheError::Undecodable`].
     pub fn get<K>(&self, namespace: Option<&str>, name: &str) -> Result<Option<Arc<K>>, CacheError>
     where
         K: Resource + DeserializeOwned + Send + Sync + 'static,
         K::DynamicType: Default,
         K::Scope: 'static,
     {
-        Ok(self.find::<K>(namespace)?.get(namespace, name))
+        self.find::<K>(namespace)?.try_get(namespace, name)
     }
 
     /// The cached objects of `K` in `namespace` (`None`: every object in the

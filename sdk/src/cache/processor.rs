@@ -59,7 +59,9 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{delta_fifo::DeletedObject, error::CacheError, tasks::Tasks};
+use super::{
+    delta_fifo::DeletedObject, error::CacheError, tasks::Tasks, undecodable::UndecodableObject,
+};
 
 /// Tells the informers (processors) of this process apart: a registration
 /// carries the one of the informer that made it.
@@ -147,6 +149,29 @@ pub trait EventHandler<K>: Send + 'static {
 
     /// An object was deleted.
     fn on_delete(&mut self, obj: DeletedObject<K>) -> impl Future<Output = ()> + Send {
+        drop(obj);
+        async {}
+    }
+
+    /// The current version of an object does not deserialize into `K`
+    /// (once per version; also replayed to a late handler), or such an
+    /// object was deleted ([`UndecodableObject::is_deleted`]). No
+    /// `Add`/`Update`/`Delete` is delivered for it: there is no `K`. See
+    /// [`undecodable`](super::undecodable).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use opkit::cache::{EventHandler, UndecodableObject};
+    ///
+    /// struct Alert;
+    /// impl EventHandler<ConfigMap> for Alert {
+    ///     async fn on_undecodable(&mut self, obj: Arc<UndecodableObject>) {
+    ///         eprintln!("{obj}");
+    ///     }
+    /// }
+    /// ```
+    fn on_undecodable(&mut self, obj: Arc<UndecodableObject>) -> impl Future<Output = ()> + Send {
         drop(obj);
         async {}
     }
@@ -276,9 +301,15 @@ impl HandlerRegistration {
     }
 }
 
+/// What a listener delivers: an [`Event`], or an undecodable object.
+enum Notice<K> {
+    Event(Event<K>),
+    Undecodable(Arc<UndecodableObject>),
+}
+
 struct Listener<K> {
     id: u64,
-    tx: mpsc::UnboundedSender<Event<K>>,
+    tx: mpsc::UnboundedSender<Notice<K>>,
     resync_period: Option<Duration>,
     next_resync: Instant,
     syncing: bool,
@@ -294,8 +325,12 @@ impl<K> Listener<K> {
         {
             self.state.pending_initial.fetch_add(1, Ordering::AcqRel);
         }
+        self.send_notice(Notice::Event(event));
+    }
+
+    fn send_notice(&self, notice: Notice<K>) {
         self.state.queued.fetch_add(1, Ordering::AcqRel);
-        if self.tx.send(event).is_err() {
+        if self.tx.send(notice).is_err() {
             // the listener task is gone (runtime shut down): nothing to deliver to
             tracing::debug!(listener = self.id, "listener closed, dropping notification");
         }
@@ -344,6 +379,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
         handler: H,
         resync_period: Option<Duration>,
         existing: Vec<Arc<K>>,
+        undecodable: Vec<Arc<UndecodableObject>>,
     ) -> Result<HandlerRegistration, CacheError> {
         let rt = tokio::runtime::Handle::try_current()
             .map_err(|_| CacheError::NoRuntime("adding an event handler"))?;
@@ -379,6 +415,9 @@ impl<K: Send + Sync + 'static> Processor<K> {
                 obj,
                 is_in_initial_list: true,
             });
+        }
+        for obj in undecodable {
+            listener.send_notice(Notice::Undecodable(obj));
         }
         self.tasks.spawn(
             &rt,
@@ -436,6 +475,14 @@ impl<K: Send + Sync + 'static> Processor<K> {
         }
     }
 
+    /// Tells every handler that an object's version does not decode (or
+    /// that such an object was deleted).
+    pub(crate) fn distribute_undecodable(&self, obj: Arc<UndecodableObject>) {
+        for l in self.listeners.read().iter() {
+            l.send_notice(Notice::Undecodable(Arc::clone(&obj)));
+        }
+    }
+
     /// Marks the listeners whose resync period elapsed as syncing; true if any.
     pub(crate) fn should_resync(&self, now: Instant) -> bool {
         let mut any = false;
@@ -488,7 +535,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
 /// dropped) or the informer stops (`stop`: the delivery in progress is dropped).
 async fn run_listener<K, H>(
     handler: H,
-    rx: mpsc::UnboundedReceiver<Event<K>>,
+    rx: mpsc::UnboundedReceiver<Notice<K>>,
     state: Arc<ListenerState>,
     informer: String,
     id: u64,
@@ -510,7 +557,7 @@ async fn run_listener<K, H>(
 
 async fn deliver<K, H>(
     mut handler: H,
-    mut rx: mpsc::UnboundedReceiver<Event<K>>,
+    mut rx: mpsc::UnboundedReceiver<Notice<K>>,
     state: &ListenerState,
     informer: &str,
     id: u64,
@@ -518,10 +565,23 @@ async fn deliver<K, H>(
     K: Send + Sync + 'static,
     H: EventHandler<K>,
 {
-    while let Some(event) = rx.recv().await {
+    while let Some(notice) = rx.recv().await {
         if state.removed.load(Ordering::Acquire) {
             break;
         }
+        let event = match notice {
+            Notice::Event(event) => event,
+            Notice::Undecodable(obj) => {
+                let outcome = AssertUnwindSafe(async { handler.on_undecodable(obj).await })
+                    .catch_unwind()
+                    .await;
+                if outcome.is_err() {
+                    tracing::error!(informer = %informer, listener = id, "event handler panicked; continuing with the next event");
+                }
+                state.delivered.fetch_add(1, Ordering::AcqRel);
+                continue;
+            }
+        };
         let initial = matches!(
             event,
             Event::Add {
@@ -619,7 +679,9 @@ mod tests {
         let (tx, rx) = watch::channel(true);
         let p = Processor::new(rx, "test".into(), Tasks::new(), CancellationToken::new());
         let (log, h) = recorder();
-        let reg = p.add_listener(h, None, vec![cm("a"), cm("b")]).unwrap();
+        let reg = p
+            .add_listener(h, None, vec![cm("a"), cm("b")], vec![])
+            .unwrap();
         until(|| log.lock().unwrap().len() == 2).await;
         assert_eq!(*log.lock().unwrap(), ["add a true", "add b true"]);
         reg.wait_synced().await;
@@ -632,7 +694,7 @@ mod tests {
         let (tx, rx) = watch::channel(false);
         let p = Processor::new(rx, "test".into(), Tasks::new(), CancellationToken::new());
         let (_log, h) = recorder();
-        let reg = p.add_listener(h, None, vec![]).unwrap();
+        let reg = p.add_listener(h, None, vec![], vec![]).unwrap();
         assert!(!reg.has_synced());
         tx.send_replace(true);
         assert!(reg.has_synced());
@@ -650,10 +712,10 @@ mod tests {
             }
         }
         let slow = p
-            .add_listener(Blocked(Arc::clone(&gate)), None, vec![])
+            .add_listener(Blocked(Arc::clone(&gate)), None, vec![], vec![])
             .unwrap();
         let (log, h) = recorder();
-        p.add_listener(h, None, vec![]).unwrap();
+        p.add_listener(h, None, vec![], vec![]).unwrap();
         for i in 0..100 {
             p.distribute(
                 Event::Add {
@@ -675,9 +737,9 @@ mod tests {
         let p = Processor::new(rx, "test".into(), Tasks::new(), CancellationToken::new());
         let (log_fast, fast) = recorder();
         let (log_none, none) = recorder();
-        p.add_listener(fast, Some(Duration::from_millis(1)), vec![])
+        p.add_listener(fast, Some(Duration::from_millis(1)), vec![], vec![])
             .unwrap();
-        p.add_listener(none, None, vec![]).unwrap();
+        p.add_listener(none, None, vec![], vec![]).unwrap();
         assert!(p.next_resync_at().is_some());
         let later = Instant::now() + Duration::from_secs(2);
         assert!(p.should_resync(later));
@@ -712,6 +774,7 @@ mod tests {
                     }
                 }),
                 None,
+                vec![],
                 vec![],
             )
             .unwrap();
@@ -751,8 +814,8 @@ mod tests {
         let b = Processor::new(rx, "b".into(), Tasks::new(), CancellationToken::new());
         let (log_a, ha) = recorder();
         let (log_b, hb) = recorder();
-        let reg_a = a.add_listener(ha, None, vec![]).unwrap();
-        let reg_b = b.add_listener(hb, None, vec![]).unwrap();
+        let reg_a = a.add_listener(ha, None, vec![], vec![]).unwrap();
+        let reg_b = b.add_listener(hb, None, vec![], vec![]).unwrap();
         // same per-informer number, different informers
         assert_eq!(reg_a.id(), reg_b.id());
 
@@ -795,9 +858,9 @@ mod tests {
                 std::future::pending::<()>().await;
             }
         }
-        let stuck = p.add_listener(Stuck, None, vec![cm("a")]).unwrap();
+        let stuck = p.add_listener(Stuck, None, vec![cm("a")], vec![]).unwrap();
         let (_log, idle) = recorder();
-        p.add_listener(idle, Some(Duration::from_secs(1)), vec![])
+        p.add_listener(idle, Some(Duration::from_secs(1)), vec![], vec![])
             .unwrap();
         assert_eq!(tasks.live(), 2);
         tokio::task::yield_now().await;
@@ -807,7 +870,7 @@ mod tests {
         p.stop();
         let (_log, late) = recorder();
         assert!(matches!(
-            p.add_listener(late, None, vec![cm("a")]),
+            p.add_listener(late, None, vec![cm("a")], vec![]),
             Err(CacheError::InformerStopped(name)) if name == "test"
         ));
         assert_eq!(p.len(), 0);
@@ -826,7 +889,7 @@ mod tests {
             Processor::new(rx, "test".into(), Tasks::new(), CancellationToken::new());
         let (_log, h) = recorder();
         assert!(matches!(
-            p.add_listener(h, None, vec![]),
+            p.add_listener(h, None, vec![], vec![]),
             Err(CacheError::NoRuntime(_))
         ));
     }

@@ -45,9 +45,10 @@
 //!   deleted during the gap (see [`DeltaFifo::replace`]).
 //! - **Backoff** between rounds: jittered exponential, 800 ms → 30 s, reset
 //!   after 2 min of health ([`BackoffConfig`]).
-//! - An object that fails to deserialize into `K` is **skipped** with an error
-//!   log and a counter ([`ReflectorStats::skipped_objects`]); the stream goes
-//!   on for the others.
+//! - An object that fails to deserialize into `K` is kept as an
+//!   [`UndecodableObject`] (its metadata; see [`undecodable`](super::undecodable)),
+//!   never dropped as if deleted, and counted
+//!   ([`ReflectorStats::skipped_objects`]); the stream goes on for the others.
 //! - The transform hook runs on every object before it enters the store.
 
 use std::{
@@ -72,6 +73,7 @@ use super::{
     error::{ListFailures, ReflectorError},
     key::ObjectKey,
     list_watch::ListWatch,
+    undecodable::UndecodableObject,
     wire::{ListOptions, WatchOptions, WatchStream},
 };
 
@@ -106,15 +108,30 @@ pub trait ReflectorStore<K>: Send + Sync {
     fn delete(&self, obj: Arc<K>);
     /// The result of a (re)list at `resource_version`.
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str);
-    /// A watch event carried the object under `key` in a shape that does not
-    /// deserialize into `K`: whatever copy the store holds is stale and must
-    /// go, with a tombstone delete for the handlers (as a relist would
-    /// deliver). Returns true when something was known under `key`.
+    /// The result of a (re)list at `resource_version` in which the objects
+    /// of `undecodable` did not deserialize into `K`: they are present
+    /// (never deleted), and kept as [`UndecodableObject`]s.
     ///
-    /// The default does nothing and returns false; [`DeltaFifo`] implements it.
-    fn delete_undecodable(&self, key: ObjectKey) -> bool {
-        let _ = key;
-        false
+    /// The default forgets them: [`replace`](Self::replace) with `list`.
+    fn replace_with_undecodable(
+        &self,
+        list: Vec<Arc<K>>,
+        undecodable: Vec<UndecodableObject>,
+        resource_version: &str,
+    ) {
+        drop(undecodable);
+        self.replace(list, resource_version)
+    }
+    /// A watch `ADDED` or `MODIFIED` event whose object does not deserialize
+    /// into `K`: its current version is `record` (any decodable copy held is
+    /// stale). The default does nothing; [`DeltaFifo`] keeps it.
+    fn undecodable(&self, record: UndecodableObject) {
+        drop(record);
+    }
+    /// A watch `DELETED` event whose object does not deserialize into `K`.
+    /// The default does nothing; [`DeltaFifo`] deletes the key.
+    fn undecodable_deleted(&self, record: UndecodableObject) {
+        drop(record);
     }
 }
 
@@ -137,8 +154,19 @@ impl<K: Resource + Send + Sync + 'static> ReflectorStore<K> for DeltaFifo<K> {
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) {
         DeltaFifo::replace(self, list, resource_version)
     }
-    fn delete_undecodable(&self, key: ObjectKey) -> bool {
-        DeltaFifo::delete_undecodable(self, key)
+    fn replace_with_undecodable(
+        &self,
+        list: Vec<Arc<K>>,
+        undecodable: Vec<UndecodableObject>,
+        resource_version: &str,
+    ) {
+        DeltaFifo::replace_with_undecodable(self, list, undecodable, resource_version)
+    }
+    fn undecodable(&self, record: UndecodableObject) {
+        DeltaFifo::undecodable(self, record)
+    }
+    fn undecodable_deleted(&self, record: UndecodableObject) {
+        DeltaFifo::undecodable_deleted(self, record)
     }
 }
 
@@ -155,8 +183,19 @@ impl<K, S: ReflectorStore<K> + ?Sized> ReflectorStore<K> for Arc<S> {
     fn replace(&self, list: Vec<Arc<K>>, resource_version: &str) {
         (**self).replace(list, resource_version)
     }
-    fn delete_undecodable(&self, key: ObjectKey) -> bool {
-        (**self).delete_undecodable(key)
+    fn replace_with_undecodable(
+        &self,
+        list: Vec<Arc<K>>,
+        undecodable: Vec<UndecodableObject>,
+        resource_version: &str,
+    ) {
+        (**self).replace_with_undecodable(list, undecodable, resource_version)
+    }
+    fn undecodable(&self, record: UndecodableObject) {
+        (**self).undecodable(record)
+    }
+    fn undecodable_deleted(&self, record: UndecodableObject) {
+        (**self).undecodable_deleted(record)
     }
 }
 
@@ -214,6 +253,7 @@ pub struct ReflectorMetrics {
     events: AtomicU64,
     bookmarks: AtomicU64,
     skipped_objects: AtomicU64,
+    undecodable_objects: AtomicU64,
     last_sync_resource_version: Mutex<Option<String>>,
     last_error: Mutex<Option<String>>,
     list_failures: watch::Sender<ListFailures>,
@@ -242,8 +282,12 @@ pub struct ReflectorStats {
     pub events: u64,
     /// Bookmarks received.
     pub bookmarks: u64,
-    /// Objects that did not deserialize into the Rust type and were skipped.
+    /// Object versions seen that did not deserialize into the Rust type
+    /// (each kept as an [`UndecodableObject`]; a relist counts them again).
     pub skipped_objects: u64,
+    /// Objects in the cache now whose current version does not deserialize
+    /// into the Rust type (a gauge).
+    pub undecodable_objects: u64,
     /// The last resourceVersion synced to.
     pub last_sync_resource_version: Option<String>,
     /// The last list/watch error while the informer is failing; cleared
@@ -266,9 +310,27 @@ impl ReflectorMetrics {
             events: g(&self.events),
             bookmarks: g(&self.bookmarks),
             skipped_objects: g(&self.skipped_objects),
+            undecodable_objects: g(&self.undecodable_objects),
             last_sync_resource_version: self.last_sync_resource_version.lock().clone(),
             last_error: self.last_error.lock().clone(),
         }
+    }
+
+    /// Sets the gauge of undecodable objects held by the informer of `kind`
+    /// (`apiVersion/kind`), and the process-wide
+    /// `opkit_cache_undecodable_objects{kind}` with it.
+    pub(crate) fn set_undecodable_objects(&self, kind: &str, n: usize) {
+        let n = u64::try_from(n).unwrap_or(u64::MAX);
+        let old = self.undecodable_objects.swap(n, Ordering::Relaxed);
+        let delta = i64::try_from(n)
+            .unwrap_or(i64::MAX)
+            .saturating_sub(i64::try_from(old).unwrap_or(i64::MAX));
+        crate::metrics::cache::add_undecodable(kind, delta);
+    }
+
+    /// The undecodable objects the informer holds now.
+    pub(crate) fn undecodable_objects(&self) -> usize {
+        usize::try_from(self.undecodable_objects.load(Ordering::Relaxed)).unwrap_or(usize::MAX)
     }
 
     fn inc(a: &AtomicU64) {
@@ -455,51 +517,37 @@ where
         (min + fastrand::f64() * min) as u32
     }
 
-    /// A listed object that does not deserialize into `K`: counted and
-    /// logged. It is left out of the list, so `replace` drops any copy the
-    /// store held (handlers get a tombstone delete).
-    fn report_undecodable_listed(&self, obj: &SkippedObject) {
+    /// The record of an object that does not deserialize into `K`, counted;
+    /// `None` (logged) without a name: nothing can be keyed by it.
+    fn undecodable_record(&self, obj: SkippedObject) -> Option<UndecodableObject> {
         ReflectorMetrics::inc(&self.metrics.skipped_objects);
-        tracing::error!(
-            reflector = %self.name,
-            key = %obj.key().as_ref().map(ObjectKey::as_str).unwrap_or("<no name>"),
-            resource_version = obj.resource_version.as_deref().unwrap_or(""),
-            error = %obj.error,
-            "listed object does not deserialize into the Rust type; it is left out of the cache \
-             (a cached copy is removed and handlers get a Delete)"
-        );
+        let Some(key) = obj.key() else {
+            tracing::warn!(
+                reflector = %self.name,
+                error = %obj.error,
+                "skipping an object without a name that does not deserialize into the Rust type"
+            );
+            return None;
+        };
+        let mut metadata = *obj.metadata;
+        if metadata.resource_version.is_none() {
+            metadata.resource_version = obj.resource_version;
+        }
+        let kind = format!("{}/{}", self.lw.api_version(), self.lw.kind());
+        Some(UndecodableObject::new(kind, key, metadata, obj.error))
     }
 
-    /// A watch event whose object does not deserialize into `K`: counted,
-    /// logged, and the key removed from the store (a tombstone delete) when
-    /// the store knew it, since the copy it holds is stale.
-    fn handle_undecodable_event(&self, event_type: &str, obj: &SkippedObject) {
-        ReflectorMetrics::inc(&self.metrics.skipped_objects);
-        let key = obj.key();
-        let removed = key
-            .clone()
-            .is_some_and(|key| self.store.delete_undecodable(key));
-        let key = key.as_ref().map(ObjectKey::as_str).unwrap_or("<no name>");
-        let rv = obj.resource_version.as_deref().unwrap_or("");
-        if removed {
-            tracing::error!(
-                reflector = %self.name,
-                event = event_type,
-                key,
-                resource_version = rv,
-                error = %obj.error,
-                "object no longer deserializes into the Rust type; removed it from the cache \
-                 and delivered a Delete (tombstone) to handlers"
-            );
+    /// A watch event whose object does not deserialize into `K`: kept as an
+    /// undecodable record (its key's current version), or the key deleted
+    /// for a `DELETED` event.
+    fn handle_undecodable_event(&self, event_type: &str, obj: SkippedObject) {
+        let Some(record) = self.undecodable_record(obj) else {
+            return;
+        };
+        if event_type == "DELETED" {
+            self.store.undecodable_deleted(record);
         } else {
-            tracing::error!(
-                reflector = %self.name,
-                event = event_type,
-                key,
-                resource_version = rv,
-                error = %obj.error,
-                "skipping object that does not deserialize into the Rust type (not in the cache)"
-            );
+            self.store.undecodable(record);
         }
     }
 
@@ -558,6 +606,7 @@ where
         ReflectorMetrics::inc(&self.metrics.relists);
         'restart: loop {
             let mut items: Vec<Arc<K>> = Vec::new();
+            let mut undecodable: Vec<UndecodableObject> = Vec::new();
             let mut opts = ListOptions {
                 limit: Some(self.config.page_size).filter(|l| *l > 0),
                 ..Default::default()
@@ -573,8 +622,8 @@ where
                     }
                     Err(e) => return Err(e),
                 };
-                for s in &page.skipped {
-                    self.report_undecodable_listed(s);
+                for s in page.skipped {
+                    undecodable.extend(self.undecodable_record(s));
                 }
                 items.reserve(page.items.len());
                 for obj in page.items {
@@ -584,7 +633,11 @@ where
                     Some(c) => opts.continue_token = Some(c),
                     None => {
                         tracing::debug!(reflector = %self.name, objects = items.len(), resource_version = %page.resource_version, "listed");
-                        self.store.replace(items, &page.resource_version);
+                        self.store.replace_with_undecodable(
+                            items,
+                            undecodable,
+                            &page.resource_version,
+                        );
                         self.metrics.record_listed();
                         self.rv_unavailable = false;
                         self.set_rv(Some(&page.resource_version));
@@ -624,6 +677,7 @@ where
                 Err(e) => return Err(e),
             };
             let mut items: Vec<Arc<K>> = Vec::new();
+            let mut undecodable: Vec<UndecodableObject> = Vec::new();
             let mut rv: Option<String> = None;
             let mut events = 0u64;
             let mut expired = false;
@@ -635,11 +689,17 @@ where
                 ReflectorMetrics::inc(&self.metrics.events);
                 match line? {
                     WatchLine::Added(obj) | WatchLine::Modified(obj) => {
+                        if let Ok(key) = ObjectKey::of(&obj) {
+                            undecodable.retain(|u| *u.key() != key);
+                        }
                         items.push(self.prepare(obj))
                     }
                     WatchLine::Deleted(obj) => {
                         let (ns, name) = (obj.meta().namespace.clone(), obj.meta().name.clone());
                         items.retain(|o| o.meta().namespace != ns || o.meta().name != name);
+                        if let Ok(key) = ObjectKey::of(&obj) {
+                            undecodable.retain(|u| *u.key() != key);
+                        }
                     }
                     WatchLine::Bookmark {
                         resource_version,
@@ -660,13 +720,16 @@ where
                         }
                         return Err(ReflectorError::Api(status));
                     }
-                    WatchLine::Skipped { object, .. } => {
+                    WatchLine::Skipped { event_type, object } => {
                         // an initial event (or a later change of one) that
-                        // does not decode: leave it out of the list, so the
-                        // replace drops any stale copy of it
-                        self.report_undecodable_listed(&object);
-                        if let Some(key) = object.key() {
+                        // does not decode: its record replaces any copy
+                        if let Some(record) = self.undecodable_record(object) {
+                            let key = record.key().clone();
                             items.retain(|o| !ObjectKey::of(&**o).is_ok_and(|k| k == key));
+                            undecodable.retain(|u| *u.key() != key);
+                            if event_type != "DELETED" {
+                                undecodable.push(record);
+                            }
                         }
                     }
                 }
@@ -690,7 +753,7 @@ where
             }
             let rv = rv.unwrap_or_default();
             tracing::debug!(reflector = %self.name, objects = items.len(), resource_version = %rv, "streamed initial list");
-            self.store.replace(items, &rv);
+            self.store.replace_with_undecodable(items, undecodable, &rv);
             self.metrics.record_listed();
             self.rv_unavailable = false;
             self.set_rv(Some(&rv));
@@ -782,8 +845,9 @@ where
                 }
                 WatchLine::Error(status) => return Err(ReflectorError::Api(status)),
                 WatchLine::Skipped { event_type, object } => {
-                    self.handle_undecodable_event(&event_type, &object);
-                    self.set_rv(object.resource_version.as_deref());
+                    let rv = object.resource_version.clone();
+                    self.handle_undecodable_event(&event_type, object);
+                    self.set_rv(rv.as_deref());
                 }
             }
         }
@@ -820,9 +884,26 @@ mod tests {
             let names: Vec<_> = list.iter().map(|o| name(o)).collect();
             self.push(format!("replace {} @{rv}", names.join(",")));
         }
-        fn delete_undecodable(&self, key: ObjectKey) -> bool {
-            self.push(format!("undecodable {key}"));
-            true
+        fn replace_with_undecodable(
+            &self,
+            list: Vec<Arc<ConfigMap>>,
+            undecodable: Vec<UndecodableObject>,
+            rv: &str,
+        ) {
+            let names: Vec<_> = list.iter().map(|o| name(o)).collect();
+            let mut line = format!("replace {} @{rv}", names.join(","));
+            if !undecodable.is_empty() {
+                let keys: Vec<_> = undecodable.iter().map(|u| u.key().to_string()).collect();
+                line.push_str(&format!("; undecodable {}", keys.join(",")));
+            }
+            self.push(line);
+        }
+        fn undecodable(&self, record: UndecodableObject) {
+            assert!(record.metadata().resource_version.is_some());
+            self.push(format!("undecodable {}", record.key()));
+        }
+        fn undecodable_deleted(&self, record: UndecodableObject) {
+            self.push(format!("undecodable-deleted {}", record.key()));
         }
     }
 
@@ -1133,7 +1214,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn undecodable_watch_events_remove_the_key() {
+    async fn undecodable_watch_events_keep_the_key_and_a_deleted_one_goes() {
         let script: Script = Arc::new(|n, _| match n {
             0 => list(&[obj("a", "5"), obj("b", "5")], "10", None),
             1 => events(&[
@@ -1155,7 +1236,7 @@ mod tests {
             [
                 "replace a,b @10",
                 "undecodable ns/a",
-                "undecodable ns/b",
+                "undecodable-deleted ns/b",
                 "undecodable ns/c",
                 "update a"
             ]
@@ -1172,7 +1253,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn undecodable_initial_event_is_left_out_of_the_streamed_list() {
+    async fn undecodable_initial_event_is_kept_beside_the_streamed_list() {
         let script: Script = Arc::new(|n, _| match n {
             0 => version(),
             1 => events(&[
@@ -1194,15 +1275,17 @@ mod tests {
             |c| !c.is_empty(),
         )
         .await;
-        assert_eq!(store.calls()[0], "replace b @9");
+        assert_eq!(store.calls()[0], "replace b @9; undecodable ns/a,ns/c");
         assert_eq!(metrics.stats().skipped_objects, 2);
     }
 
     /// The whole path, reflector → DeltaFIFO → informer store → handlers,
     /// for each way an undecodable object can arrive.
     #[tokio::test(start_paused = true)]
-    async fn informer_drops_undecodable_objects_and_tells_handlers() {
-        use crate::cache::{Event, InformerOptions, SharedIndexInformer, handler_fn};
+    async fn informer_keeps_undecodable_objects_as_metadata_and_never_reports_them_deleted() {
+        use crate::cache::{
+            CacheError, DeletedObject, EventHandler, InformerOptions, SharedIndexInformer,
+        };
         let script: Script = Arc::new(|n, pq| match n {
             0 => list(
                 &[obj("a", "5"), obj("b", "5"), obj("c", "5"), obj("d", "5")],
@@ -1236,38 +1319,50 @@ mod tests {
             },
         );
         let log = Arc::new(StdMutex::new(Vec::<String>::new()));
-        let l2 = Arc::clone(&log);
-        informer
-            .add_event_handler(handler_fn(move |e: Event<ConfigMap>| {
-                let line = match e {
-                    Event::Add { obj, .. } => format!("add {}", name(&obj)),
-                    Event::Update { new, .. } => format!("update {}", name(&new)),
-                    Event::Delete { obj } => format!(
-                        "delete {}{}",
-                        name(obj.object()),
-                        if obj.is_tombstone() {
-                            " (tombstone)"
-                        } else {
-                            ""
-                        }
-                    ),
+        struct Log(Arc<StdMutex<Vec<String>>>);
+        impl EventHandler<ConfigMap> for Log {
+            async fn on_add(&mut self, obj: Arc<ConfigMap>, _: bool) {
+                self.0.lock().unwrap().push(format!("add {}", name(&obj)));
+            }
+            async fn on_update(&mut self, _: Arc<ConfigMap>, new: Arc<ConfigMap>, _: bool) {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .push(format!("update {}", name(&new)));
+            }
+            async fn on_delete(&mut self, obj: DeletedObject<ConfigMap>) {
+                let tomb = if obj.is_tombstone() {
+                    " (tombstone)"
+                } else {
+                    ""
                 };
-                l2.lock().unwrap().push(line);
-            }))
-            .unwrap();
+                let line = format!("delete {}{tomb}", name(obj.object()));
+                self.0.lock().unwrap().push(line);
+            }
+            async fn on_undecodable(&mut self, obj: Arc<UndecodableObject>) {
+                let gone = if obj.is_deleted() { " deleted" } else { "" };
+                let line = format!(
+                    "undecodable {}@{}{gone}",
+                    obj.name(),
+                    obj.resource_version().unwrap_or_default()
+                );
+                self.0.lock().unwrap().push(line);
+            }
+        }
+        informer.add_event_handler(Log(Arc::clone(&log))).unwrap();
         informer.start().unwrap();
         tokio::time::timeout(Duration::from_secs(600), async {
             while !log
                 .lock()
                 .unwrap()
                 .iter()
-                .any(|l| l.starts_with("delete c"))
+                .any(|l| l == "undecodable new@13 deleted")
             {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
         })
         .await
-        .unwrap_or_else(|_| panic!("no delete of c; events: {:?}", log.lock().unwrap()));
+        .unwrap_or_else(|_| panic!("no deletion of new; events: {:?}", log.lock().unwrap()));
         let events: Vec<String> = log.lock().unwrap().clone();
         assert_eq!(
             events,
@@ -1276,21 +1371,41 @@ mod tests {
                 "add b",
                 "add c",
                 "add d",
-                "delete a (tombstone)",
+                // never a delete for `a`: its metadata replaces the stale copy
+                "undecodable a@11",
+                // deleted while undecodable: the stale copy's tombstone
                 "delete b (tombstone)",
+                "undecodable new@13",
                 "update d",
-                // the relist: `a` decodes again; `d` unchanged (a resync
-                // update, not delivered without a resync period); `c` gone
+                // the relist: `c` no longer decodes, `a` does again; `d`
+                // unchanged; `new` is gone
+                "undecodable c@18",
                 "add a",
-                "delete c (tombstone)",
+                "undecodable new@13 deleted",
             ]
         );
-        let mut keys: Vec<String> = informer.store().list().iter().map(|o| name(o)).collect();
+        let store = informer.store();
+        let mut keys: Vec<String> = store.list().iter().map(|o| name(o)).collect();
         keys.sort();
         assert_eq!(keys, ["a", "d"]);
+        assert!(store.get(Some("ns"), "c").is_none());
+        let c = store
+            .undecodable(Some("ns"), "c")
+            .expect("c kept as metadata");
+        assert_eq!(c.resource_version(), Some("18"));
+        assert_eq!(c.kind(), "v1/ConfigMap");
+        assert!(matches!(
+            store.try_get(Some("ns"), "c"),
+            Err(CacheError::Undecodable(u)) if u.name() == "c"
+        ));
+        assert!(store.try_get(Some("ns"), "new").unwrap().is_none());
+        assert!(store.try_get(Some("ns"), "a").unwrap().is_some());
+        assert_eq!(store.undecodable_len(), 1);
         assert_eq!(informer.stats().skipped_objects, 4);
+        assert_eq!(informer.stats().undecodable_objects, 1);
         informer.stop();
     }
+
     #[tokio::test(start_paused = true)]
     async fn watch_error_handler_sees_each_failed_attempt_and_recovery_clears_last_error() {
         let script: Script = Arc::new(|n, _pq| match n {

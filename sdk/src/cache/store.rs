@@ -45,7 +45,7 @@ use parking_lot::RwLock;
 
 #[cfg(test)]
 use super::error::KeyError;
-use super::{error::IndexError, key::ObjectKey};
+use super::{error::IndexError, key::ObjectKey, undecodable::UndecodableObject};
 
 /// Name of the built-in index from namespace to objects (cluster-scoped
 /// objects are indexed under `""`).
@@ -147,6 +147,9 @@ impl<K> Index<K> {
 struct Inner<K> {
     items: HashMap<ObjectKey, Arc<K>>,
     indices: HashMap<String, Index<K>>,
+    /// Keys whose current version does not deserialize into `K`: what of
+    /// them is kept (never also in `items`).
+    undecodable: HashMap<ObjectKey, Arc<UndecodableObject>>,
 }
 
 /// A thread-safe, indexed store of objects, written by its informer.
@@ -194,6 +197,7 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
             inner: Arc::new(RwLock::new(Inner {
                 items: HashMap::new(),
                 indices,
+                undecodable: HashMap::new(),
             })),
         }
     }
@@ -222,7 +226,7 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
                 return Err(IndexError::DuplicateIndex(name.clone()));
             }
         }
-        let Inner { items, indices } = &mut *inner;
+        let Inner { items, indices, .. } = &mut *inner;
         for (name, func) in indexers {
             let mut index = Index {
                 kind: IndexKind::Func(func),
@@ -259,7 +263,12 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
     /// Stores `obj` under `key`, returning the previous version.
     pub(crate) fn insert(&self, key: ObjectKey, obj: Arc<K>) -> Option<Arc<K>> {
         let mut inner = self.inner.write();
-        let Inner { items, indices } = &mut *inner;
+        let Inner {
+            items,
+            indices,
+            undecodable,
+        } = &mut *inner;
+        undecodable.remove(&key);
         let old = items.insert(key.clone(), Arc::clone(&obj));
         for index in indices.values_mut() {
             index.update(&key, old.as_deref(), &obj);
@@ -267,10 +276,16 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
         old
     }
 
-    /// Removes the object under `key`, returning it.
+    /// Removes the object under `key` (and any undecodable record of it),
+    /// returning the object.
     pub(crate) fn remove(&self, key: &str) -> Option<Arc<K>> {
         let mut inner = self.inner.write();
-        let Inner { items, indices } = &mut *inner;
+        let Inner {
+            items,
+            indices,
+            undecodable,
+        } = &mut *inner;
+        undecodable.remove(key);
         let (key, old) = items.remove_entry(key)?;
         for index in indices.values_mut() {
             index.remove(&key, &old);
@@ -288,13 +303,77 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
             .collect();
         let mut inner = self.inner.write();
         inner.items = items;
-        let Inner { items, indices } = &mut *inner;
+        inner.undecodable.clear();
+        let Inner { items, indices, .. } = &mut *inner;
         for index in indices.values_mut() {
             index.values.clear();
             for (key, obj) in items.iter() {
                 index.insert(key, obj);
             }
         }
+    }
+
+    /// Records that the current version of `key` does not deserialize: the
+    /// object stored under it (stale now) is removed and returned, with the
+    /// previous record if there was one.
+    pub(crate) fn set_undecodable(
+        &self,
+        key: ObjectKey,
+        record: Arc<UndecodableObject>,
+    ) -> (Option<Arc<K>>, Option<Arc<UndecodableObject>>) {
+        let mut inner = self.inner.write();
+        let Inner {
+            items,
+            indices,
+            undecodable,
+        } = &mut *inner;
+        let old = items.remove(&key);
+        if let Some(old) = &old {
+            for index in indices.values_mut() {
+                index.remove(&key, old);
+            }
+        }
+        let old_record = undecodable.insert(key, record);
+        (old, old_record)
+    }
+
+    /// The undecodable record of `key`, if its current version is one.
+    pub(crate) fn undecodable(&self, key: &str) -> Option<Arc<UndecodableObject>> {
+        self.inner.read().undecodable.get(key).cloned()
+    }
+
+    /// Every undecodable record.
+    pub(crate) fn undecodable_entries(&self) -> Vec<(ObjectKey, Arc<UndecodableObject>)> {
+        self.inner
+            .read()
+            .undecodable
+            .iter()
+            .map(|(k, v)| (k.clone(), Arc::clone(v)))
+            .collect()
+    }
+
+    /// How many keys are undecodable.
+    pub(crate) fn undecodable_len(&self) -> usize {
+        self.inner.read().undecodable.len()
+    }
+
+    /// The object under `key`, or its undecodable record as the error;
+    /// `Ok(None)` when the key is unknown. One lock.
+    pub(crate) fn lookup(&self, key: &str) -> Result<Option<Arc<K>>, Arc<UndecodableObject>> {
+        let inner = self.inner.read();
+        if let Some(obj) = inner.items.get(key) {
+            return Ok(Some(Arc::clone(obj)));
+        }
+        match inner.undecodable.get(key) {
+            Some(rec) => Err(Arc::clone(rec)),
+            None => Ok(None),
+        }
+    }
+
+    /// True when `key` is stored, as an object or as an undecodable record.
+    pub(crate) fn knows(&self, key: &str) -> bool {
+        let inner = self.inner.read();
+        inner.items.contains_key(key) || inner.undecodable.contains_key(key)
     }
 
     /// The object under `key` (`namespace/name` or `name`).
@@ -306,11 +385,6 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
     pub(crate) fn get_by_name(&self, namespace: Option<&str>, name: &str) -> Option<Arc<K>> {
         let key = ObjectKey::new(namespace, name);
         self.get(key.as_str())
-    }
-
-    /// True when an object is stored under `key`.
-    pub(crate) fn contains(&self, key: &str) -> bool {
-        self.inner.read().items.contains_key(key)
     }
 
     /// All objects (in no particular order).
@@ -448,6 +522,52 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
     /// The names of the indexes (the built-in [`NAMESPACE_INDEX`] included).
     pub fn index_names(&self) -> Vec<String> {
         self.indexer.index_names()
+    }
+
+    /// The record of `name` in `namespace` when its current version does
+    /// not deserialize into `K` ([`get`](Self::get) returns `None` for it);
+    /// see [`undecodable`](super::undecodable).
+    ///
+    /// ```no_run
+    /// # fn doc(store: opkit::cache::Store<k8s_openapi::api::core::v1::ConfigMap>) {
+    /// if let Some(bad) = store.undecodable(Some("prod"), "web") {
+    ///     println!("{bad}; finalizers: {:?}", bad.metadata().finalizers);
+    /// }
+    /// # }
+    /// ```
+    pub fn undecodable(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Option<Arc<UndecodableObject>> {
+        self.indexer
+            .undecodable(ObjectKey::new(namespace, name).as_str())
+    }
+
+    /// The object `name` in `namespace`, or
+    /// [`CacheError::Undecodable`](super::CacheError::Undecodable) when its
+    /// current version does not deserialize into `K`; `Ok(None)` when the
+    /// cache does not hold it.
+    ///
+    /// ```no_run
+    /// # fn doc(store: opkit::cache::Store<k8s_openapi::api::core::v1::ConfigMap>) -> Result<(), opkit::cache::CacheError> {
+    /// let web = store.try_get(Some("prod"), "web")?;
+    /// # let _ = web;
+    /// # Ok(()) }
+    /// ```
+    pub fn try_get(
+        &self,
+        namespace: Option<&str>,
+        name: &str,
+    ) -> Result<Option<Arc<K>>, super::CacheError> {
+        self.indexer
+            .lookup(ObjectKey::new(namespace, name).as_str())
+            .map_err(super::CacheError::Undecodable)
+    }
+
+    /// How many objects' current versions do not deserialize into `K`.
+    pub fn undecodable_len(&self) -> usize {
+        self.indexer.undecodable_len()
     }
 }
 

@@ -38,6 +38,7 @@ use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
@@ -108,6 +109,99 @@ where
         list.len() != before
     })
     .await
+}
+
+/// Removes `finalizer` from the object described by `meta`, with metadata
+/// alone: for an object whose body does not deserialize into `K` (see
+/// [`crate::cache::undecodable`]), `meta` being
+/// [`UndecodableObject::metadata`](crate::cache::UndecodableObject::metadata).
+/// No request if `meta` does not list it. Returns the metadata as written,
+/// or `None` once the object is gone (removing the last finalizer of an
+/// object being deleted lets the apiserver delete it).
+///
+/// The write is the same merge patch of `metadata.finalizers` guarded by
+/// `meta`'s resourceVersion as [`remove_finalizer`]'s, sent and answered as
+/// metadata only (`PartialObjectMetadata`), so the body is never decoded;
+/// a conflict re-reads the metadata and retries with [`RetryPolicy::default`].
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use opkit::cache::CacheError;
+/// use opkit::client::remove_finalizer_by_meta;
+///
+/// # async fn doc(api: kube::Api<ConfigMap>, err: CacheError) -> Result<(), opkit::client::ClientError> {
+/// if let CacheError::Undecodable(bad) = err {
+///     remove_finalizer_by_meta(&api, bad.metadata(), "example.com/cleanup").await?;
+/// }
+/// # Ok(()) }
+/// ```
+pub async fn remove_finalizer_by_meta<K>(
+    api: &Api<K>,
+    meta: &ObjectMeta,
+    finalizer: &str,
+) -> Result<Option<ObjectMeta>, ClientError>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+{
+    let name = meta.name.clone().ok_or_else(|| ClientError::MissingName {
+        kind: K::kind(&()).into_owned(),
+    })?;
+    let namespace = meta.namespace.clone();
+    let get_target = Target::of::<K>("get", namespace.clone(), &name);
+    let patch_target = Target::of::<K>("patch", namespace.clone(), &name);
+    let policy = RetryPolicy::default();
+    let attempts = policy.attempts.max(1);
+
+    let mut current = meta.clone();
+    if current.resource_version.is_none() {
+        match api.get_metadata_opt(&name).await {
+            Ok(Some(fresh)) => current = fresh.metadata,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(ClientError::from_kube(e, &get_target)),
+        }
+    }
+    let mut attempt = 0;
+    loop {
+        let mut finalizers = current.finalizers.clone().unwrap_or_default();
+        let before = finalizers.len();
+        finalizers.retain(|f| f != finalizer);
+        if finalizers.len() == before {
+            return Ok(Some(current));
+        }
+        let patch = json!({
+            "metadata": {
+                "resourceVersion": current.resource_version,
+                "finalizers": finalizers,
+            }
+        });
+        match api
+            .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(written) => {
+                tracing::debug!(kind = %K::kind(&()), namespace = ?namespace, %name, %finalizer, ?finalizers, "finalizer removed by metadata");
+                return Ok(Some(written.metadata));
+            }
+            Err(e) => {
+                let error = ClientError::from_kube(e, &patch_target);
+                if error.is_not_found() {
+                    return Ok(None);
+                }
+                if !error.is_conflict() || attempt + 1 >= attempts {
+                    return Err(error);
+                }
+                let wait = policy.backoff(attempt);
+                tracing::debug!(kind = %K::kind(&()), namespace = ?namespace, %name, %finalizer, attempt, ?wait, "finalizer write conflicted; re-reading the metadata");
+                tokio::time::sleep(wait).await;
+                attempt += 1;
+                match api.get_metadata_opt(&name).await {
+                    Ok(Some(fresh)) => current = fresh.metadata,
+                    Ok(None) => return Ok(None),
+                    Err(e) => return Err(ClientError::from_kube(e, &get_target)),
+                }
+            }
+        }
+    }
 }
 
 /// Applies `edit` to the finalizers of the freshest copy known, and writes

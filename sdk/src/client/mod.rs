@@ -68,7 +68,9 @@ mod scope;
 pub use apply::{apply, apply_status, patch_status};
 pub use error::{ClientError, EventError, OwnerError};
 pub use events::{DEFAULT_SERIES_WINDOW, Event, EventRecorder, EventRecorderBuilder, EventType};
-pub use finalizer::{FinalizerEvent, add_finalizer, finalizer, remove_finalizer};
+pub use finalizer::{
+    FinalizerEvent, add_finalizer, finalizer, remove_finalizer, remove_finalizer_by_meta,
+};
 pub use owner::{set_controller_reference, set_owner_reference};
 pub use retry::{RetryPolicy, retry_on_conflict};
 pub use scope::{ResourceScope, api_in};

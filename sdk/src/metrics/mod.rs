@@ -45,6 +45,7 @@
 //! | `workqueue_longest_running_processor_seconds` | gauge | `name`, `controller` |
 //! | `workqueue_retries_total` | counter | `name`, `controller` |
 //! | `leader_election_master_status` | gauge (1 leading, 0 not) | `name` (the Lease) |
+//! | `opkit_cache_undecodable_objects` | gauge (process-wide) | `kind` (`apiVersion/kind`) |
 //! | `process_cpu_seconds_total` | counter | |
 //! | `process_resident_memory_bytes`, `process_virtual_memory_bytes` | gauge | |
 //! | `process_open_fds`, `process_max_fds` | gauge | |
@@ -66,6 +67,7 @@
 //! whether it was retryable, terminal, a panic or a timeout; the last three
 //! also count in their own counters.
 
+pub(crate) mod cache;
 mod controller;
 mod error;
 mod leader;
@@ -129,6 +131,7 @@ impl Metrics {
         let workqueue = WorkqueueMetrics::register(&mut registry);
         let leader = LeaderFamily::register(&mut registry);
         let rest_client = RestClientFamilies::register(&mut registry);
+        cache::register(&mut registry);
         registry.register_collector(Box::new(ProcessCollector));
         Self {
             inner: Arc::new(Inner {

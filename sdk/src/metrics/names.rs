@@ -32,6 +32,11 @@ pub const MAX_CONCURRENT_RECONCILES: &str = "controller_runtime_max_concurrent_r
 /// Lease `name`, 0 otherwise.
 pub const LEADER_ELECTION_MASTER_STATUS: &str = "leader_election_master_status";
 
+/// `opkit_cache_undecodable_objects{kind}`: objects the informers hold
+/// whose current version does not deserialize into the Rust type (kept as
+/// metadata; see [`crate::cache::undecodable`]). `kind` is `apiVersion/kind`.
+pub const CACHE_UNDECODABLE_OBJECTS: &str = "opkit_cache_undecodable_objects";
+
 /// `process_cpu_seconds_total`: user and system CPU time of the process.
 pub const PROCESS_CPU_SECONDS_TOTAL: &str = "process_cpu_seconds_total";
 /// `process_resident_memory_bytes`: resident set size.

@@ -127,6 +127,9 @@ where
 
     /// The object this reconcile is for, from the cache (`None` once it is
     /// deleted). Its type is the reconciler's kind: nothing to name again.
+    /// When its current version does not deserialize into `K`, the error is
+    /// [`CacheError::Undecodable`] and carries its metadata, enough to
+    /// remove a finalizer ([`crate::client::remove_finalizer_by_meta`]).
     pub async fn object(&self) -> Result<Option<Arc<K>>, CacheError> {
         self.get::<K>(self.request.namespace.as_deref(), &self.request.name)
             .await
@@ -145,7 +148,9 @@ where
 
 impl<K> Context<K> {
     /// The cached object `name` of kind `T` in `namespace` (`None` for
-    /// cluster-scoped kinds).
+    /// cluster-scoped kinds). An object whose current version does not
+    /// deserialize into `T` is [`CacheError::Undecodable`], never `None`:
+    /// its metadata is in the error (see [`crate::cache::undecodable`]).
     pub async fn get<T>(
         &self,
         namespace: Option<&str>,
@@ -159,7 +164,7 @@ impl<K> Context<K> {
         self.shared.cache.check_namespace(namespace)?;
         let store = self.synced_store::<T>().await?;
         self.wait_for_writes::<T>(namespace, Some(name)).await?;
-        Ok(store.get(namespace, name))
+        store.try_get(namespace, name)
     }
 
     /// The cached objects of kind `T` in `namespace` (`None`: every namespace the cache holds).

@@ -78,11 +78,21 @@ fn skipped_from_value(v: &serde_json::Value, error: String) -> SkippedObject {
             .and_then(|x| x.as_str())
             .map(str::to_string)
     };
+    let mut metadata = meta
+        .and_then(|m| {
+            serde_json::from_value::<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>(
+                m.clone(),
+            )
+            .ok()
+        })
+        .unwrap_or_default();
+    metadata.managed_fields = None;
     SkippedObject {
         namespace: s("namespace"),
         name: s("name"),
         resource_version: s("resourceVersion"),
         error,
+        metadata: Box::new(metadata),
     }
 }
 

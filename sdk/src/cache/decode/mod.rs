@@ -40,6 +40,9 @@ pub(crate) struct SkippedObject {
     pub name: Option<String>,
     pub resource_version: Option<String>,
     pub error: String,
+    /// What of `metadata` decodes (without `managedFields`); the default
+    /// when even that does not.
+    pub metadata: Box<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>,
 }
 
 impl SkippedObject {

@@ -99,7 +99,10 @@ fn managed_fields_entry(
     })
 }
 
-fn object_meta(m: pb_meta::ObjectMeta, opts: Decode) -> Result<meta::ObjectMeta, ProtobufError> {
+pub(crate) fn object_meta(
+    m: pb_meta::ObjectMeta,
+    opts: Decode,
+) -> Result<meta::ObjectMeta, ProtobufError> {
     let managed_fields = if opts.managed_fields {
         m.managed_fields
             .into_iter()

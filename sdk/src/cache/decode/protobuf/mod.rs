@@ -194,11 +194,19 @@ fn metadata_only(object: &[u8]) -> Option<pb_meta::ObjectMeta> {
 
 fn skipped(object: &[u8], error: ProtobufError) -> SkippedObject {
     let m = metadata_only(object).unwrap_or_default();
+    let metadata = convert::object_meta(
+        m.clone(),
+        Decode {
+            managed_fields: false,
+        },
+    )
+    .unwrap_or_default();
     SkippedObject {
         namespace: non_empty(m.namespace),
         name: non_empty(m.name),
         resource_version: non_empty(m.resource_version),
         error: format!("protobuf: {error}"),
+        metadata: Box::new(metadata),
     }
 }
 
