@@ -419,3 +419,88 @@ async fn predicates_filter_status_only_changes() {
     run.await.unwrap().unwrap();
     let _ = Gadget::api_version(&());
 }
+
+/// Issue 22: an external event source (controller-runtime's
+/// `source.Channel`) wakes the controller for a key no watch event named:
+/// against the real apiserver, a Gadget created before the controller
+/// started is reconciled again only because the channel asked, and the
+/// reconcile reads it from the cache as usual.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_channel_source_wakes_the_controller() {
+    init_tracing();
+    let plane = ControlPlane::shared().await.unwrap();
+    plane.install_crds(&[Gadget::crd()]).await.unwrap();
+    let ns = "ctl-channel";
+    let client = plane.client().unwrap();
+    create_namespace(&client, ns).await;
+    let gadgets: Api<Gadget> = Api::namespaced(client.clone(), ns);
+    gadgets
+        .create(
+            &PostParams::default(),
+            &Gadget::new(
+                "quiet",
+                GadgetSpec {
+                    colour: "grey".into(),
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    let reconciler = Arc::new(GadgetReconciler {
+        seen: Mutex::new(Vec::new()),
+    });
+    /// Shares the recording reconciler with the test.
+    struct Shared(Arc<GadgetReconciler>);
+    impl Reconcile for Shared {
+        type Object = Gadget;
+        async fn reconcile(
+            &self,
+            req: Request,
+            ctx: &Context<Gadget>,
+        ) -> Result<Action, ReconcileError> {
+            self.0.reconcile(req, ctx).await
+        }
+    }
+    let (wake, woken) = tokio::sync::mpsc::channel(4);
+    let cache = SharedCache::builder(client.clone()).namespace(ns).build();
+    let controller = Controller::new(Shared(Arc::clone(&reconciler)))
+        .owns::<ConfigMap>()
+        .watches_channel(woken);
+    let token = CancellationToken::new();
+    let run = tokio::spawn({
+        let (token, cache) = (token.clone(), cache.clone());
+        async move { controller.run_until_cancelled(&cache, token).await }
+    });
+    let count = |r: &GadgetReconciler| {
+        r.seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|q| q.name == "quiet")
+            .count()
+    };
+    // The initial list reconciles it once; its owned ConfigMap's creation
+    // may wake it once more. Wait until it has settled.
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    eventually("the initial reconcile", WAIT, || async {
+        cm_data(&cms, "quiet-cm").await.map(|_| ())
+    })
+    .await;
+    let settled = eventually("the reconciles to settle", WAIT, || async {
+        let before = count(&reconciler);
+        tokio::task::yield_now().await;
+        cache.wait_for_sync(WAIT).await.ok()?;
+        (count(&reconciler) == before && before > 0).then_some(before)
+    })
+    .await;
+    // Nothing changed in the cluster; the channel alone asks.
+    wake.send(Request::namespaced(ns, "quiet")).await.unwrap();
+    eventually("the channel's request reconciled", WAIT, || async {
+        (count(&reconciler) > settled).then_some(())
+    })
+    .await;
+    token.cancel();
+    run.await.unwrap().unwrap();
+    // The controller is gone: nobody reads the channel any more.
+    tokio::time::timeout(WAIT, wake.closed()).await.unwrap();
+}
