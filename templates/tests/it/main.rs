@@ -1,6 +1,7 @@
 //! `cargo opkit`'s tests, in one test binary: one module per subcommand
 //! or promise.
 
+mod create_api;
 mod create_webhook;
 mod example_in_sync;
 mod image;
