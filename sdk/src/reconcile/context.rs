@@ -130,9 +130,27 @@ where
     /// When its current version does not deserialize into `K`, the error is
     /// [`CacheError::Undecodable`] and carries its metadata, enough to
     /// remove a finalizer ([`crate::client::remove_finalizer_by_meta`]).
+    /// Such a read also records a Warning Event `Undecodable` on the
+    /// object (repeats fold into one Event's series).
     pub async fn object(&self) -> Result<Option<Arc<K>>, CacheError> {
-        self.get::<K>(self.request.namespace.as_deref(), &self.request.name)
-            .await
+        let read = self
+            .get::<K>(self.request.namespace.as_deref(), &self.request.name)
+            .await;
+        if let Err(CacheError::Undecodable(undecodable)) = &read {
+            use kube::core::PartialObjectMetaExt;
+            let regarding = undecodable.metadata().clone().into_request_partial::<K>();
+            self.shared.recorder.warning(
+                &regarding,
+                "Undecodable",
+                "Reconcile",
+                &format!(
+                    "resourceVersion {} does not deserialize into the controller's type: {}",
+                    undecodable.resource_version().unwrap_or("?"),
+                    undecodable.error()
+                ),
+            );
+        }
+        read
     }
 
     /// An `Api` for the reconciler's own kind, in the namespace of the

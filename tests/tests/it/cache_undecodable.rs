@@ -154,6 +154,23 @@ async fn an_undecodable_object_is_an_error_never_a_deletion_and_its_finalizer_ca
             .then_some(())
     })
     .await;
+    // ... and a Warning Event says so on the object
+    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
+    eventually("a Warning Event Undecodable on bad", WAIT, || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .iter()
+            .any(|e| {
+                e.reason.as_deref() == Some("Undecodable")
+                    && e.type_.as_deref() == Some("Warning")
+                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("bad")
+            })
+            .then_some(())
+    })
+    .await;
     let first = seen.of("bad")[0].clone();
     assert!(
         first.starts_with("undecodable rv=") && first.contains("uid=true"),
