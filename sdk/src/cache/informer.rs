@@ -541,8 +541,12 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
                 }
             }
         }
-        // a decodable version or a delete may have dropped a record
-        if self.metrics.undecodable_objects() != self.indexer.undecodable_len() {
+        // a decodable version or a delete may have dropped a record; none
+        // can have been dropped when none was counted (every record added
+        // is counted at once), so the common case costs no store lock
+        if self.metrics.undecodable_objects() > 0
+            && self.metrics.undecodable_objects() != self.indexer.undecodable_len()
+        {
             self.count_undecodable();
         }
         // After the store changed: wakes reads waiting for a write.
