@@ -3,7 +3,7 @@
 use std::env;
 use std::path::{Path, PathBuf};
 
-use super::error::{Error, Result};
+use super::error::{EnvtestError, Result};
 
 /// The Kubernetes release the repository's `tests/controlplane` builds.
 pub const DEFAULT_KUBERNETES_VERSION: &str = "v1.36.3";
@@ -84,7 +84,7 @@ fn find_in(candidates: &[Candidate]) -> Result<Binaries> {
         }
         // A variable the user set must be complete: a typo is reported, not skipped.
         if c.explicit {
-            return Err(Error::MissingBinary {
+            return Err(EnvtestError::MissingBinary {
                 binary: match (has_etcd, has_apiserver) {
                     (true, _) => "kube-apiserver",
                     (false, true) => "etcd",
@@ -104,7 +104,7 @@ fn find_in(candidates: &[Candidate]) -> Result<Binaries> {
             .collect::<Vec<_>>()
             .join(", ")
     };
-    Err(Error::MissingBinary {
+    Err(EnvtestError::MissingBinary {
         binary: missing,
         searched,
     })

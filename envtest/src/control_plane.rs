@@ -11,7 +11,7 @@ use tempfile::TempDir;
 use tokio::sync::OnceCell;
 
 use super::assets::{Binaries, DEFAULT_KUBERNETES_VERSION, find_binaries};
-use super::error::{Error, Result};
+use super::error::{EnvtestError, Result};
 use super::kubeconfig::{self, Credentials};
 use super::pki::Pki;
 use super::process::ChildProcess;
@@ -109,7 +109,7 @@ impl ControlPlaneBuilder {
         let dir = tempfile::Builder::new()
             .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
             .tempdir()
-            .map_err(|source| Error::Io {
+            .map_err(|source| EnvtestError::Io {
                 what: "creating a temporary directory",
                 path: std::env::temp_dir(),
                 source,
@@ -187,12 +187,12 @@ impl ControlPlaneBuilder {
         );
         let kubeconfig_path = dir.path().join("kubeconfig");
         let text = kubeconfig::to_json(&admin_kubeconfig)
-            .map_err(|e| Error::Kubeconfig(format!("serializing: {e}")))?;
+            .map_err(|e| EnvtestError::Kubeconfig(format!("serializing: {e}")))?;
         write_file(&kubeconfig_path, &text)?;
         let admin_config =
             kube::Config::from_custom_kubeconfig(admin_kubeconfig, &KubeConfigOptions::default())
                 .await
-                .map_err(|e| Error::Kubeconfig(e.to_string()))?;
+                .map_err(|e| EnvtestError::Kubeconfig(e.to_string()))?;
 
         let apiserver = spawn_apiserver(binaries, dir.path(), &apiserver_args)?;
         wait_for_apiserver(&apiserver, &etcd, &admin_config, self.start_timeout).await?;
@@ -282,7 +282,7 @@ impl ControlPlane {
             .await;
         started
             .as_ref()
-            .map_err(|e| Error::SharedUnavailable(e.clone()))
+            .map_err(|e| EnvtestError::SharedUnavailable(e.clone()))
     }
 
     /// A client authenticated as the admin (`system:masters`).
@@ -337,8 +337,8 @@ impl ControlPlane {
             Credentials::Token(token),
             None,
         );
-        let text =
-            kubeconfig::to_json(&kc).map_err(|e| Error::Kubeconfig(format!("serializing: {e}")))?;
+        let text = kubeconfig::to_json(&kc)
+            .map_err(|e| EnvtestError::Kubeconfig(format!("serializing: {e}")))?;
         write_file(path, &text)
     }
 
@@ -412,14 +412,14 @@ impl ControlPlane {
             .lock()
             .ok()
             .and_then(|d| d.as_ref().map(|d| d.path().to_owned()))
-            .ok_or(Error::Stopped)?;
+            .ok_or(EnvtestError::Stopped)?;
         let apiserver = spawn_apiserver(&self.binaries, &dir, &self.apiserver_args)?;
         let etcd = self
             .etcd
             .lock()
             .ok()
             .and_then(|e| e.as_ref().map(Arc::clone))
-            .ok_or(Error::Stopped)?;
+            .ok_or(EnvtestError::Stopped)?;
         wait_for_apiserver(&apiserver, &etcd, &self.admin_config, self.start_timeout).await?;
         if let Ok(mut guard) = self.apiserver.lock() {
             *guard = Some(apiserver);
@@ -464,7 +464,7 @@ struct PkiFiles {
 }
 
 fn write_file(path: &Path, contents: &str) -> Result<()> {
-    std::fs::write(path, contents).map_err(|source| Error::Io {
+    std::fs::write(path, contents).map_err(|source| EnvtestError::Io {
         what: "writing a file",
         path: path.to_owned(),
         source,
@@ -491,7 +491,7 @@ fn write_pki(dir: &Path, pki: &Pki) -> Result<PkiFiles> {
 /// bind it; [`ControlPlaneBuilder::start`] retries when that happens.
 fn free_ports() -> Result<[u16; 3]> {
     let bind = || {
-        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|source| Error::Io {
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|source| EnvtestError::Io {
             what: "finding a free port",
             path: PathBuf::from("127.0.0.1:0"),
             source,
@@ -503,7 +503,7 @@ fn free_ports() -> Result<[u16; 3]> {
     for (port, listener) in ports.iter_mut().zip(&listeners) {
         *port = listener
             .local_addr()
-            .map_err(|source| Error::Io {
+            .map_err(|source| EnvtestError::Io {
                 what: "finding a free port",
                 path: PathBuf::from("127.0.0.1:0"),
                 source,
@@ -513,9 +513,9 @@ fn free_ports() -> Result<[u16; 3]> {
     Ok(ports)
 }
 
-pub(crate) fn is_port_race(error: &Error) -> bool {
+pub(crate) fn is_port_race(error: &EnvtestError) -> bool {
     match error {
-        Error::ExitedEarly { tail, .. } | Error::NotReady { tail, .. } => {
+        EnvtestError::ExitedEarly { tail, .. } | EnvtestError::NotReady { tail, .. } => {
             tail.contains("address already in use")
         }
         _ => false,
@@ -609,7 +609,7 @@ where
             Err(e) => e,
         };
         if begun.elapsed() >= timeout {
-            return Err(Error::NotReady {
+            return Err(EnvtestError::NotReady {
                 name: process.name(),
                 waited: timeout,
                 last_error,
@@ -624,7 +624,7 @@ where
 async fn wait_for_etcd(etcd: &ChildProcess, url: &str, timeout: Duration) -> Result<()> {
     let uri: http::Uri = url
         .parse()
-        .map_err(|e| Error::Kubeconfig(format!("bad etcd URL {url}: {e}")))?;
+        .map_err(|e| EnvtestError::Kubeconfig(format!("bad etcd URL {url}: {e}")))?;
     let client = kube::Client::try_from(kube::Config::new(uri))?;
     wait_until_ready(etcd, None, timeout, || {
         let client = client.clone();
@@ -696,7 +696,7 @@ mod tests {
 
     #[test]
     fn only_a_taken_port_counts_as_a_race() {
-        let exited = |tail: &str| Error::ExitedEarly {
+        let exited = |tail: &str| EnvtestError::ExitedEarly {
             name: "etcd",
             status: "exit status: 1".to_owned(),
             log: PathBuf::from("etcd.log"),
@@ -706,7 +706,7 @@ mod tests {
             "listen tcp 127.0.0.1:2379: bind: address already in use"
         )));
         assert!(!is_port_race(&exited("open /data: permission denied")));
-        assert!(!is_port_race(&Error::Kubeconfig("x".to_owned())));
+        assert!(!is_port_race(&EnvtestError::Kubeconfig("x".to_owned())));
     }
 
     #[test]

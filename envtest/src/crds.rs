@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, Patch, PatchParams};
 
-use super::error::{Error, Result};
+use super::error::{EnvtestError, Result};
 
 /// The field manager envtest applies CRDs with.
 const FIELD_MANAGER: &str = "opkit-envtest";
@@ -24,14 +24,14 @@ pub(crate) async fn install(
     let mut names = Vec::with_capacity(crds.len());
     for crd in crds {
         let name = crd.metadata.name.clone().ok_or_else(|| {
-            Error::Crd("a CustomResourceDefinition has no metadata.name".to_owned())
+            EnvtestError::Crd("a CustomResourceDefinition has no metadata.name".to_owned())
         })?;
         let mut body = crd.clone();
         body.metadata.managed_fields = None;
         body.metadata.resource_version = None;
         api.patch(&name, &params, &Patch::Apply(&body))
             .await
-            .map_err(|e| Error::Crd(format!("applying {name}: {e}")))?;
+            .map_err(|e| EnvtestError::Crd(format!("applying {name}: {e}")))?;
         names.push(name);
     }
     let begun = Instant::now();
@@ -40,7 +40,7 @@ pub(crate) async fn install(
             let crd = api
                 .get(&name)
                 .await
-                .map_err(|e| Error::Crd(format!("reading {name}: {e}")))?;
+                .map_err(|e| EnvtestError::Crd(format!("reading {name}: {e}")))?;
             let conditions = crd
                 .status
                 .as_ref()
@@ -53,13 +53,15 @@ pub(crate) async fn install(
                     .map(|c| (c.status.as_str(), c.message.as_deref().unwrap_or_default()))
             };
             if let Some(("False", message)) = status_of("NamesAccepted") {
-                return Err(Error::Crd(format!("{name}: names not accepted: {message}")));
+                return Err(EnvtestError::Crd(format!(
+                    "{name}: names not accepted: {message}"
+                )));
             }
             if let Some(("True", _)) = status_of("Established") {
                 break;
             }
             if begun.elapsed() >= timeout {
-                return Err(Error::Crd(format!(
+                return Err(EnvtestError::Crd(format!(
                     "{name} was not Established after {timeout:?}; conditions: {conditions:?}"
                 )));
             }

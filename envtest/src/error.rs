@@ -5,7 +5,7 @@ use std::time::Duration;
 
 /// What can go wrong while starting, using or stopping a local control plane.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum EnvtestError {
     /// The etcd or kube-apiserver binary was not found in any place searched.
     #[error(
         "{binary} not found; looked in: {searched}.\n\
@@ -157,4 +157,4 @@ pub enum Error {
 }
 
 /// Shorthand for results in this module.
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+pub type Result<T, E = EnvtestError> = std::result::Result<T, E>;

@@ -46,7 +46,7 @@
 //! layout setup-envtest makes), then `$OPKIT_ASSETS`, then the cache that
 //! opkit's `make controlplane` fills:
 //! `${OPKIT_CACHE:-$HOME/.cache/opkit}/controlplane/v1.36.3/bin`. When none
-//! has them, [`Error::MissingBinary`] says where it looked and how to get them.
+//! has them, [`EnvtestError::MissingBinary`] says where it looked and how to get them.
 //!
 //! # What runs
 //!
@@ -105,6 +105,6 @@ pub use cluster::{
     POD_CIDR, SERVICE_CIDR, find_node_assets,
 };
 pub use control_plane::{ControlPlane, ControlPlaneBuilder};
-pub use error::{Error, Result};
+pub use error::{EnvtestError, Result};
 pub use eventually::{EVENTUALLY_POLL_INTERVAL, eventually};
 pub use registry::{DEFAULT_REGISTRY_VERSION, Registry, RegistryBuilder, find_registry_binary};

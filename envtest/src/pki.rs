@@ -5,7 +5,7 @@ use rcgen::{
     KeyUsagePurpose,
 };
 
-use super::error::{Error, Result};
+use super::error::{EnvtestError, Result};
 
 /// PEM-encoded key material for one control plane, and the CA that signs
 /// more certificates for a cluster's components.
@@ -32,8 +32,8 @@ pub(crate) struct Pki {
 /// The admin identity's user name.
 pub(crate) const ADMIN_USER: &str = "opkit-admin";
 
-fn cert_err(what: &'static str) -> impl FnOnce(rcgen::Error) -> Error {
-    move |source| Error::Certificate { what, source }
+fn cert_err(what: &'static str) -> impl FnOnce(rcgen::Error) -> EnvtestError {
+    move |source| EnvtestError::Certificate { what, source }
 }
 
 impl Pki {

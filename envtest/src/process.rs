@@ -8,7 +8,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
 use std::sync::{Mutex, OnceLock};
 
-use super::error::{Error, Result};
+use super::error::{EnvtestError, Result};
 
 /// How many log lines an error message quotes.
 const LOG_TAIL_LINES: usize = 25;
@@ -76,7 +76,7 @@ fn die_with_parent(_command: &mut Command) {}
 impl ChildProcess {
     /// Starts `binary args...` with stdout and stderr appended to `log`.
     pub fn spawn(name: &'static str, binary: &Path, args: &[String], log: PathBuf) -> Result<Self> {
-        let io_err = |source| Error::Io {
+        let io_err = |source| EnvtestError::Io {
             what: "creating a log file",
             path: log.clone(),
             source,
@@ -94,7 +94,7 @@ impl ChildProcess {
             .stdout(out)
             .stderr(err);
         die_with_parent(&mut command);
-        let child = spawn_from_reaper_thread(command).map_err(|source| Error::Spawn {
+        let child = spawn_from_reaper_thread(command).map_err(|source| EnvtestError::Spawn {
             name,
             path: binary.to_owned(),
             source,
@@ -129,8 +129,8 @@ impl ChildProcess {
     }
 
     /// An error saying the process exited early, quoting its log.
-    pub fn exited_early(&self, status: ExitStatus) -> Error {
-        Error::ExitedEarly {
+    pub fn exited_early(&self, status: ExitStatus) -> EnvtestError {
+        EnvtestError::ExitedEarly {
             name: self.name,
             status: status.to_string(),
             log: self.log.clone(),

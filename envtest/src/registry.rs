@@ -5,7 +5,7 @@
 //! ```no_run
 //! use opkit_envtest::Registry;
 //!
-//! # async fn example() -> Result<(), opkit_envtest::Error> {
+//! # async fn example() -> Result<(), opkit_envtest::EnvtestError> {
 //! let registry = Registry::start().await?;
 //! // Plain HTTP on loopback: `cargo opkit image --push <this>` pushes there.
 //! println!("push to {}", registry.reference("demo", "v1"));
@@ -34,7 +34,7 @@ use tempfile::TempDir;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::control_plane::{is_port_race, remove_stale_dirs, wait_until_ready};
-use super::error::{Error, Result};
+use super::error::{EnvtestError, Result};
 use super::process::ChildProcess;
 
 /// The distribution release `tests/registry/build.sh` builds (kept in step
@@ -94,7 +94,7 @@ impl RegistryBuilder {
         let dir = tempfile::Builder::new()
             .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
             .tempdir()
-            .map_err(|source| Error::Io {
+            .map_err(|source| EnvtestError::Io {
                 what: "creating the registry's directory",
                 path: std::env::temp_dir(),
                 source,
@@ -124,7 +124,7 @@ impl RegistryBuilder {
         let address = free_address(self.address)?;
         let config = dir.join("config.yml");
         std::fs::write(&config, config_yaml(address, &dir.join("storage"))).map_err(|source| {
-            Error::Io {
+            EnvtestError::Io {
                 what: "writing the registry's configuration",
                 path: config.clone(),
                 source,
@@ -162,12 +162,12 @@ fn config_yaml(address: SocketAddr, storage: &Path) -> String {
 
 /// A free port on `ip`, as `ip:port`.
 fn free_address(ip: IpAddr) -> Result<SocketAddr> {
-    let listener = TcpListener::bind((ip, 0)).map_err(|source| Error::Io {
+    let listener = TcpListener::bind((ip, 0)).map_err(|source| EnvtestError::Io {
         what: "finding a free port for the registry",
         path: PathBuf::from(ip.to_string()),
         source,
     })?;
-    listener.local_addr().map_err(|source| Error::Io {
+    listener.local_addr().map_err(|source| EnvtestError::Io {
         what: "finding a free port for the registry",
         path: PathBuf::from(ip.to_string()),
         source,
@@ -208,7 +208,7 @@ pub fn find_registry_binary() -> Result<PathBuf> {
                 .or_else(|| {
                     std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache").join("opkit"))
                 })
-                .ok_or_else(|| Error::MissingRegistry {
+                .ok_or_else(|| EnvtestError::MissingRegistry {
                     searched: "nowhere ($HOME, OPKIT_CACHE and OPKIT_REGISTRY are all unset)"
                         .to_owned(),
                 })?;
@@ -225,7 +225,7 @@ pub fn find_registry_binary() -> Result<PathBuf> {
     if path.is_file() {
         Ok(path)
     } else {
-        Err(Error::MissingRegistry {
+        Err(EnvtestError::MissingRegistry {
             searched: format!("{} ({label})", path.display()),
         })
     }
@@ -316,7 +316,7 @@ mod tests {
 
     #[test]
     fn missing_binary_says_how_to_build_it() {
-        let err = Error::MissingRegistry {
+        let err = EnvtestError::MissingRegistry {
             searched: "/x/registry".to_owned(),
         };
         assert!(err.to_string().contains("make registry"), "{err}");

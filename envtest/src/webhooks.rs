@@ -9,7 +9,7 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams};
 use opkit::webhook::{WebhookClient, Webhooks};
 
 use super::control_plane::ControlPlane;
-use super::error::{Error, Result};
+use super::error::{EnvtestError, Result};
 
 /// The field manager envtest applies configurations with.
 const FIELD_MANAGER: &str = "opkit-envtest";
@@ -58,7 +58,7 @@ impl ControlPlane {
             api.patch(name, &params, &Patch::Apply(&config))
                 .await
                 .map_err(|e| {
-                    Error::Webhook(format!(
+                    EnvtestError::Webhook(format!(
                         "applying ValidatingWebhookConfiguration {name}: {e}"
                     ))
                 })?;
@@ -68,7 +68,9 @@ impl ControlPlane {
             api.patch(name, &params, &Patch::Apply(&config))
                 .await
                 .map_err(|e| {
-                    Error::Webhook(format!("applying MutatingWebhookConfiguration {name}: {e}"))
+                    EnvtestError::Webhook(format!(
+                        "applying MutatingWebhookConfiguration {name}: {e}"
+                    ))
                 })?;
         }
         Ok(())
@@ -93,7 +95,7 @@ impl ControlPlane {
                 Ok(()) => {}
                 Err(kube::Error::Api(status)) if status.code == 404 => {}
                 Err(e) => {
-                    return Err(Error::Webhook(format!(
+                    return Err(EnvtestError::Webhook(format!(
                         "deleting webhook configuration {name}: {e}"
                     )));
                 }

@@ -6,9 +6,10 @@
 //! ```
 //!
 //! * `cycle/*`: one add → get → done on a small queue, per item type;
-//! * `metrics/*`: the same cycle without a provider, with the no-op provider
-//!   (must cost the same: the queue skips metrics entirely) and with a
-//!   counting provider (what metrics cost when they are on);
+//! * `metrics/*`: the same cycle without metrics, with a registry but no
+//!   queue name (must cost the same: the queue skips metrics entirely) and
+//!   with opkit's Prometheus registry on a named queue (what metrics cost
+//!   when they are on);
 //! * `dedup_add`: adding an item that is already waiting;
 //! * `batch_1k`: add 1000 distinct items, then drain them;
 //! * `async_get`: the cycle through `get().await` on a current-thread runtime;
@@ -16,14 +17,11 @@
 
 use std::hint::black_box;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use opkit::workqueue::metrics::{
-    CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, SettableGaugeMetric,
-};
-use opkit::workqueue::{NoopMetricsProvider, WorkQueue};
+use opkit::metrics::Metrics;
+use opkit::workqueue::WorkQueue;
 
 fn cycle<T: Eq + std::hash::Hash + Clone + Send + Sync + 'static>(q: &WorkQueue<T>, item: T) {
     q.add(item);
@@ -65,86 +63,17 @@ fn bench_cycle(c: &mut Criterion) {
     g.finish();
 }
 
-/// Metrics that count into atomics.
-#[derive(Default)]
-struct Counting(Arc<AtomicU64>);
-
-impl GaugeMetric for Counting {
-    fn inc(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-    fn dec(&self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
-}
-impl CounterMetric for Counting {
-    fn inc(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
-    }
-}
-impl HistogramMetric for Counting {
-    fn observe(&self, v: f64) {
-        self.0.fetch_add(v.to_bits() & 1, Ordering::Relaxed);
-    }
-}
-impl SettableGaugeMetric for Counting {
-    fn set(&self, v: f64) {
-        self.0.store(v.to_bits(), Ordering::Relaxed);
-    }
-}
-
-#[derive(Default)]
-struct CountingProvider(Arc<AtomicU64>);
-
-impl CountingProvider {
-    fn make(&self) -> Box<Counting> {
-        Box::new(Counting(self.0.clone()))
-    }
-}
-
-impl MetricsProvider for CountingProvider {
-    fn new_depth_metric(&self, _: &str) -> Box<dyn GaugeMetric> {
-        self.make()
-    }
-    fn new_adds_metric(&self, _: &str) -> Box<dyn CounterMetric> {
-        self.make()
-    }
-    fn new_queue_duration_metric(&self, _: &str) -> Box<dyn HistogramMetric> {
-        self.make()
-    }
-    fn new_work_duration_metric(&self, _: &str) -> Box<dyn HistogramMetric> {
-        self.make()
-    }
-    fn new_unfinished_work_seconds_metric(&self, _: &str) -> Box<dyn SettableGaugeMetric> {
-        self.make()
-    }
-    fn new_longest_running_processor_seconds_metric(
-        &self,
-        _: &str,
-    ) -> Box<dyn SettableGaugeMetric> {
-        self.make()
-    }
-    fn new_retries_metric(&self, _: &str) -> Box<dyn CounterMetric> {
-        self.make()
-    }
-}
-
 fn bench_metrics(c: &mut Criterion) {
     let mut g = c.benchmark_group("metrics");
+    let metrics = Metrics::new();
     let queues: [(&str, WorkQueue<u64>); 3] = [
         ("none", WorkQueue::builder().name("bench").build()),
+        ("unnamed", WorkQueue::builder().metrics(&metrics).build()),
         (
-            "noop_provider",
+            "prometheus",
             WorkQueue::builder()
                 .name("bench")
-                .metrics(Arc::new(NoopMetricsProvider))
-                .build(),
-        ),
-        (
-            "counting_provider",
-            WorkQueue::builder()
-                .name("bench")
-                .metrics(Arc::new(CountingProvider::default()))
+                .metrics(&metrics)
                 .unfinished_work_update_period(Duration::ZERO)
                 .build(),
         ),

@@ -52,11 +52,6 @@ impl ConditionStatus {
             Self::Unknown => "Unknown",
         }
     }
-
-    /// `True` or `False`.
-    pub const fn from_bool(value: bool) -> Self {
-        if value { Self::True } else { Self::False }
-    }
 }
 
 /// A condition being built by [`new`]; becomes a [`Condition`] in [`set`].
@@ -74,11 +69,6 @@ impl NewCondition {
     pub fn observed_generation(mut self, generation: Option<i64>) -> Self {
         self.observed_generation = generation;
         self
-    }
-
-    /// The condition, stamped with the current time.
-    pub fn into_condition(self) -> Condition {
-        self.into_condition_at(Timestamp::now())
     }
 
     fn into_condition_at(self, now: Timestamp) -> Condition {

@@ -93,7 +93,7 @@ impl<'a, K: ?Sized + HasMetadata> PredicateEvent<'a, K> {
     }
 
     /// The same event, seen as `dyn HasMetadata` (what event filters see).
-    pub fn erased(&self) -> PredicateEvent<'a, dyn HasMetadata>
+    pub(crate) fn erased(&self) -> PredicateEvent<'a, dyn HasMetadata>
     where
         K: Sized + 'static,
     {

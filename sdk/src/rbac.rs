@@ -25,7 +25,7 @@
 //!
 //! Rules are merged per API group and resource, so declaring the same kind
 //! twice (watched and written) yields one rule with the union of the verbs.
-//! [`Rules::policy_rules`] then folds resources of one group that share the
+//! [`Rules::cluster_role`] then folds resources of one group that share the
 //! same verbs into one `PolicyRule`, in a stable order, so the rendered YAML
 //! changes only when the code does.
 
@@ -95,7 +95,8 @@ impl Verb {
     /// assert_eq!(Verb::parse("patch"), Some(Verb::Patch));
     /// assert_eq!(Verb::parse("escalate"), None);
     /// ```
-    pub fn parse(name: &str) -> Option<Self> {
+    #[cfg(test)]
+    pub(crate) fn parse(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|v| v.as_str() == name)
     }
 }
@@ -176,7 +177,8 @@ impl Rules {
 
     /// Removes `verb` on `resource` of `group`; `true` if it was allowed.
     /// Useful to check that an operator fails clearly without a permission.
-    pub fn deny(&mut self, group: &str, resource: &str, verb: Verb) -> bool {
+    #[cfg(test)]
+    pub(crate) fn deny(&mut self, group: &str, resource: &str, verb: Verb) -> bool {
         let key = (group.to_owned(), resource.to_owned());
         let Some(verbs) = self.entries.get_mut(&key) else {
             return false;
@@ -200,17 +202,10 @@ impl Rules {
         self.entries.is_empty()
     }
 
-    /// Every (group, resource, verbs) entry, sorted by group then resource.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &str, Vec<Verb>)> + '_ {
-        self.entries
-            .iter()
-            .map(|((g, r), v)| (g.as_str(), r.as_str(), v.iter().copied().collect()))
-    }
-
     /// The rules as `PolicyRule`s: one per API group and set of verbs,
     /// listing every resource of that group with exactly those verbs.
     /// Sorted by group, then by the first resource, so the output is stable.
-    pub fn policy_rules(&self) -> Vec<PolicyRule> {
+    pub(crate) fn policy_rules(&self) -> Vec<PolicyRule> {
         let mut folded: BTreeMap<(&str, Vec<Verb>), Vec<&str>> = BTreeMap::new();
         for ((group, resource), verbs) in &self.entries {
             folded

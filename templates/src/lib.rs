@@ -16,7 +16,7 @@
 //! let created = project.create_with_manifests(None)?;
 //! // Later, from the project or any directory inside it:
 //! cargo_opkit::manifests(&created.join("src"))?;
-//! # Ok::<(), cargo_opkit::Error>(())
+//! # Ok::<(), cargo_opkit::ScaffoldError>(())
 //! ```
 //!
 //! Template files live under `templates/project/` (the project),
@@ -49,7 +49,7 @@ mod templates {
 /// Why a `cargo opkit` command failed. Nothing is written when input is
 /// invalid.
 #[derive(Debug, thiserror::Error)]
-pub enum Error {
+pub enum ScaffoldError {
     /// The project name cannot be used.
     #[error("invalid project name {name:?}: {reason}")]
     InvalidName {

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use cargo_opkit::{CreateApi, CreateWebhook, Error, NewProject, OpkitDependency};
+use cargo_opkit::{CreateApi, CreateWebhook, NewProject, OpkitDependency, ScaffoldError};
 use clap::{Args, Parser, Subcommand};
 
 /// Scaffold and maintain Kubernetes operators built with opkit.
@@ -180,7 +180,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(command: Top) -> Result<(), Error> {
+fn run(command: Top) -> Result<(), ScaffoldError> {
     match command {
         Top::New(new) => {
             let opkit = match (new.opkit_path, new.opkit_version) {
@@ -293,7 +293,7 @@ fn run(command: Top) -> Result<(), Error> {
     }
 }
 
-fn build_image(args: Image) -> Result<(), Error> {
+fn build_image(args: Image) -> Result<(), ScaffoldError> {
     use cargo_opkit::image::{
         ImageError, ImageOptions, OutputFormat, PushOptions, check_reference,
     };

@@ -1,7 +1,7 @@
 //! Validating the names a user gives, and deriving the other spellings
 //! the templates need.
 
-use crate::Error;
+use crate::ScaffoldError;
 
 /// Rust keywords (strict, reserved and weak ones that cannot name a module).
 const KEYWORDS: &[&str] = &[
@@ -69,8 +69,8 @@ const TAKEN_KINDS: &[&str] = &[
 
 /// A project name: a Cargo package name that is also a DNS-1123 label
 /// (it names the namespace, ServiceAccount, ClusterRole and Deployment).
-pub fn validate_name(name: &str) -> Result<(), Error> {
-    let bad = |reason: &str| Error::InvalidName {
+pub fn validate_name(name: &str) -> Result<(), ScaffoldError> {
+    let bad = |reason: &str| ScaffoldError::InvalidName {
         name: name.to_owned(),
         reason: reason.to_owned(),
     };
@@ -108,8 +108,8 @@ pub fn validate_name(name: &str) -> Result<(), Error> {
 }
 
 /// An API group: a DNS subdomain with at least two labels (`cache.example.com`).
-pub fn validate_group(group: &str) -> Result<(), Error> {
-    let bad = |reason: &str| Error::InvalidGroup {
+pub fn validate_group(group: &str) -> Result<(), ScaffoldError> {
+    let bad = |reason: &str| ScaffoldError::InvalidGroup {
         group: group.to_owned(),
         reason: reason.to_owned(),
     };
@@ -144,8 +144,8 @@ pub fn validate_group(group: &str) -> Result<(), Error> {
 }
 
 /// An API version: `v1`, `v1alpha1`, `v2beta3`.
-pub fn validate_version(version: &str) -> Result<(), Error> {
-    let bad = || Error::InvalidVersion {
+pub fn validate_version(version: &str) -> Result<(), ScaffoldError> {
+    let bad = || ScaffoldError::InvalidVersion {
         version: version.to_owned(),
     };
     let rest = version.strip_prefix('v').ok_or_else(bad)?;
@@ -169,8 +169,8 @@ pub fn validate_version(version: &str) -> Result<(), Error> {
 
 /// A kind: UpperCamelCase, letters and digits, that does not clash with a
 /// Rust keyword or a name the generated code imports.
-pub fn validate_kind(kind: &str) -> Result<(), Error> {
-    let bad = |reason: &str| Error::InvalidKind {
+pub fn validate_kind(kind: &str) -> Result<(), ScaffoldError> {
+    let bad = |reason: &str| ScaffoldError::InvalidKind {
         kind: kind.to_owned(),
         reason: reason.to_owned(),
     };

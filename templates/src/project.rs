@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::Error;
+use crate::ScaffoldError;
 use crate::names::{snake_case, validate_group, validate_kind, validate_name, validate_version};
 use crate::render::Values;
 use crate::templates;
@@ -56,7 +56,7 @@ impl OpkitDependency {
 
     /// The `[dependencies]` line (opkit) and the `[dev-dependencies]` line
     /// (opkit-envtest, the test control plane, from the same place).
-    fn lines(&self) -> Result<(String, String), Error> {
+    fn lines(&self) -> Result<(String, String), ScaffoldError> {
         Ok(match self {
             Self::Version(version) => (
                 format!("opkit = {}", toml_string(version)),
@@ -82,7 +82,7 @@ impl OpkitDependency {
 
 /// The opkit-envtest crate of the checkout whose opkit crate is `sdk`: its
 /// sibling `envtest/`, absolute.
-fn resolve_envtest_path(sdk: &Path) -> Result<PathBuf, Error> {
+fn resolve_envtest_path(sdk: &Path) -> Result<PathBuf, ScaffoldError> {
     let dir = sdk
         .parent()
         .map(|root| root.join("envtest"))
@@ -90,7 +90,7 @@ fn resolve_envtest_path(sdk: &Path) -> Result<PathBuf, Error> {
     let is_envtest = std::fs::read_to_string(dir.join("Cargo.toml"))
         .is_ok_and(|text| text.lines().any(|l| l.trim() == "name = \"opkit-envtest\""));
     if !is_envtest {
-        return Err(Error::Io {
+        return Err(ScaffoldError::Io {
             path: dir,
             source: std::io::Error::new(
                 std::io::ErrorKind::NotFound,
@@ -99,7 +99,7 @@ fn resolve_envtest_path(sdk: &Path) -> Result<PathBuf, Error> {
             ),
         });
     }
-    std::fs::canonicalize(&dir).map_err(|source| Error::Io { path: dir, source })
+    std::fs::canonicalize(&dir).map_err(|source| ScaffoldError::Io { path: dir, source })
 }
 
 /// The published version requirement matching this build: `0.1` for 0.1.x.
@@ -114,20 +114,20 @@ fn published_requirement() -> String {
 }
 
 /// The opkit crate directory at `path` (or at `path/sdk`), absolute.
-fn resolve_opkit_path(path: &Path) -> Result<PathBuf, Error> {
+fn resolve_opkit_path(path: &Path) -> Result<PathBuf, ScaffoldError> {
     let is_opkit = |dir: &Path| {
         std::fs::read_to_string(dir.join("Cargo.toml"))
             .is_ok_and(|text| text.lines().any(|l| l.trim() == "name = \"opkit\""))
     };
     for candidate in [path.to_owned(), path.join("sdk")] {
         if is_opkit(&candidate) {
-            return std::fs::canonicalize(&candidate).map_err(|source| Error::Io {
+            return std::fs::canonicalize(&candidate).map_err(|source| ScaffoldError::Io {
                 path: candidate,
                 source,
             });
         }
     }
-    Err(Error::Io {
+    Err(ScaffoldError::Io {
         path: path.to_owned(),
         source: std::io::Error::new(
             std::io::ErrorKind::NotFound,
@@ -172,14 +172,14 @@ impl NewProject {
     /// Validates the input, then writes the whole project at once: files
     /// go to a hidden sibling directory that is renamed into place, so a
     /// failure leaves nothing behind. Returns the project's directory.
-    pub fn create(&self) -> Result<PathBuf, Error> {
+    pub fn create(&self) -> Result<PathBuf, ScaffoldError> {
         self.create_with_lockfile(None)
     }
 
     /// As [`create`](Self::create), seeding the project's `Cargo.lock`
     /// with `lockfile` (cargo keeps only the entries it needs), so its
     /// dependencies resolve to known versions.
-    pub fn create_with_lockfile(&self, lockfile: Option<&Path>) -> Result<PathBuf, Error> {
+    pub fn create_with_lockfile(&self, lockfile: Option<&Path>) -> Result<PathBuf, ScaffoldError> {
         self.create_staged(lockfile, |_| Ok(()))
     }
 
@@ -187,7 +187,7 @@ impl NewProject {
     /// the project to write `deploy/01-crds.yaml` and `deploy/03-rbac.yaml`
     /// (see [`manifests`]) before moving it into place: if the build fails
     /// (opkit not found, a compile error), nothing is left behind.
-    pub fn create_with_manifests(&self, lockfile: Option<&Path>) -> Result<PathBuf, Error> {
+    pub fn create_with_manifests(&self, lockfile: Option<&Path>) -> Result<PathBuf, ScaffoldError> {
         self.create_staged(lockfile, manifests_in)
     }
 
@@ -196,8 +196,8 @@ impl NewProject {
     fn create_staged(
         &self,
         lockfile: Option<&Path>,
-        finish: impl FnOnce(&Path) -> Result<(), Error>,
-    ) -> Result<PathBuf, Error> {
+        finish: impl FnOnce(&Path) -> Result<(), ScaffoldError>,
+    ) -> Result<PathBuf, ScaffoldError> {
         validate_name(&self.name)?;
         validate_group(&self.group)?;
         validate_version(&self.version)?;
@@ -206,17 +206,17 @@ impl NewProject {
         }
         let parent = match &self.dir {
             Some(dir) => dir.clone(),
-            None => std::env::current_dir().map_err(|source| Error::Io {
+            None => std::env::current_dir().map_err(|source| ScaffoldError::Io {
                 path: PathBuf::from("."),
                 source,
             })?,
         };
         let target = parent.join(&self.name);
         if target.exists() {
-            return Err(Error::Exists { path: target });
+            return Err(ScaffoldError::Exists { path: target });
         }
         if !parent.is_dir() {
-            return Err(Error::Io {
+            return Err(ScaffoldError::Io {
                 path: parent,
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
             });
@@ -258,7 +258,7 @@ impl NewProject {
                     .iter()
                     .find(|(path, _)| path == file)
                     .map(|(_, text)| text.clone())
-                    .ok_or_else(|| Error::Template {
+                    .ok_or_else(|| ScaffoldError::Template {
                         template: file.to_owned(),
                         detail: "missing from the project templates".to_owned(),
                     })
@@ -273,7 +273,7 @@ impl NewProject {
         }
         files.push(("PROJECT".to_owned(), project.render()));
         if let Some(lockfile) = lockfile {
-            let text = std::fs::read_to_string(lockfile).map_err(|source| Error::Io {
+            let text = std::fs::read_to_string(lockfile).map_err(|source| ScaffoldError::Io {
                 path: lockfile.to_owned(),
                 source,
             })?;
@@ -290,11 +290,11 @@ impl NewProject {
             .and_then(|()| finish(&staging))
             .and_then(|()| {
                 if target.exists() {
-                    return Err(Error::Exists {
+                    return Err(ScaffoldError::Exists {
                         path: target.clone(),
                     });
                 }
-                std::fs::rename(&staging, &target).map_err(|source| Error::Io {
+                std::fs::rename(&staging, &target).map_err(|source| ScaffoldError::Io {
                     path: target.clone(),
                     source,
                 })
@@ -416,8 +416,8 @@ const IMPORT_ANCHOR: &str = "use opkit::manager::{Manager, ManagerError};";
 fn plan_api(
     spec: &ApiSpec,
     project: &ProjectFile,
-    read: impl Fn(&str) -> Result<String, Error>,
-) -> Result<(Files, Files), Error> {
+    read: impl Fn(&str) -> Result<String, ScaffoldError>,
+) -> Result<(Files, Files), ScaffoldError> {
     let mut values = kind_values(&project.name, &spec.group, &spec.version, &spec.kind);
     let api_version = if spec.group == "core" {
         spec.version.clone()
@@ -491,11 +491,12 @@ fn plan_api(
             Some(i) => edited.remove(i).1,
             None => read(file)?,
         };
-        let text =
-            insert_before_marker(&text, marker, &line).ok_or_else(|| Error::MissingMarker {
+        let text = insert_before_marker(&text, marker, &line).ok_or_else(|| {
+            ScaffoldError::MissingMarker {
                 path: PathBuf::from(file),
                 marker: marker.to_owned(),
-            })?;
+            }
+        })?;
         edited.push((file.to_owned(), text));
     }
     // The traits the lines above call, imported with the first kind that
@@ -510,7 +511,7 @@ fn plan_api(
                 continue;
             }
             *lib = insert_before_line(lib, IMPORT_ANCHOR, import).ok_or_else(|| {
-                Error::MissingMarker {
+                ScaffoldError::MissingMarker {
                     path: PathBuf::from("src/lib.rs"),
                     marker: IMPORT_ANCHOR.to_owned(),
                 }
@@ -560,8 +561,8 @@ fn is_rust_path(path: &str) -> bool {
 
 impl CreateApi {
     /// Checks the flags against each other and against the project.
-    fn spec(&self, project: &ProjectFile) -> Result<ApiSpec, Error> {
-        let bad = |reason: String| Error::Flags { reason };
+    fn spec(&self, project: &ProjectFile) -> Result<ApiSpec, ScaffoldError> {
+        let bad = |reason: String| ScaffoldError::Flags { reason };
         if self.external_api_domain.is_some() && self.external_api_path.is_none() {
             return Err(bad(
                 "--external-api-domain needs --external-api-path (the Rust path of the type)"
@@ -621,7 +622,7 @@ impl CreateApi {
                     )));
                 }
                 if group.is_empty() || group.split('.').any(str::is_empty) {
-                    return Err(Error::InvalidGroup {
+                    return Err(ScaffoldError::InvalidGroup {
                         group: group.clone(),
                         reason: "expected the kind's API group, e.g. cert-manager.io".to_owned(),
                     });
@@ -652,7 +653,7 @@ impl CreateApi {
     /// `src/api/mod.rs`, `src/controllers/mod.rs`, `src/lib.rs` and
     /// `PROJECT`. Every check (markers included) runs before the first
     /// write. Returns the files created or changed.
-    pub fn create(&self) -> Result<Vec<PathBuf>, Error> {
+    pub fn create(&self) -> Result<Vec<PathBuf>, ScaffoldError> {
         validate_kind(&self.kind)?;
         if let Some(version) = &self.version {
             validate_version(version)?;
@@ -665,14 +666,14 @@ impl CreateApi {
         let dir = find_project(&self.dir)?;
         let mut project = ProjectFile::read(&dir)?;
         if project.resource(&self.kind).is_some() {
-            return Err(Error::KindExists {
+            return Err(ScaffoldError::KindExists {
                 kind: self.kind.clone(),
             });
         }
         let spec = self.spec(&project)?;
         let (files, edited) =
             plan_api(&spec, &project, |file| read(&dir.join(file))).map_err(|e| match e {
-                Error::MissingMarker { path, marker } => Error::MissingMarker {
+                ScaffoldError::MissingMarker { path, marker } => ScaffoldError::MissingMarker {
                     path: dir.join(path),
                     marker,
                 },
@@ -681,7 +682,7 @@ impl CreateApi {
         for (path, _) in &files {
             let path = dir.join(path);
             if path.exists() {
-                return Err(Error::Exists { path });
+                return Err(ScaffoldError::Exists { path });
             }
         }
         let mut edited = edited;
@@ -767,14 +768,14 @@ impl ProjectFile {
     /// Reads `dir/PROJECT`. Also reads the first format (a `kinds:` line,
     /// every kind in the project's group and version); the next write
     /// turns it into the current one.
-    pub fn read(dir: &Path) -> Result<Self, Error> {
+    pub fn read(dir: &Path) -> Result<Self, ScaffoldError> {
         let path = dir.join("PROJECT");
         if !path.is_file() {
-            return Err(Error::NotAProject {
+            return Err(ScaffoldError::NotAProject {
                 path: dir.to_owned(),
             });
         }
-        Self::parse(&read(&path)?).map_err(|detail| Error::BadProjectFile { path, detail })
+        Self::parse(&read(&path)?).map_err(|detail| ScaffoldError::BadProjectFile { path, detail })
     }
 
     fn parse(text: &str) -> Result<Self, String> {
@@ -902,8 +903,8 @@ impl ProjectFile {
 /// The project directory holding `start`: the nearest ancestor (or
 /// `start` itself) with a `PROJECT` file next to a `Cargo.toml`, as cargo
 /// finds its manifest from any subdirectory.
-pub fn find_project(start: &Path) -> Result<PathBuf, Error> {
-    let start = std::path::absolute(start).map_err(|source| Error::Io {
+pub fn find_project(start: &Path) -> Result<PathBuf, ScaffoldError> {
+    let start = std::path::absolute(start).map_err(|source| ScaffoldError::Io {
         path: start.to_owned(),
         source,
     })?;
@@ -911,7 +912,7 @@ pub fn find_project(start: &Path) -> Result<PathBuf, Error> {
         .ancestors()
         .find(|dir| dir.join("PROJECT").is_file() && dir.join("Cargo.toml").is_file())
         .map(Path::to_owned)
-        .ok_or(Error::NotAProject { path: start })
+        .ok_or(ScaffoldError::NotAProject { path: start })
 }
 
 /// The target directory `cargo opkit` builds generated projects in, shared
@@ -936,12 +937,12 @@ pub fn shared_target_dir() -> Option<PathBuf> {
 /// `deploy/`. Cargo's progress and errors go to stderr as the build runs;
 /// the binary's report (the files written) goes to stdout. Builds in
 /// [`shared_target_dir`].
-pub fn manifests(dir: &Path) -> Result<(), Error> {
+pub fn manifests(dir: &Path) -> Result<(), ScaffoldError> {
     manifests_in(&find_project(dir)?)
 }
 
 /// [`manifests`] in exactly `dir`.
-fn manifests_in(dir: &Path) -> Result<(), Error> {
+fn manifests_in(dir: &Path) -> Result<(), ScaffoldError> {
     let project = ProjectFile::read(dir)?;
     let mut command = crate::cargo_command();
     command.current_dir(dir).args([
@@ -956,11 +957,11 @@ fn manifests_in(dir: &Path) -> Result<(), Error> {
     if let Some(target) = shared_target_dir() {
         command.env("CARGO_TARGET_DIR", target);
     }
-    let status = command.status().map_err(|e| Error::Manifests {
+    let status = command.status().map_err(|e| ScaffoldError::Manifests {
         detail: format!("cannot run cargo: {e}"),
     })?;
     if !status.success() {
-        return Err(Error::Manifests {
+        return Err(ScaffoldError::Manifests {
             detail: format!(
                 "`cargo run --bin {} -- manifests` failed ({status}); cargo's output is above",
                 project.name
@@ -974,7 +975,7 @@ fn manifests_in(dir: &Path) -> Result<(), Error> {
 /// so the code is formatted whatever the length of the names filled in.
 /// Without rustfmt installed the files stay as rendered (they are close to
 /// formatted already).
-fn format_rust<'a>(root: &Path, files: impl Iterator<Item = &'a str>) -> Result<(), Error> {
+fn format_rust<'a>(root: &Path, files: impl Iterator<Item = &'a str>) -> Result<(), ScaffoldError> {
     let rust: Vec<PathBuf> = files
         .filter(|path| path.ends_with(".rs"))
         .map(|path| root.join(path))
@@ -991,7 +992,7 @@ fn format_rust<'a>(root: &Path, files: impl Iterator<Item = &'a str>) -> Result<
         Ok(output) => output,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => {
-            return Err(Error::Template {
+            return Err(ScaffoldError::Template {
                 template: "rustfmt".to_owned(),
                 detail: format!("cannot run rustfmt: {e}"),
             });
@@ -1000,7 +1001,7 @@ fn format_rust<'a>(root: &Path, files: impl Iterator<Item = &'a str>) -> Result<
     if output.status.success() {
         Ok(())
     } else {
-        Err(Error::Template {
+        Err(ScaffoldError::Template {
             template: "rustfmt".to_owned(),
             detail: format!(
                 "rustfmt rejected the generated code (a bug in cargo-opkit): {}",
@@ -1027,37 +1028,37 @@ pub(crate) fn kind_values(name: &str, group: &str, version: &str, kind: &str) ->
 pub(crate) fn render_set(
     set: &[(&str, &str)],
     values: &Values,
-) -> Result<Vec<(String, String)>, Error> {
+) -> Result<Vec<(String, String)>, ScaffoldError> {
     set.iter()
         .map(|(path, text)| Ok((values.output_path(path)?, values.render(path, text)?)))
         .collect()
 }
 
-pub(crate) fn read(path: &Path) -> Result<String, Error> {
-    std::fs::read_to_string(path).map_err(|source| Error::Io {
+pub(crate) fn read(path: &Path) -> Result<String, ScaffoldError> {
+    std::fs::read_to_string(path).map_err(|source| ScaffoldError::Io {
         path: path.to_owned(),
         source,
     })
 }
 
-fn write_tree(root: &Path, files: &[(String, String)]) -> Result<(), Error> {
+fn write_tree(root: &Path, files: &[(String, String)]) -> Result<(), ScaffoldError> {
     for (relative, text) in files {
         let path = root.join(relative);
         if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+            std::fs::create_dir_all(dir).map_err(|source| ScaffoldError::Io {
                 path: dir.to_owned(),
                 source,
             })?;
         }
-        std::fs::write(&path, text).map_err(|source| Error::Io { path, source })?;
+        std::fs::write(&path, text).map_err(|source| ScaffoldError::Io { path, source })?;
     }
     Ok(())
 }
 
 /// Writes `text` to a temporary sibling, then renames it over `path`.
-pub(crate) fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
+pub(crate) fn write_atomically(path: &Path, text: &str) -> Result<(), ScaffoldError> {
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|source| Error::Io {
+        std::fs::create_dir_all(dir).map_err(|source| ScaffoldError::Io {
             path: dir.to_owned(),
             source,
         })?;
@@ -1067,11 +1068,11 @@ pub(crate) fn write_atomically(path: &Path, text: &str) -> Result<(), Error> {
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_default();
     let temporary = path.with_file_name(format!(".{file_name}.opkit-tmp"));
-    std::fs::write(&temporary, text).map_err(|source| Error::Io {
+    std::fs::write(&temporary, text).map_err(|source| ScaffoldError::Io {
         path: temporary.clone(),
         source,
     })?;
-    std::fs::rename(&temporary, path).map_err(|source| Error::Io {
+    std::fs::rename(&temporary, path).map_err(|source| ScaffoldError::Io {
         path: path.to_owned(),
         source,
     })
@@ -1229,13 +1230,19 @@ mod tests {
         let tmp = tempfile::tempdir().unwrap();
         let mut bad = project(tmp.path());
         bad.kind = Some("widget".into());
-        assert!(matches!(bad.create(), Err(Error::InvalidKind { .. })));
+        assert!(matches!(
+            bad.create(),
+            Err(ScaffoldError::InvalidKind { .. })
+        ));
         let mut bad = project(tmp.path());
         bad.group = "nodots".into();
-        assert!(matches!(bad.create(), Err(Error::InvalidGroup { .. })));
+        assert!(matches!(
+            bad.create(),
+            Err(ScaffoldError::InvalidGroup { .. })
+        ));
         let mut bad = project(tmp.path());
         bad.opkit = OpkitDependency::Path(tmp.path().join("nowhere"));
-        assert!(matches!(bad.create(), Err(Error::Io { .. })));
+        assert!(matches!(bad.create(), Err(ScaffoldError::Io { .. })));
         assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
 
         project(tmp.path()).create().unwrap();
@@ -1267,7 +1274,10 @@ mod tests {
         let project = ProjectFile::read(&dir).unwrap();
         assert_eq!(project.kinds(), ["Widget", "GuestBook"]);
 
-        assert!(matches!(api.create(), Err(Error::KindExists { .. })));
+        assert!(matches!(
+            api.create(),
+            Err(ScaffoldError::KindExists { .. })
+        ));
         let before = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
         std::fs::write(dir.join("src/api/mod.rs"), "pub mod widget;\n").unwrap();
         let err = CreateApi {
@@ -1277,7 +1287,7 @@ mod tests {
         }
         .create()
         .unwrap_err();
-        assert!(matches!(err, Error::MissingMarker { .. }), "{err}");
+        assert!(matches!(err, ScaffoldError::MissingMarker { .. }), "{err}");
         assert!(!dir.join("src/api/gadget.rs").exists());
         assert_eq!(
             std::fs::read_to_string(dir.join("src/lib.rs")).unwrap(),
@@ -1315,7 +1325,7 @@ mod tests {
         }
         .create()
         .unwrap_err();
-        assert!(matches!(err, Error::InvalidGroup { .. }), "{err}");
+        assert!(matches!(err, ScaffoldError::InvalidGroup { .. }), "{err}");
         assert!(!dir.join("src/api/gizmo.rs").exists());
     }
 

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::Error;
+use crate::ScaffoldError;
 
 /// The values placeholders are replaced with.
 #[derive(Debug, Clone, Default)]
@@ -19,7 +19,7 @@ impl Values {
     /// kept as text (`{{{kind}}, ..}` renders `{Memcached, ..}`). An
     /// unknown key is an error naming the template, so a template typo
     /// never reaches a user's project.
-    pub fn render(&self, template: &str, text: &str) -> Result<String, Error> {
+    pub fn render(&self, template: &str, text: &str) -> Result<String, ScaffoldError> {
         let mut out = String::with_capacity(text.len());
         let mut rest = text;
         while let Some(start) = rest.find("{{") {
@@ -31,13 +31,13 @@ impl Values {
             out.push_str(&rest[..start]);
             let after = &rest[start + 2..];
             let Some(end) = after.find("}}") else {
-                return Err(Error::Template {
+                return Err(ScaffoldError::Template {
                     template: template.to_owned(),
                     detail: "an unclosed `{{`".to_owned(),
                 });
             };
             let key = &after[..end];
-            let value = self.0.get(key).ok_or_else(|| Error::Template {
+            let value = self.0.get(key).ok_or_else(|| ScaffoldError::Template {
                 template: template.to_owned(),
                 detail: format!("unknown placeholder {{{{{key}}}}}"),
             })?;
@@ -51,7 +51,7 @@ impl Values {
     /// The output path of template file `path`: placeholders filled, the
     /// `.tmpl` suffix dropped, a leading `dot-` of any component turned
     /// into `.` (`dot-github/workflows/test.yml.tmpl` → `.github/workflows/test.yml`).
-    pub fn output_path(&self, path: &str) -> Result<String, Error> {
+    pub fn output_path(&self, path: &str) -> Result<String, ScaffoldError> {
         let rendered = self.render(path, path)?;
         let rendered = rendered.strip_suffix(".tmpl").unwrap_or(&rendered);
         Ok(rendered.split('/').map(undot).collect::<Vec<_>>().join("/"))

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use crate::Error;
+use crate::ScaffoldError;
 use crate::names::{snake_case, validate_version};
 use crate::project::{
     ProjectFile, insert_before_marker, kind_values, read, render_set, write_atomically,
@@ -71,11 +71,11 @@ enum Change {
 impl CreateWebhook {
     /// Validates, then writes; every check runs before the first write.
     /// Returns the files created or changed.
-    pub fn create(&self) -> Result<Vec<PathBuf>, Error> {
+    pub fn create(&self) -> Result<Vec<PathBuf>, ScaffoldError> {
         let root = super::project::find_project(&self.dir)?;
         let project = ProjectFile::read(&root)?;
         let Some(resource) = project.resource(&self.kind) else {
-            return Err(Error::InvalidKind {
+            return Err(ScaffoldError::InvalidKind {
                 kind: self.kind.clone(),
                 reason: format!(
                     "the project has no such kind (it has: {}); add it first with `cargo opkit create api --kind {}`",
@@ -85,7 +85,7 @@ impl CreateWebhook {
             });
         };
         if !resource.owned() {
-            return Err(Error::InvalidKind {
+            return Err(ScaffoldError::InvalidKind {
                 kind: self.kind.clone(),
                 reason: "the project does not define it (`create api --resource=false`): \
                          webhooks are for the project's own kinds"
@@ -159,7 +159,7 @@ impl CreateWebhook {
         if let Some(spoke) = &self.conversion_spoke {
             validate_version(spoke)?;
             if spoke == &version {
-                return Err(Error::Conversion {
+                return Err(ScaffoldError::Conversion {
                     kind: self.kind.clone(),
                     reason: format!(
                         "{spoke} is the kind's version already (the hub); name the other version, e.g. --spoke v1beta1"
@@ -169,7 +169,7 @@ impl CreateWebhook {
             let hub_crd = format!("api::{snake}::{}::crd(),", self.kind);
             let lib = read(&root.join("src/lib.rs"))?;
             if !lib.lines().any(|l| l.trim() == hub_crd) {
-                return Err(Error::Conversion {
+                return Err(ScaffoldError::Conversion {
                     kind: self.kind.clone(),
                     reason: format!(
                         "src/lib.rs's crds() has no line `{hub_crd}` (the kind has a spoke already, or crds() was edited); the scaffold adds one spoke per kind, add further versions by hand"
@@ -207,7 +207,7 @@ impl CreateWebhook {
         for (path, _) in &files {
             let target = root.join(path);
             if target.exists() {
-                return Err(Error::Exists { path: target });
+                return Err(ScaffoldError::Exists { path: target });
             }
         }
 
@@ -221,7 +221,7 @@ impl CreateWebhook {
                     None => read(&root.join(edit.file))?,
                 },
             };
-            let changed = apply(&text, &edit).ok_or_else(|| Error::MissingAnchor {
+            let changed = apply(&text, &edit).ok_or_else(|| ScaffoldError::MissingAnchor {
                 path: root.join(edit.file),
                 anchor: edit.anchor.clone(),
                 what: edit.what.to_owned(),

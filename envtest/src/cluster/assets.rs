@@ -4,7 +4,7 @@
 use std::env;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{EnvtestError, Result};
 
 /// The build-cache directory `tests/node/build-node.sh` fills, under
 /// `${OPKIT_CACHE:-$HOME/.cache/opkit}/cluster/`. Kept in step with the
@@ -44,7 +44,7 @@ impl NodeAssets {
     /// The image archives listed in `images/refs`.
     pub fn images(&self) -> Result<Vec<ImageArchive>> {
         let refs = self.root.join("images").join("refs");
-        let text = std::fs::read_to_string(&refs).map_err(|source| Error::Io {
+        let text = std::fs::read_to_string(&refs).map_err(|source| EnvtestError::Io {
             what: "reading the list of built images",
             path: refs.clone(),
             source,
@@ -76,7 +76,7 @@ pub fn find_node_assets() -> Result<NodeAssets> {
                 .filter(|v| !v.is_empty())
                 .map(PathBuf::from)
                 .or_else(|| env::var_os("HOME").map(|h| Path::new(&h).join(".cache").join("opkit")))
-                .ok_or_else(|| Error::MissingNodeAssets {
+                .ok_or_else(|| EnvtestError::MissingNodeAssets {
                     searched: "nowhere ($HOME, OPKIT_CACHE and OPKIT_CLUSTER_ASSETS are all unset)"
                         .to_owned(),
                 })?;
@@ -89,7 +89,7 @@ pub fn find_node_assets() -> Result<NodeAssets> {
     if dir.join(".complete").is_file() {
         Ok(NodeAssets { root: dir })
     } else {
-        Err(Error::MissingNodeAssets {
+        Err(EnvtestError::MissingNodeAssets {
             searched: format!("{} ({label})", dir.display()),
         })
     }

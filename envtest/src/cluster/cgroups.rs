@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{EnvtestError, Result};
 
 /// Where cgroup hierarchies are mounted.
 const CGROUP_MOUNTS: &str = "/sys/fs/cgroup";
@@ -42,7 +42,7 @@ impl NodeCgroups {
     pub fn create(name: &str) -> Result<Self> {
         let found = hierarchies();
         if found.is_empty() {
-            return Err(Error::Unsupported(format!(
+            return Err(EnvtestError::Unsupported(format!(
                 "no cgroup hierarchy is mounted under {CGROUP_MOUNTS}"
             )));
         }
@@ -58,7 +58,7 @@ impl NodeCgroups {
         };
         for hierarchy in found {
             let dir = hierarchy.join(name);
-            std::fs::create_dir(&dir).map_err(|source| Error::Io {
+            std::fs::create_dir(&dir).map_err(|source| EnvtestError::Io {
                 what: "creating the node's cgroup",
                 path: dir.clone(),
                 source,

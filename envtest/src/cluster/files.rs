@@ -4,7 +4,7 @@
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use crate::error::{EnvtestError, Result};
 use crate::kubeconfig::{self, Credentials};
 use crate::pki::Pki;
 
@@ -26,7 +26,7 @@ pub(crate) struct ClusterFiles {
 }
 
 pub(crate) fn write(path: &Path, contents: &str) -> Result<()> {
-    std::fs::write(path, contents).map_err(|source| Error::Io {
+    std::fs::write(path, contents).map_err(|source| EnvtestError::Io {
         what: "writing a cluster file",
         path: path.to_owned(),
         source,
@@ -88,7 +88,7 @@ impl ClusterFiles {
                 None,
             );
             let text = kubeconfig::to_json(&config)
-                .map_err(|e| Error::Kubeconfig(format!("serializing: {e}")))?;
+                .map_err(|e| EnvtestError::Kubeconfig(format!("serializing: {e}")))?;
             write(path, &text)?;
         }
         Ok(())

@@ -65,7 +65,7 @@ pub use assets::{DEFAULT_NODE_ASSETS, ImageArchive, NodeAssets, find_node_assets
 pub use footprint::Footprint;
 
 use super::control_plane::{ControlPlane, ControlPlaneBuilder};
-use super::error::{Error, Result};
+use super::error::{EnvtestError, Result};
 use super::pki::Pki;
 use super::process::ChildProcess;
 use super::registry::Registry;
@@ -127,7 +127,7 @@ impl ClusterBuilder {
     /// ```no_run
     /// use opkit_envtest::Cluster;
     ///
-    /// # async fn example() -> Result<(), opkit_envtest::Error> {
+    /// # async fn example() -> Result<(), opkit_envtest::EnvtestError> {
     /// let cluster = Cluster::builder().with_registry().start().await?;
     /// let registry = cluster.registry().expect("started with_registry");
     /// // Push an image there (e.g. `cargo opkit image --push <ref> --insecure`),
@@ -173,7 +173,7 @@ impl ClusterBuilder {
         let dir = tempfile::Builder::new()
             .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
             .tempdir()
-            .map_err(|source| Error::Io {
+            .map_err(|source| EnvtestError::Io {
                 what: "creating the cluster's directory",
                 path: std::env::temp_dir(),
                 source,
@@ -182,7 +182,7 @@ impl ClusterBuilder {
         let mut parts = Parts::default();
         if self.with_node {
             if !is_root() {
-                return Err(Error::Unsupported(
+                return Err(EnvtestError::Unsupported(
                     "running a node needs root (namespaces, cgroups, mounts); use `without_node()` \
                      for the control plane and controllers alone"
                         .to_owned(),
@@ -369,10 +369,10 @@ impl Cluster {
             .lock()
             .ok()
             .and_then(|c| c.as_ref().map(NodeCgroups::cgroup_root))
-            .ok_or(Error::Stopped)?;
+            .ok_or(EnvtestError::Stopped)?;
         let registry = self.registry.as_ref().map(Registry::host);
-        let guard = self.namespaces.lock().map_err(|_| Error::Stopped)?;
-        let namespaces = guard.as_ref().ok_or(Error::Stopped)?;
+        let guard = self.namespaces.lock().map_err(|_| EnvtestError::Stopped)?;
+        let namespaces = guard.as_ref().ok_or(EnvtestError::Stopped)?;
         let node = Node::start(
             namespaces,
             assets,
@@ -448,7 +448,7 @@ impl Cluster {
             .lock()
             .ok()
             .and_then(|d| d.as_ref().map(|d| d.path().to_owned()))
-            .ok_or(Error::Stopped)
+            .ok_or(EnvtestError::Stopped)
     }
 
     /// Kills the kubelet alone, as when it crashes: the node's containers go
@@ -522,7 +522,7 @@ impl Cluster {
                 Err(e) => e,
             };
             if begun.elapsed() > self.start_timeout {
-                return Err(Error::ClusterTimeout {
+                return Err(EnvtestError::ClusterTimeout {
                     what,
                     waited: self.start_timeout,
                     last_seen: format!(

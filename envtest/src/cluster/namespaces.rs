@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{EnvtestError, Result};
 use crate::process::ChildProcess;
 
 /// How many clusters can run at once on one machine (one /24 each).
@@ -14,17 +14,18 @@ const SLOTS: u8 = 250;
 
 /// Runs `program args...` to completion; a failure quotes its output.
 pub(crate) fn run(step: &'static str, program: &str, args: &[String]) -> Result<String> {
-    let output = Command::new(program)
-        .args(args)
-        .output()
-        .map_err(|e| Error::NodeSetup {
-            step,
-            detail: format!("could not run {program}: {e}"),
-        })?;
+    let output =
+        Command::new(program)
+            .args(args)
+            .output()
+            .map_err(|e| EnvtestError::NodeSetup {
+                step,
+                detail: format!("could not run {program}: {e}"),
+            })?;
     if output.status.success() {
         Ok(String::from_utf8_lossy(&output.stdout).into_owned())
     } else {
-        Err(Error::NodeSetup {
+        Err(EnvtestError::NodeSetup {
             step,
             detail: format!(
                 "`{program} {}` {}: {}{}",
@@ -56,12 +57,13 @@ impl SlotLease {
         use std::os::unix::net::{SocketAddr, UnixListener};
         for index in 1..=SLOTS {
             let name = format!("opkit-cluster-slot-{index}");
-            let address =
-                SocketAddr::from_abstract_name(name.as_bytes()).map_err(|source| Error::Io {
+            let address = SocketAddr::from_abstract_name(name.as_bytes()).map_err(|source| {
+                EnvtestError::Io {
                     what: "naming a cluster slot",
                     path: PathBuf::from(&name),
                     source,
-                })?;
+                }
+            })?;
             match UnixListener::bind_addr(&address) {
                 Ok(socket) => {
                     return Ok(Self {
@@ -71,7 +73,7 @@ impl SlotLease {
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => continue,
                 Err(source) => {
-                    return Err(Error::Io {
+                    return Err(EnvtestError::Io {
                         what: "taking a cluster slot",
                         path: PathBuf::from(name),
                         source,
@@ -79,7 +81,7 @@ impl SlotLease {
                 }
             }
         }
-        Err(Error::Unsupported(format!(
+        Err(EnvtestError::Unsupported(format!(
             "all {SLOTS} cluster slots are taken (abstract sockets opkit-cluster-slot-N)"
         )))
     }
@@ -145,7 +147,7 @@ impl NodeNamespaces {
                 return Ok(Self { holder, init_pid });
             }
             if begun.elapsed() > timeout {
-                return Err(Error::NodeSetup {
+                return Err(EnvtestError::NodeSetup {
                     step: "creating the node namespaces",
                     detail: format!("unshare started no init within {timeout:?}"),
                 });

@@ -5,7 +5,7 @@ use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use crate::error::{EnvtestError, Result};
 use crate::process::ChildProcess;
 
 use super::assets::{ImageArchive, NodeAssets};
@@ -260,19 +260,20 @@ impl Node {
             dirs.cni_conf(),
             dirs.root.join("pod-logs"),
         ] {
-            std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+            std::fs::create_dir_all(&dir).map_err(|source| EnvtestError::Io {
                 what: "creating a node directory",
                 path: dir.clone(),
                 source,
             })?;
         }
-        let pause = images
-            .iter()
-            .find(|i| i.name == "pause")
-            .ok_or_else(|| Error::NodeSetup {
-                step: "finding the pause image",
-                detail: "images/refs lists no pause.tar".to_owned(),
-            })?;
+        let pause =
+            images
+                .iter()
+                .find(|i| i.name == "pause")
+                .ok_or_else(|| EnvtestError::NodeSetup {
+                    step: "finding the pause image",
+                    detail: "images/refs lists no pause.tar".to_owned(),
+                })?;
         let containerd_toml = dirs.containerd().join("config.toml");
         write(
             &containerd_toml,
@@ -285,7 +286,7 @@ impl Node {
         write(&dirs.root.join("resolv.conf"), "")?;
         if let Some(host) = registry {
             let hosts = dirs.registry_hosts().join(host);
-            std::fs::create_dir_all(&hosts).map_err(|source| Error::Io {
+            std::fs::create_dir_all(&hosts).map_err(|source| EnvtestError::Io {
                 what: "creating containerd's registry hosts directory",
                 path: hosts.clone(),
                 source,
@@ -405,7 +406,7 @@ fn wait_for_containerd(
             Err(e) => e.to_string(),
         };
         if begun.elapsed() > timeout {
-            return Err(Error::NotReady {
+            return Err(EnvtestError::NotReady {
                 name: "containerd",
                 waited: timeout,
                 last_error: last,

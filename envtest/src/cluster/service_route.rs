@@ -6,7 +6,7 @@ use std::net::Ipv4Addr;
 
 use super::Cluster;
 use super::namespaces::run;
-use crate::error::{Error, Result};
+use crate::error::{EnvtestError, Result};
 
 impl Cluster {
     /// Routes `cluster_ip` (a Service's `spec.clusterIP`) from the host into
@@ -58,14 +58,16 @@ impl Cluster {
 
     fn link_and_node(&self) -> Result<(String, Ipv4Addr)> {
         let node = self.node_address.ok_or_else(|| {
-            Error::Unsupported("a cluster started without_node() has no Service network".to_owned())
+            EnvtestError::Unsupported(
+                "a cluster started without_node() has no Service network".to_owned(),
+            )
         })?;
         let link = self
             .slot
             .lock()
             .ok()
             .and_then(|slot| slot.as_ref().map(|s| s.link_name()))
-            .ok_or(Error::Stopped)?;
+            .ok_or(EnvtestError::Stopped)?;
         Ok((link, node))
     }
 }

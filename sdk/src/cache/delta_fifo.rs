@@ -7,10 +7,10 @@
 //! // changes oldest first) and its tombstones: a deletion the watch missed,
 //! // found by a relist, arrives with the last state the cache knew.
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use opkit::cache::{DeletedObject, Event, handler_fn};
+//! use opkit::cache::{DeletedObject, InformerEvent, handler_fn};
 //!
-//! let on_delete = handler_fn(|event: Event<ConfigMap>| {
-//!     if let Event::Delete { obj } = event {
+//! let on_delete = handler_fn(|event: InformerEvent<ConfigMap>| {
+//!     if let InformerEvent::Delete { obj } = event {
 //!         match obj {
 //!             DeletedObject::Object(last) => println!("deleted: {:?}", last.metadata.name),
 //!             DeletedObject::Tombstone(t) => println!(

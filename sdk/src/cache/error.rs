@@ -57,13 +57,13 @@ impl std::fmt::Display for ApiStatus {
 impl ApiStatus {
     /// `410 Gone` / reason `Expired` or `Gone`: the requested resourceVersion
     /// (or continue token) is too old; a full relist is needed.
-    pub fn is_expired(&self) -> bool {
+    pub(crate) fn is_expired(&self) -> bool {
         self.code == 410 || self.reason == "Expired" || self.reason == "Gone"
     }
 
     /// `429 Too Many Requests` (also what a starting API server's watch
     /// cache answers): retry after a backoff.
-    pub fn is_too_many_requests(&self) -> bool {
+    pub(crate) fn is_too_many_requests(&self) -> bool {
         self.code == 429
     }
 
@@ -161,13 +161,13 @@ pub enum ReflectorError {
 impl ReflectorError {
     /// True when the error means the resourceVersion (or continue token) has
     /// expired: 410 Gone / Expired.
-    pub fn is_expired(&self) -> bool {
+    pub(crate) fn is_expired(&self) -> bool {
         matches!(self, Self::Api(s) if s.is_expired())
     }
 
     /// True when retrying the same watch after a backoff is the right move
     /// (connection refused/reset, 429, 5xx) rather than a relist.
-    pub fn is_retriable(&self) -> bool {
+    pub(crate) fn is_retriable(&self) -> bool {
         match self {
             Self::Transport(_) => true,
             Self::Api(s) => s.is_too_many_requests() || s.code >= 500,

@@ -5,25 +5,23 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use opkit::cache::{Event, InformerOptions, ListWatch, SharedIndexInformer, handler_fn};
+//! use opkit::cache::{InformerEvent, SharedCache, handler_fn};
 //!
 //! # async fn doc(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! let informer = SharedIndexInformer::new(
-//!     ListWatch::<ConfigMap>::new(client, &()),
-//!     InformerOptions::default(),
-//! );
-//! let reg = informer.add_event_handler(handler_fn(|e: Event<ConfigMap>| {
-//!     if let Event::Update { old, new, is_resync: false } = e {
+//! let cache = SharedCache::new(client);
+//! let informer = cache.informer::<ConfigMap>()?;
+//! let reg = informer.add_event_handler(handler_fn(|e: InformerEvent<ConfigMap>| {
+//!     if let InformerEvent::Update { old, new, is_resync: false } = e {
 //!         println!("{:?}: {:?} -> {:?}", new.metadata.name,
 //!                  old.metadata.resource_version, new.metadata.resource_version);
 //!     }
 //! }))?;
-//! informer.start()?;
+//! cache.start()?;
 //! informer.wait_for_sync().await?;
 //! reg.wait_synced().await;
 //! let cached = informer.store().get(Some("default"), "my-config");
 //! # let _ = cached;
-//! informer.stop();
+//! cache.stop();
 //! # Ok(()) }
 //! ```
 //!
@@ -34,10 +32,9 @@
 //! (a resync, or a relist that found the object unchanged) is flagged
 //! `is_resync` and goes only to the handlers whose resync period is due.
 //!
-//! The transform hook runs before objects are stored; the default,
-//! [`strip_managed_fields`], drops
-//! `metadata.managedFields` (set [`InformerOptions::transform`] to `None` to
-//! keep them).
+//! The transform hook runs before objects are stored; the default drops
+//! `metadata.managedFields` (see
+//! [`SharedCacheBuilder::keep_managed_fields`](super::SharedCacheBuilder::keep_managed_fields)).
 
 use std::{
     fmt,
@@ -56,10 +53,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     delta_fifo::{DeletedFinalStateUnknown, DeletedObject, Delta, DeltaFifo, Popped},
-    error::{CacheError, IndexError, ReflectorError},
+    error::{CacheError, IndexError},
     key::ObjectKey,
     list_watch::ListWatch,
-    processor::{Event, EventHandler, HandlerRegistration, Processor},
+    processor::{EventHandler, HandlerRegistration, InformerEvent, Processor},
     read_your_writes::{Observed, WriteKey, WriteTracker},
     reflector::{
         Reflector, ReflectorConfig, ReflectorMetrics, ReflectorStats, Transform, WatchErrorHandler,
@@ -71,11 +68,11 @@ use super::{
 };
 
 /// Informer settings.
-pub struct InformerOptions<K> {
+pub(crate) struct InformerOptions<K> {
     /// Reflector settings (page size, streaming list, watch timeout, backoff).
     pub reflector: ReflectorConfig,
-    /// Applied to every object before it is stored. Default:
-    /// [`strip_managed_fields`]; `None` keeps objects as received.
+    /// Applied to every object before it is stored. Default: strip
+    /// `metadata.managedFields`; `None` keeps objects as received.
     pub transform: Option<Transform<K>>,
     /// Resync period of handlers registered without one (`None`: no resync).
     pub default_resync: Option<Duration>,
@@ -182,7 +179,8 @@ where
     K: Resource + DeserializeOwned + Send + Sync + 'static,
 {
     /// A new (not yet started) informer over `lw`.
-    pub fn new(lw: ListWatch<K>, options: InformerOptions<K>) -> Self {
+    #[cfg(test)]
+    pub(crate) fn new(lw: ListWatch<K>, options: InformerOptions<K>) -> Self {
         Self::with_cancel(lw, options, CancellationToken::new(), None)
     }
 
@@ -291,7 +289,7 @@ where
     }
 
     /// A receiver that turns `true` once synced.
-    pub fn subscribe_synced(&self) -> watch::Receiver<bool> {
+    pub(crate) fn subscribe_synced(&self) -> watch::Receiver<bool> {
         self.inner.fifo.subscribe_synced()
     }
 
@@ -326,11 +324,6 @@ where
         }
     }
 
-    /// The resourceVersion the store is synced to.
-    pub fn last_sync_resource_version(&self) -> Option<String> {
-        self.inner.metrics.stats().last_sync_resource_version
-    }
-
     /// The reflector's counters (LIST/WATCH requests, skipped objects, ...).
     pub(crate) fn metrics(&self) -> &Arc<ReflectorMetrics> {
         &self.inner.metrics
@@ -352,42 +345,9 @@ where
     }
 
     /// Calls `handler` with every failed list or watch attempt of this
-    /// informer (client-go's `SetWatchErrorHandler`; see
-    /// [`WatchErrorHandler`](super::WatchErrorHandler)), e.g. to count
-    /// failures by cause. Set it before [`start`](Self::start): afterwards
-    /// it is an error ([`CacheError::InformerStarted`]). For every informer
-    /// of a shared cache, use
-    /// [`SharedCacheBuilder::watch_error_handler`](super::SharedCacheBuilder::watch_error_handler).
-    ///
-    /// ```no_run
-    /// use std::sync::{Arc, atomic::{AtomicU64, Ordering}};
-    /// use k8s_openapi::api::core::v1::ConfigMap;
-    /// use opkit::cache::{InformerOptions, ListWatch, ReflectorError, SharedIndexInformer};
-    ///
-    /// # fn doc(client: kube::Client) -> Result<(), opkit::cache::CacheError> {
-    /// let informer = SharedIndexInformer::new(
-    ///     ListWatch::<ConfigMap>::new(client, &()),
-    ///     InformerOptions::default(),
-    /// );
-    /// let forbidden = Arc::new(AtomicU64::new(0));
-    /// let counter = Arc::clone(&forbidden);
-    /// informer.set_watch_error_handler(move |informer: &str, error: &ReflectorError| {
-    ///     if matches!(error, ReflectorError::Api(status) if status.is_forbidden()) {
-    ///         counter.fetch_add(1, Ordering::Relaxed);
-    ///     }
-    ///     tracing::warn!(informer, %error, "list/watch failed");
-    /// })?;
-    /// informer.start()?;
-    /// # Ok(()) }
-    /// ```
-    pub fn set_watch_error_handler(
-        &self,
-        handler: impl Fn(&str, &ReflectorError) + Send + Sync + 'static,
-    ) -> Result<(), CacheError> {
-        self.set_watch_error_handler_arc(Arc::new(handler))
-    }
-
-    /// [`set_watch_error_handler`](Self::set_watch_error_handler) with a shared handler.
+    /// informer (client-go's `SetWatchErrorHandler`; what
+    /// [`SharedCacheBuilder::watch_error_handler`](super::SharedCacheBuilder::watch_error_handler)
+    /// sets on every informer of a cache). Refused once started.
     pub(crate) fn set_watch_error_handler_arc(
         &self,
         handler: WatchErrorHandler,
@@ -403,18 +363,19 @@ where
     }
 
     /// True once started.
-    pub fn is_started(&self) -> bool {
+    pub(crate) fn is_started(&self) -> bool {
         self.inner.started.load(Ordering::Acquire)
     }
 
     /// True once stopped.
-    pub fn is_stopped(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_stopped(&self) -> bool {
         self.inner.cancel.is_cancelled()
     }
 
     /// Starts the reflector, the delta processing and the resync timer on the
     /// current Tokio runtime. Idempotent.
-    pub fn start(&self) -> Result<(), CacheError> {
+    pub(crate) fn start(&self) -> Result<(), CacheError> {
         let rt = tokio::runtime::Handle::try_current()
             .map_err(|_| CacheError::NoRuntime("SharedIndexInformer::start"))?;
         if self.inner.started.swap(true, Ordering::AcqRel) {
@@ -484,7 +445,7 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
                         Some(old) => {
                             let is_resync = same_resource_version(&*old, &*obj);
                             self.processor.distribute(
-                                Event::Update {
+                                InformerEvent::Update {
                                     old,
                                     new: obj,
                                     is_resync,
@@ -493,7 +454,7 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
                             );
                         }
                         None => self.processor.distribute(
-                            Event::Add {
+                            InformerEvent::Add {
                                 obj,
                                 is_in_initial_list,
                             },
@@ -510,7 +471,8 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
                         );
                     }
                     self.observe_write(&key, None, Some(obj.object()), obj.is_tombstone());
-                    self.processor.distribute(Event::Delete { obj }, false);
+                    self.processor
+                        .distribute(InformerEvent::Delete { obj }, false);
                 }
                 Delta::Undecodable(record) => self.apply_undecodable(&key, record),
                 Delta::UndecodableDeleted(record) => {
@@ -523,7 +485,7 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
                             last_known: old,
                         };
                         self.processor.distribute(
-                            Event::Delete {
+                            InformerEvent::Delete {
                                 obj: DeletedObject::Tombstone(tomb),
                             },
                             false,

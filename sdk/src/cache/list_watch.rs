@@ -40,7 +40,7 @@ use super::{
 };
 
 /// What to list and watch. Cheap to clone.
-pub struct ListWatch<K> {
+pub(crate) struct ListWatch<K> {
     client: Client,
     url_path: String,
     namespace: Option<String>,
@@ -90,7 +90,7 @@ impl<K: Resource + 'static> ListWatch<K> {
     /// are requested as protobuf, with JSON accepted too; everything else,
     /// custom resources included, as JSON (see
     /// [`ReflectorConfig::protobuf`](super::ReflectorConfig::protobuf)).
-    pub fn new(client: Client, dyntype: &K::DynamicType) -> Self {
+    pub(crate) fn new(client: Client, dyntype: &K::DynamicType) -> Self {
         Self {
             client,
             url_path: K::url_path(dyntype, None),
@@ -110,7 +110,7 @@ impl<K: Resource + 'static> ListWatch<K> {
 impl<K> ListWatch<K> {
     /// Restricts to one namespace (for namespaced resources; an empty
     /// string means all namespaces).
-    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+    pub(crate) fn namespace(mut self, namespace: impl Into<String>) -> Self {
         let ns = namespace.into();
         if ns.is_empty() {
             return self;
@@ -121,13 +121,13 @@ impl<K> ListWatch<K> {
     }
 
     /// Restricts to objects matching a label selector (`app=shop,tier!=db`).
-    pub fn labels(mut self, selector: impl Into<String>) -> Self {
+    pub(crate) fn labels(mut self, selector: impl Into<String>) -> Self {
         self.label_selector = Some(selector.into()).filter(|s: &String| !s.is_empty());
         self
     }
 
     /// Restricts to objects matching a field selector (`metadata.name=x`).
-    pub fn fields(mut self, selector: impl Into<String>) -> Self {
+    pub(crate) fn fields(mut self, selector: impl Into<String>) -> Self {
         self.field_selector = Some(selector.into()).filter(|s: &String| !s.is_empty());
         self
     }

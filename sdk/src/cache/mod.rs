@@ -5,16 +5,16 @@
 //! ```no_run
 //! use std::time::Duration;
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use opkit::cache::{Event, Scope, SharedCache, handler_fn};
+//! use opkit::cache::{InformerEvent, Scope, SharedCache, handler_fn};
 //!
 //! # async fn doc(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! let cache = SharedCache::new(client);
 //! // Every caller asking for the same (kind, namespace, selectors) gets the same informer.
 //! let informer = cache.informer::<ConfigMap>()?;
-//! informer.add_event_handler(handler_fn(|e: Event<ConfigMap>| match e {
-//!     Event::Add { obj, is_in_initial_list } => println!("add {:?} {is_in_initial_list}", obj.metadata.name),
-//!     Event::Update { new, is_resync, .. } => println!("update {:?} resync={is_resync}", new.metadata.name),
-//!     Event::Delete { obj } => println!("delete {:?} tombstone={}", obj.object().metadata.name, obj.is_tombstone()),
+//! informer.add_event_handler(handler_fn(|e: InformerEvent<ConfigMap>| match e {
+//!     InformerEvent::Add { obj, is_in_initial_list } => println!("add {:?} {is_in_initial_list}", obj.metadata.name),
+//!     InformerEvent::Update { new, is_resync, .. } => println!("update {:?} resync={is_resync}", new.metadata.name),
+//!     InformerEvent::Delete { obj } => println!("delete {:?} tombstone={}", obj.object().metadata.name, obj.is_tombstone()),
 //! }))?;
 //! // A read-only handle, usable before the cache syncs (it fills as it does).
 //! let config_maps = cache.store::<ConfigMap>()?;
@@ -42,9 +42,9 @@
 //!
 //! # The pieces
 //!
-//! [`ListWatch`] (the list and watch requests), [`SharedIndexInformer`]
-//! (reflector, DeltaFIFO and store tied together, with event handlers and
-//! indexes), [`Store`] (read-only), [`EventHandler`] and [`Event`]. The
+//! [`SharedIndexInformer`] (the list and watch requests, reflector,
+//! DeltaFIFO and store tied together, with event handlers and indexes; one
+//! per scope, made and started by the [`SharedCache`]), [`Store`] (read-only), [`EventHandler`] and [`InformerEvent`]. The
 //! reflector relists on 410, pages or streams the initial list, and backs
 //! off with jitter ([`ReflectorConfig`], [`BackoffConfig`]).
 //!
@@ -97,19 +97,15 @@ use tokio_util::sync::CancellationToken;
 pub use backoff::BackoffConfig;
 pub use delta_fifo::{DeletedFinalStateUnknown, DeletedObject};
 pub use error::{ApiStatus, CacheError, IndexError, ReflectorError, UnobservedWrite};
-pub use informer::{InformerOptions, SharedIndexInformer};
-// Public with `SharedIndexInformer::new` and `InformerOptions` for
-// standalone informers: the reflector's relist and reconnect tests
-// (tests/tests/it/cache_watch.rs) drive one against a real server.
-pub use list_watch::ListWatch;
+use informer::InformerOptions;
+pub use informer::SharedIndexInformer;
+use list_watch::ListWatch;
 pub use processor::{
-    Event, EventHandler, HandlerFn, HandlerRegistration, MINIMUM_RESYNC_PERIOD, handler_fn,
+    EventHandler, HandlerFn, HandlerRegistration, InformerEvent, MINIMUM_RESYNC_PERIOD, handler_fn,
 };
 use read_your_writes::{WriteTracker, wait_observed};
-pub use reflector::{
-    ReflectorConfig, ReflectorStats, StreamingList, Transform, WatchErrorHandler,
-    strip_managed_fields,
-};
+use reflector::strip_managed_fields;
+pub use reflector::{ReflectorConfig, ReflectorStats, StreamingList, Transform, WatchErrorHandler};
 pub use start::START_LIST_ATTEMPTS;
 pub use store::{NAMESPACE_INDEX, Store};
 pub use undecodable::UndecodableObject;
@@ -391,9 +387,9 @@ impl SharedCacheBuilder {
     }
 
     /// Calls `handler` with every failed list or watch attempt of every
-    /// informer of the cache (see [`WatchErrorHandler`] and
-    /// [`SharedIndexInformer::set_watch_error_handler`]); the first
-    /// argument names the informer.
+    /// informer of the cache (client-go's `SetWatchErrorHandler`; see
+    /// [`WatchErrorHandler`]); the first argument names the informer
+    /// ([`SharedIndexInformer::describe`]).
     ///
     /// ```no_run
     /// use opkit::cache::{ReflectorError, SharedCache};
@@ -517,15 +513,6 @@ impl SharedCache {
     /// The client as given, recording nothing (informers watch through it).
     pub(crate) fn raw_client(&self) -> &Client {
         &self.inner.raw_client
-    }
-
-    /// True when this cache records writes through its
-    /// [`client`](Self::client) (read-your-writes is possible for the
-    /// controllers sharing it). Whether one controller's reads wait for its
-    /// writes is that controller's setting:
-    /// [`Controller::reads_own_writes`](crate::controller::Controller::reads_own_writes).
-    pub fn records_writes(&self) -> bool {
-        self.inner.writes.is_some()
     }
 
     /// The number of writes through [`client`](Self::client) the cache has
@@ -706,7 +693,7 @@ impl SharedCache {
     }
 
     /// True once [`start`](Self::start) was called.
-    pub fn is_started(&self) -> bool {
+    pub(crate) fn is_started(&self) -> bool {
         self.inner.started.load(Ordering::Acquire)
     }
 
@@ -728,7 +715,8 @@ impl SharedCache {
     }
 
     /// The number of informers (one per distinct scope).
-    pub fn informer_count(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn informer_count(&self) -> usize {
         self.inner.informers.lock().len()
     }
 

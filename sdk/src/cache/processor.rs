@@ -4,7 +4,7 @@
 //! ```
 //! use std::sync::Arc;
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use opkit::cache::{Event, EventHandler, handler_fn};
+//! use opkit::cache::{InformerEvent, EventHandler, handler_fn};
 //!
 //! // A handler is a type implementing `EventHandler` (async methods, default no-ops) ...
 //! struct Printer;
@@ -13,11 +13,11 @@
 //!         println!("add {:?} (initial list: {is_in_initial_list})", obj.metadata.name);
 //!     }
 //! }
-//! // ... or a plain closure over `Event`.
-//! let _h = handler_fn(|event: Event<ConfigMap>| match event {
-//!     Event::Add { obj, .. } => println!("add {:?}", obj.metadata.name),
-//!     Event::Update { new, is_resync, .. } => println!("update {:?} {is_resync}", new.metadata.name),
-//!     Event::Delete { obj } => println!("delete {:?}", obj.object().metadata.name),
+//! // ... or a plain closure over `InformerEvent`.
+//! let _h = handler_fn(|event: InformerEvent<ConfigMap>| match event {
+//!     InformerEvent::Add { obj, .. } => println!("add {:?}", obj.metadata.name),
+//!     InformerEvent::Update { new, is_resync, .. } => println!("update {:?} {is_resync}", new.metadata.name),
+//!     InformerEvent::Delete { obj } => println!("delete {:?}", obj.object().metadata.name),
 //! });
 //! ```
 //!
@@ -73,7 +73,7 @@ pub const MINIMUM_RESYNC_PERIOD: Duration = Duration::from_secs(1);
 
 /// A notification delivered to a handler.
 #[derive(Debug)]
-pub enum Event<K> {
+pub enum InformerEvent<K> {
     /// The object appeared in the cache. `is_in_initial_list` is true for the
     /// objects of the initial list (and the replay to a late handler).
     Add {
@@ -100,7 +100,7 @@ pub enum Event<K> {
     },
 }
 
-impl<K> Clone for Event<K> {
+impl<K> Clone for InformerEvent<K> {
     fn clone(&self) -> Self {
         match self {
             Self::Add {
@@ -177,13 +177,13 @@ pub trait EventHandler<K>: Send + 'static {
     }
 }
 
-/// An [`EventHandler`] made of a closure over [`Event`]; see [`handler_fn`].
+/// An [`EventHandler`] made of a closure over [`InformerEvent`]; see [`handler_fn`].
 pub struct HandlerFn<F>(F);
 
 /// Wraps a synchronous closure as an [`EventHandler`].
 pub fn handler_fn<K, F>(f: F) -> HandlerFn<F>
 where
-    F: FnMut(Event<K>) + Send + 'static,
+    F: FnMut(InformerEvent<K>) + Send + 'static,
 {
     HandlerFn(f)
 }
@@ -191,10 +191,10 @@ where
 impl<K, F> EventHandler<K> for HandlerFn<F>
 where
     K: Send + Sync + 'static,
-    F: FnMut(Event<K>) + Send + 'static,
+    F: FnMut(InformerEvent<K>) + Send + 'static,
 {
     fn on_add(&mut self, obj: Arc<K>, is_in_initial_list: bool) -> impl Future<Output = ()> + Send {
-        (self.0)(Event::Add {
+        (self.0)(InformerEvent::Add {
             obj,
             is_in_initial_list,
         });
@@ -207,7 +207,7 @@ where
         new: Arc<K>,
         is_resync: bool,
     ) -> impl Future<Output = ()> + Send {
-        (self.0)(Event::Update {
+        (self.0)(InformerEvent::Update {
             old,
             new,
             is_resync,
@@ -216,7 +216,7 @@ where
     }
 
     fn on_delete(&mut self, obj: DeletedObject<K>) -> impl Future<Output = ()> + Send {
-        (self.0)(Event::Delete { obj });
+        (self.0)(InformerEvent::Delete { obj });
         async {}
     }
 }
@@ -255,7 +255,8 @@ impl std::fmt::Debug for HandlerRegistration {
 impl HandlerRegistration {
     /// The registration's id (unique within its informer; registrations of
     /// two informers may share one, and are still told apart).
-    pub fn id(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn id(&self) -> u64 {
         self.id
     }
 
@@ -301,9 +302,9 @@ impl HandlerRegistration {
     }
 }
 
-/// What a listener delivers: an [`Event`], or an undecodable object.
+/// What a listener delivers: an [`InformerEvent`], or an undecodable object.
 enum Notice<K> {
-    Event(Event<K>),
+    Event(InformerEvent<K>),
     Undecodable(Arc<UndecodableObject>),
 }
 
@@ -317,8 +318,8 @@ struct Listener<K> {
 }
 
 impl<K> Listener<K> {
-    fn send(&self, event: Event<K>) {
-        if let Event::Add {
+    fn send(&self, event: InformerEvent<K>) {
+        if let InformerEvent::Add {
             is_in_initial_list: true,
             ..
         } = &event
@@ -411,7 +412,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
             state: Arc::clone(&state),
         };
         for obj in existing {
-            listener.send(Event::Add {
+            listener.send(InformerEvent::Add {
                 obj,
                 is_in_initial_list: true,
             });
@@ -466,7 +467,7 @@ impl<K: Send + Sync + 'static> Processor<K> {
 
     /// Delivers `event` to every listener, or (for `is_sync`) only to the
     /// listeners whose resync is due.
-    pub(crate) fn distribute(&self, event: Event<K>, is_sync: bool) {
+    pub(crate) fn distribute(&self, event: InformerEvent<K>, is_sync: bool) {
         let listeners = self.listeners.read();
         for l in listeners.iter() {
             if !is_sync || l.syncing {
@@ -584,7 +585,7 @@ async fn deliver<K, H>(
         };
         let initial = matches!(
             event,
-            Event::Add {
+            InformerEvent::Add {
                 is_in_initial_list: true,
                 ..
             }
@@ -593,16 +594,16 @@ async fn deliver<K, H>(
         // handler body is caught too
         let outcome = AssertUnwindSafe(async {
             match event {
-                Event::Add {
+                InformerEvent::Add {
                     obj,
                     is_in_initial_list,
                 } => handler.on_add(obj, is_in_initial_list).await,
-                Event::Update {
+                InformerEvent::Update {
                     old,
                     new,
                     is_resync,
                 } => handler.on_update(old, new, is_resync).await,
-                Event::Delete { obj } => handler.on_delete(obj).await,
+                InformerEvent::Delete { obj } => handler.on_delete(obj).await,
             }
         })
         .catch_unwind()
@@ -639,22 +640,22 @@ mod tests {
     fn recorder() -> (Arc<Mutex<Vec<String>>>, impl EventHandler<ConfigMap>) {
         let log = Arc::new(Mutex::new(Vec::new()));
         let l2 = Arc::clone(&log);
-        let h = handler_fn(move |e: Event<ConfigMap>| {
+        let h = handler_fn(move |e: InformerEvent<ConfigMap>| {
             let s = match e {
-                Event::Add {
+                InformerEvent::Add {
                     obj,
                     is_in_initial_list,
                 } => format!(
                     "add {} {is_in_initial_list}",
                     obj.metadata.name.clone().unwrap_or_default()
                 ),
-                Event::Update { new, is_resync, .. } => {
+                InformerEvent::Update { new, is_resync, .. } => {
                     format!(
                         "update {} {is_resync}",
                         new.metadata.name.clone().unwrap_or_default()
                     )
                 }
-                Event::Delete { obj } => format!(
+                InformerEvent::Delete { obj } => format!(
                     "delete {}",
                     obj.object().metadata.name.clone().unwrap_or_default()
                 ),
@@ -718,7 +719,7 @@ mod tests {
         p.add_listener(h, None, vec![], vec![]).unwrap();
         for i in 0..100 {
             p.distribute(
-                Event::Add {
+                InformerEvent::Add {
                     obj: cm(&format!("o{i}")),
                     is_in_initial_list: false,
                 },
@@ -745,7 +746,7 @@ mod tests {
         assert!(p.should_resync(later));
         let o = cm("a");
         p.distribute(
-            Event::Update {
+            InformerEvent::Update {
                 old: Arc::clone(&o),
                 new: o,
                 is_resync: true,
@@ -768,7 +769,7 @@ mod tests {
         let c2 = Arc::clone(&count);
         let reg = p
             .add_listener(
-                handler_fn(move |_e: Event<ConfigMap>| {
+                handler_fn(move |_e: InformerEvent<ConfigMap>| {
                     if c2.fetch_add(1, Ordering::SeqCst) == 0 {
                         panic!("first event panics");
                     }
@@ -780,7 +781,7 @@ mod tests {
             .unwrap();
         for n in ["a", "b"] {
             p.distribute(
-                Event::Add {
+                InformerEvent::Add {
                     obj: cm(n),
                     is_in_initial_list: false,
                 },
@@ -792,7 +793,7 @@ mod tests {
         assert!(reg.is_removed());
         assert_eq!(p.len(), 0);
         p.distribute(
-            Event::Add {
+            InformerEvent::Add {
                 obj: cm("c"),
                 is_in_initial_list: false,
             },
@@ -826,7 +827,7 @@ mod tests {
         assert_eq!((a.len(), b.len()), (1, 1));
         for (p, n) in [(&a, "to-a"), (&b, "to-b")] {
             p.distribute(
-                Event::Add {
+                InformerEvent::Add {
                     obj: cm(n),
                     is_in_initial_list: false,
                 },

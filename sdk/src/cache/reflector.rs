@@ -94,7 +94,7 @@ pub type WatchErrorHandler = Arc<dyn Fn(&str, &ReflectorError) + Send + Sync>;
 
 /// The default transform: drops `metadata.managedFields`, which is often the
 /// largest part of an object and is almost never read by a controller.
-pub fn strip_managed_fields<K: Resource>(obj: &mut K) {
+pub(crate) fn strip_managed_fields<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
 
@@ -293,7 +293,7 @@ pub struct ReflectorStats {
     /// The last list/watch error while the informer is failing; cleared
     /// once a list succeeds again (it recovered). Each failure, with when
     /// it happened, goes to the watch-error handler
-    /// ([`SharedIndexInformer::set_watch_error_handler`](super::SharedIndexInformer::set_watch_error_handler)).
+    /// ([`SharedCacheBuilder::watch_error_handler`](super::SharedCacheBuilder::watch_error_handler)).
     pub last_error: Option<String>,
 }
 
@@ -391,7 +391,7 @@ where
     S: ReflectorStore<K>,
 {
     /// A reflector from `lw` into `store`, with the default transform
-    /// ([`strip_managed_fields`]).
+    /// (strip `metadata.managedFields`).
     pub fn new(lw: ListWatch<K>, store: S, config: ReflectorConfig) -> Self {
         let lw = if config.protobuf { lw } else { lw.json_only() };
         let name = lw.describe();

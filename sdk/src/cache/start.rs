@@ -108,7 +108,7 @@ fn blocked(
 }
 
 /// How many failed lists of a kind (404: not served, or the API server
-/// unreachable) make [`Manager::run`] fail at start. With the reflector's
+/// unreachable) make [`Manager::run`](crate::manager::Manager::run) fail at start. With the reflector's
 /// backoff (0.8 s doubling, jittered) the 4th failure comes 5 to 11 s in.
 pub const START_LIST_ATTEMPTS: u32 = 4;
 

@@ -520,8 +520,14 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
     }
 
     /// The names of the indexes (the built-in [`NAMESPACE_INDEX`] included).
-    pub fn index_names(&self) -> Vec<String> {
+    pub(crate) fn index_names(&self) -> Vec<String> {
         self.indexer.index_names()
+    }
+
+    /// How many objects' current versions do not deserialize into `K`.
+    #[cfg(test)]
+    pub(crate) fn undecodable_len(&self) -> usize {
+        self.indexer.undecodable_len()
     }
 
     /// The record of `name` in `namespace` when its current version does
@@ -563,11 +569,6 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
         self.indexer
             .lookup(ObjectKey::new(namespace, name).as_str())
             .map_err(super::CacheError::Undecodable)
-    }
-
-    /// How many objects' current versions do not deserialize into `K`.
-    pub fn undecodable_len(&self) -> usize {
-        self.indexer.undecodable_len()
     }
 }
 

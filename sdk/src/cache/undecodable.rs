@@ -117,17 +117,17 @@ impl UndecodableObject {
     }
 
     /// The namespace (`None` for a cluster-scoped object).
-    pub fn namespace(&self) -> Option<&str> {
+    pub(crate) fn namespace(&self) -> Option<&str> {
         self.key.namespace()
     }
 
     /// The name.
-    pub fn name(&self) -> &str {
+    pub(crate) fn name(&self) -> &str {
         self.key.name()
     }
 
     /// The resourceVersion of the version that did not decode.
-    pub fn resource_version(&self) -> Option<&str> {
+    pub(crate) fn resource_version(&self) -> Option<&str> {
         self.metadata.resource_version.as_deref()
     }
 

@@ -73,4 +73,4 @@ pub use finalizer::{
 };
 pub use owner::{set_controller_reference, set_owner_reference};
 pub use retry::{RetryPolicy, retry_on_conflict};
-pub use scope::{ResourceScope, api_in};
+pub use scope::ResourceScope;

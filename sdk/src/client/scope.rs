@@ -1,16 +1,15 @@
-//! [`api_in`]: an `Api` for a kind in a namespace, whatever its scope.
+//! [`ResourceScope`]: an `Api` for a kind in a namespace, whatever its scope.
 //!
 //! ```
 //! use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-//! use kube::Api;
-//! use opkit::client::api_in;
+//! use kube::{Api, Resource};
+//! use opkit::client::ResourceScope;
 //!
 //! # async fn example(client: kube::Client) {
 //! // One way to say where, for every kind: `Some(namespace)` or `None`.
-//! let in_shop: Api<ConfigMap> = api_in(client.clone(), Some("shop"));
-//! let everywhere: Api<ConfigMap> = api_in(client.clone(), None);
-//! let namespaces: Api<Namespace> = api_in(client, None);
-//! # let _ = (in_shop, everywhere, namespaces);
+//! let in_shop: Api<ConfigMap> = <ConfigMap as Resource>::Scope::api(client.clone(), Some("shop"));
+//! let namespaces: Api<Namespace> = <Namespace as Resource>::Scope::api(client, None);
+//! # let _ = (in_shop, namespaces);
 //! # }
 //! ```
 
@@ -49,14 +48,4 @@ impl ResourceScope for ClusterResourceScope {
     {
         Api::all(client)
     }
-}
-
-/// An `Api` for kind `K` in `namespace` (`None`: a cluster-scoped kind, or
-/// every namespace of a namespaced one); see [`ResourceScope::api`].
-pub fn api_in<K>(client: Client, namespace: Option<&str>) -> Api<K>
-where
-    K: Resource<DynamicType = ()>,
-    K::Scope: ResourceScope,
-{
-    K::Scope::api(client, namespace)
 }

@@ -434,7 +434,7 @@ impl<R: Reconcile> Controller<R> {
 
     /// [`watches_channel`](Self::watches_channel) for any stream of
     /// requests.
-    pub fn watches_stream(
+    pub(crate) fn watches_stream(
         mut self,
         requests: impl futures::Stream<Item = Request> + Send + 'static,
     ) -> Self {
@@ -594,13 +594,6 @@ impl<R: Reconcile> Controller<R> {
         &self.settings.name
     }
 
-    /// Whether this controller's reads wait for its own writes (see
-    /// [`read_your_writes`](Self::read_your_writes)). The cache must record
-    /// writes too ([`SharedCache::records_writes`], on by default).
-    pub fn reads_own_writes(&self) -> bool {
-        self.settings.read_your_writes.is_some()
-    }
-
     /// Reports the controller's reconciles (`controller_runtime_reconcile_*`)
     /// and its queue (`workqueue_*`) to `metrics`, with controller-runtime's
     /// names: what a [`Manager`](crate::manager::Manager) does for every
@@ -698,7 +691,7 @@ impl<R: Reconcile> Controller<R> {
     }
 
     /// Like [`run`](Self::run), stopping when `token` is cancelled.
-    pub async fn run_until_cancelled(
+    pub(crate) async fn run_until_cancelled(
         self,
         cache: &SharedCache,
         token: CancellationToken,
@@ -752,7 +745,7 @@ impl<R: Reconcile> Controller<R> {
             })
         });
         if let Some(metrics) = &self.metrics {
-            builder = builder.metrics(Arc::new(metrics.workqueue_provider()));
+            builder = builder.metrics(metrics);
         }
         let queue = builder.build();
         let target = WatchTarget {

@@ -66,9 +66,10 @@ pub(crate) fn lease_seconds(lease_duration: Duration) -> Result<i32, LeaderError
     i32::try_from(secs.max(1)).map_err(|_| LeaderError::LeaseTooLong(lease_duration))
 }
 
-/// Options of a [`LeaderElector`]; start from [`LeaderElector::builder`].
+/// Options of a [`LeaderElector`], validated by [`build`](Self::build)
+/// (what [`LeaderElection`](super::LeaderElection) fills in).
 #[derive(Clone)]
-pub struct LeaderElectorBuilder {
+pub(crate) struct LeaderElectorBuilder {
     client: kube::Client,
     namespace: String,
     lease_name: String,
@@ -107,7 +108,7 @@ impl LeaderElectorBuilder {
 
     /// The `holderIdentity` to write; unique per process. Default
     /// `<hostname>_<random UUID>`.
-    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+    pub(crate) fn identity(mut self, identity: impl Into<String>) -> Self {
         self.identity = Some(identity.into());
         self
     }
@@ -115,7 +116,7 @@ impl LeaderElectorBuilder {
     /// How long standbys wait, from the last change of the Lease *they*
     /// observed, before taking it over (default 15 s). Written to the Lease
     /// rounded up to whole seconds.
-    pub fn lease_duration(mut self, duration: Duration) -> Self {
+    pub(crate) fn lease_duration(mut self, duration: Duration) -> Self {
         self.timing.lease_duration = duration;
         self
     }
@@ -123,14 +124,14 @@ impl LeaderElectorBuilder {
     /// How long the leader keeps acting without a successful renew, measured
     /// from when its last successful renew was sent (default 10 s). Must be
     /// less than the lease duration.
-    pub fn renew_deadline(mut self, deadline: Duration) -> Self {
+    pub(crate) fn renew_deadline(mut self, deadline: Duration) -> Self {
         self.timing.renew_deadline = deadline;
         self
     }
 
     /// How often the leader renews and standbys try to acquire (default
     /// 2 s; standbys add up to 120 % jitter, as client-go does).
-    pub fn retry_period(mut self, period: Duration) -> Self {
+    pub(crate) fn retry_period(mut self, period: Duration) -> Self {
         self.timing.retry_period = period;
         self
     }
@@ -139,13 +140,13 @@ impl LeaderElectorBuilder {
     /// so a standby takes over at its next try instead of after the lease
     /// duration. Default `false`, as in controller-runtime; enable it only if
     /// the process stops all leader-only work before shutting the elector down.
-    pub fn release_on_cancel(mut self, release: bool) -> Self {
+    pub(crate) fn release_on_cancel(mut self, release: bool) -> Self {
         self.release_on_cancel = release;
         self
     }
 
     /// Validates the options.
-    pub fn build(self) -> Result<LeaderElector, LeaderError> {
+    pub(crate) fn build(self) -> Result<LeaderElector, LeaderError> {
         if self.namespace.is_empty() {
             return Err(LeaderError::EmptyName { what: "namespace" });
         }

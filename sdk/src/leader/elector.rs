@@ -7,16 +7,17 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use super::builder::{JITTER_FACTOR, LeaderElectorBuilder, Timing};
+use super::builder::{JITTER_FACTOR, Timing};
 use super::election::{Election, Round};
 use super::handle::{LeaderHandle, LeaderState, Shared};
 use super::lock::{KubeLeaseLock, LeaseLock};
 
 /// A configured, not yet running, election on one Lease.
 ///
-/// Build it with [`LeaderElector::builder`], then [`spawn`](Self::spawn) it.
+/// Built from a [`LeaderElection`](super::LeaderElection), then
+/// [`spawn`](Self::spawn)ed.
 #[derive(Clone)]
-pub struct LeaderElector {
+pub(crate) struct LeaderElector {
     pub(crate) client: kube::Client,
     pub(crate) namespace: String,
     pub(crate) lease_name: String,
@@ -39,25 +40,10 @@ impl std::fmt::Debug for LeaderElector {
 }
 
 impl LeaderElector {
-    /// Options for an election on the Lease `namespace/lease_name`
-    /// (created on first use).
-    pub fn builder(
-        client: kube::Client,
-        namespace: impl Into<String>,
-        lease_name: impl Into<String>,
-    ) -> LeaderElectorBuilder {
-        LeaderElectorBuilder::new(client, namespace.into(), lease_name.into())
-    }
-
-    /// The identity this elector writes as the Lease's holder.
-    pub fn identity(&self) -> &str {
-        &self.identity
-    }
-
     /// Starts the election on the current tokio runtime and returns its
     /// handle. The election runs until [`LeaderHandle::shutdown`], until the
     /// last handle is dropped, or until leadership is lost.
-    pub fn spawn(self) -> LeaderHandle {
+    pub(crate) fn spawn(self) -> LeaderHandle {
         let lock = KubeLeaseLock::new(self.client, &self.namespace, &self.lease_name);
         let election = Election::new(
             lock,

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::LeaderState;
 
-/// Why a [`LeaderElector`](super::LeaderElector) could not be built, or why
+/// Why a [`LeaderElection`](super::LeaderElection) could not start, or why
 /// leadership could not be awaited.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum LeaderError {

@@ -72,7 +72,7 @@ impl Drop for DropGuard {
     }
 }
 
-/// A running election, returned by [`LeaderElector::spawn`](super::LeaderElector::spawn).
+/// A running election, returned by [`LeaderElection::spawn`](super::LeaderElection::spawn).
 ///
 /// Cheap to clone; every clone sees the same election. When the last clone
 /// is dropped, the election is shut down as by [`shutdown`](Self::shutdown).
@@ -106,7 +106,8 @@ impl LeaderHandle {
 
     /// Whether this replica leads right now: the value for
     /// `leader_election_master_status{name}`.
-    pub fn is_leader(&self) -> bool {
+    #[cfg(test)]
+    pub(crate) fn is_leader(&self) -> bool {
         self.state().is_leading()
     }
 
@@ -128,7 +129,7 @@ impl LeaderHandle {
     }
 
     /// The Lease's name: the `name` label of the leader-status gauge.
-    pub fn lease_name(&self) -> &str {
+    pub(crate) fn lease_name(&self) -> &str {
         &self.lease_name
     }
 
@@ -136,15 +137,6 @@ impl LeaderHandle {
     /// the Lease is free or not yet read).
     pub fn observed_leader(&self) -> Option<String> {
         self.shared.observed_leader.lock().clone()
-    }
-
-    /// The current term's scope if this replica leads: a token cancelled the
-    /// moment leadership ends (lost or shut down).
-    pub fn leading_scope(&self) -> Option<CancellationToken> {
-        if !self.is_leader() {
-            return None;
-        }
-        self.shared.scope.lock().clone()
     }
 
     /// Waits until this replica leads and returns the term's scope, a token
@@ -188,7 +180,7 @@ impl LeaderHandle {
     }
 
     /// Shuts the election down and waits until it has: the leading scope is
-    /// cancelled and, with [`release_on_cancel`](super::LeaderElectorBuilder::release_on_cancel),
+    /// cancelled and, with [`release_on_cancel`](super::LeaderElection::release_on_cancel),
     /// the lease is released so another replica takes over at once.
     ///
     /// Stop the work the lease guards *before* calling this: releasing tells

@@ -14,7 +14,7 @@ pub(crate) const MAX_IDENTITY_LEN: usize = 128;
 ///
 /// In a Pod, the host name is the Pod's name, so the Lease's holder says
 /// which replica leads.
-pub fn default_identity() -> String {
+pub(crate) fn default_identity() -> String {
     format!("{}_{}", hostname(), random_uuid())
 }
 

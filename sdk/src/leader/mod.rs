@@ -3,16 +3,17 @@
 //!
 //! ```no_run
 //! use std::time::Duration;
-//! use opkit::leader::{LeaderElector, LeaderState};
+//! use opkit::leader::{LeaderElection, LeaderState};
 //!
 //! # async fn example(client: kube::Client) -> Result<(), opkit::leader::LeaderError> {
-//! let leader = LeaderElector::builder(client, "memcached-system", "memcached-operator-lock")
+//! // What a Manager does with `ManagerBuilder::leader_election`, on its own:
+//! let leader = LeaderElection::new("memcached-operator-lock")
+//!     .namespace("memcached-system")
 //!     .lease_duration(Duration::from_secs(15))
 //!     .renew_deadline(Duration::from_secs(10))
 //!     .retry_period(Duration::from_secs(2))
 //!     .release_on_cancel(true)
-//!     .build()?
-//!     .spawn();
+//!     .spawn(client)?;
 //!
 //! // Caches start on every replica; leader-only work waits for the lease.
 //! let scope = leader.became_leader().await?;
@@ -70,6 +71,7 @@
 //! `coordination.k8s.io`, in the Lease's namespace.
 
 mod builder;
+mod config;
 mod election;
 mod elector;
 mod error;
@@ -80,10 +82,8 @@ mod lock;
 #[cfg(test)]
 mod tests;
 
-pub use builder::{
-    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElectorBuilder,
-};
-pub use elector::LeaderElector;
+pub use builder::{DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD};
+pub use config::LeaderElection;
+pub(crate) use elector::LeaderElector;
 pub use error::LeaderError;
 pub use handle::{LeaderHandle, LeaderState};
-pub use identity::default_identity;

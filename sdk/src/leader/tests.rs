@@ -257,7 +257,7 @@ async fn release_on_cancel_hands_over_at_the_next_try() {
     assert!(!b.handle.is_leader());
     assert_eq!(b.handle.observed_leader().as_deref(), Some("a"));
 
-    let scope = a.handle.leading_scope().unwrap();
+    let scope = a.handle.became_leader().await.unwrap();
     let stopped_at = Instant::now();
     assert_eq!(a.handle.shutdown().await, LeaderState::Stopped);
     assert!(scope.is_cancelled());

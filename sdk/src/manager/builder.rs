@@ -1,4 +1,4 @@
-//! [`ManagerBuilder`] and [`LeaderElection`]: a manager's options.
+//! [`ManagerBuilder`]: a manager's options.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -12,9 +12,7 @@ use super::runnable::BoxError;
 use super::server::{self, Bound, Serves};
 use crate::cache::SharedCache;
 use crate::config::{self, ConfigSource};
-use crate::leader::{
-    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElector,
-};
+use crate::leader::{LeaderElection, LeaderElector};
 use crate::metrics::Metrics;
 use crate::webhook::WebhookServer;
 
@@ -32,30 +30,6 @@ enum Connection {
     Client(kube::Client),
 }
 
-/// Leader election on a `coordination.k8s.io/v1` Lease: of all replicas
-/// of the operator, only the one holding the Lease reconciles (see
-/// [`crate::leader`] for the semantics).
-///
-/// ```
-/// use std::time::Duration;
-/// use opkit::manager::LeaderElection;
-///
-/// let election = LeaderElection::new("memcached-operator-lock")
-///     .namespace("memcached-system")
-///     .lease_duration(Duration::from_secs(15))
-///     .release_on_cancel(true);
-/// ```
-#[derive(Debug, Clone)]
-pub struct LeaderElection {
-    lease_name: String,
-    namespace: Option<String>,
-    identity: Option<String>,
-    lease_duration: Duration,
-    renew_deadline: Duration,
-    retry_period: Duration,
-    release_on_cancel: bool,
-}
-
 impl std::fmt::Debug for Connection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -66,71 +40,6 @@ impl std::fmt::Debug for Connection {
                 .finish(),
             Self::Client(_) => f.write_str("Client"),
         }
-    }
-}
-
-impl LeaderElection {
-    /// Elect a leader on the Lease `lease_name` (controller-runtime's
-    /// `LeaderElectionID`): the same name on every replica, unique per
-    /// operator.
-    pub fn new(lease_name: impl Into<String>) -> Self {
-        Self {
-            lease_name: lease_name.into(),
-            namespace: None,
-            identity: None,
-            lease_duration: DEFAULT_LEASE_DURATION,
-            renew_deadline: DEFAULT_RENEW_DEADLINE,
-            retry_period: DEFAULT_RETRY_PERIOD,
-            release_on_cancel: false,
-        }
-    }
-
-    /// The Lease's namespace. Default: the connection's namespace (in a
-    /// cluster, the pod's; from a kubeconfig, the context's, else `default`).
-    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
-        self.namespace = Some(namespace.into());
-        self
-    }
-
-    /// This replica's identity (default `<hostname>_<random UUID>`).
-    pub fn identity(mut self, identity: impl Into<String>) -> Self {
-        self.identity = Some(identity.into());
-        self
-    }
-
-    /// How long standbys wait before taking a Lease that is not renewed
-    /// (default 15 s).
-    pub fn lease_duration(mut self, duration: Duration) -> Self {
-        self.lease_duration = duration;
-        self
-    }
-
-    /// How long the leader keeps reconciling without a successful renew
-    /// (default 10 s; less than the lease duration).
-    pub fn renew_deadline(mut self, deadline: Duration) -> Self {
-        self.renew_deadline = deadline;
-        self
-    }
-
-    /// How often the leader renews and standbys try (default 2 s).
-    pub fn retry_period(mut self, period: Duration) -> Self {
-        self.retry_period = period;
-        self
-    }
-
-    /// Release the Lease at graceful shutdown, after every controller and
-    /// runnable has stopped, so a standby takes over at its next try rather
-    /// than after the lease duration (default `false`, as in
-    /// controller-runtime). Safe only if nothing else in the process acts
-    /// as leader after the manager returns.
-    pub fn release_on_cancel(mut self, release: bool) -> Self {
-        self.release_on_cancel = release;
-        self
-    }
-
-    /// The Lease's name.
-    pub fn lease_name(&self) -> &str {
-        &self.lease_name
     }
 }
 
@@ -180,7 +89,7 @@ impl Default for ManagerBuilder {
 impl ManagerBuilder {
     /// Connect as `source` says (the default is [`ConfigSource::Infer`]:
     /// `KUBECONFIG`, `~/.kube/config`, then the in-cluster service account).
-    pub fn config_source(mut self, source: ConfigSource) -> Self {
+    pub(crate) fn config_source(mut self, source: ConfigSource) -> Self {
         self.connection = Connection::Source(source);
         self
     }
@@ -390,7 +299,7 @@ fn elector(
     client: &kube::Client,
     election: LeaderElection,
 ) -> Result<(LeaderElector, String), ManagerError> {
-    let namespace = match election.namespace {
+    let namespace = match election.namespace.clone() {
         Some(namespace) => namespace,
         None => {
             let namespace = client.default_namespace();
@@ -401,15 +310,9 @@ fn elector(
         }
     };
     let lease = format!("{namespace}/{}", election.lease_name);
-    let mut builder = LeaderElector::builder(client.clone(), namespace, election.lease_name)
-        .lease_duration(election.lease_duration)
-        .renew_deadline(election.renew_deadline)
-        .retry_period(election.retry_period)
-        .release_on_cancel(election.release_on_cancel);
-    if let Some(identity) = election.identity {
-        builder = builder.identity(identity);
-    }
-    let elector = builder.build().map_err(ManagerError::LeaderElection)?;
+    let elector = election
+        .elector(client.clone(), namespace)
+        .map_err(ManagerError::LeaderElection)?;
     Ok((elector, lease))
 }
 

@@ -110,9 +110,9 @@ use futures::future::BoxFuture;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-pub use builder::{
-    DEFAULT_CACHE_SYNC_TIMEOUT, DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT, LeaderElection, ManagerBuilder,
-};
+/// The leader election options (also at [`crate::leader::LeaderElection`]).
+pub use crate::leader::LeaderElection;
+pub use builder::{DEFAULT_CACHE_SYNC_TIMEOUT, DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT, ManagerBuilder};
 pub use error::ManagerError;
 pub use runnable::{BoxError, Runnable};
 

@@ -75,9 +75,4 @@ impl Runnable {
         self.needs_leader_election = needs;
         self
     }
-
-    /// The runnable's name.
-    pub fn name(&self) -> &str {
-        &self.name
-    }
 }

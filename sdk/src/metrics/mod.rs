@@ -83,7 +83,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::registry::{Metric, Registry};
 
 pub use error::MetricsError;
-pub use workqueue::WorkqueueMetrics;
+pub(crate) use workqueue::WorkqueueMetrics;
 
 use crate::controller::ReconcileObserver;
 use controller::ControllerFamilies;
@@ -181,25 +181,9 @@ impl Metrics {
         Ok(text)
     }
 
-    /// The workqueue metrics provider, for a [`WorkQueue`](crate::workqueue::WorkQueue)
-    /// an operator builds itself (controllers added to a manager get it
-    /// already). The queue must be named: the name is the `name` label.
-    ///
-    /// ```
-    /// use std::sync::Arc;
-    /// use opkit::metrics::Metrics;
-    /// use opkit::workqueue::WorkQueue;
-    ///
-    /// let metrics = Metrics::new();
-    /// let queue: WorkQueue<String> = WorkQueue::builder()
-    ///     .name("backups")
-    ///     .metrics(Arc::new(metrics.workqueue_provider()))
-    ///     .build();
-    /// queue.add("nightly".to_owned());
-    /// let text = metrics.encode().unwrap();
-    /// assert!(text.contains(r#"workqueue_depth{name="backups",controller="backups"} 1"#));
-    /// ```
-    pub fn workqueue_provider(&self) -> WorkqueueMetrics {
+    /// The workqueue metrics provider (what
+    /// [`WorkQueueBuilder::metrics`](crate::workqueue::WorkQueueBuilder::metrics) uses).
+    pub(crate) fn workqueue_provider(&self) -> WorkqueueMetrics {
         self.inner.workqueue.clone()
     }
 

@@ -2,7 +2,6 @@
 //! how each reconcile result moves them.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::Metrics;
@@ -183,7 +182,7 @@ async fn a_queue_reports_controller_runtimes_workqueue_metrics() {
     let metrics = Metrics::new();
     let queue: WorkQueue<&'static str> = WorkQueue::builder()
         .name("gadget")
-        .metrics(Arc::new(metrics.workqueue_provider()))
+        .metrics(&metrics)
         .build();
     let series = |name: &str| format!(r#"{name}{{name="gadget",controller="gadget"}}"#);
 

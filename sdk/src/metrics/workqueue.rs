@@ -39,12 +39,10 @@ fn duration_histogram() -> Histogram {
     Histogram::new(names::WORKQUEUE_DURATION_BUCKETS)
 }
 
-/// Workqueue metrics for every queue built with it: pass it to
-/// [`WorkQueueBuilder::metrics`](crate::workqueue::WorkQueueBuilder::metrics)
-/// (a manager does so for each controller). Get one from
-/// [`Metrics::workqueue_provider`](super::Metrics::workqueue_provider).
+/// Workqueue metrics for every queue built with it (see
+/// [`WorkQueueBuilder::metrics`](crate::workqueue::WorkQueueBuilder::metrics)).
 #[derive(Debug, Clone)]
-pub struct WorkqueueMetrics {
+pub(crate) struct WorkqueueMetrics {
     depth: Family<QueueLabels, Gauge>,
     adds: Family<QueueLabels, Counter>,
     queue_duration: HistogramFamily,

@@ -221,7 +221,7 @@ impl ReconcileError {
     /// use opkit::reconcile::ReconcileError;
     ///
     /// let e = ReconcileError::retryable("quota exhausted").retry_after(Duration::from_secs(60));
-    /// assert_eq!(e.retry_delay(), Some(Duration::from_secs(60)));
+    /// # let _ = e;
     /// ```
     #[must_use]
     pub fn retry_after(mut self, delay: Duration) -> Self {
@@ -232,7 +232,7 @@ impl ReconcileError {
     }
 
     /// The delay chosen with [`retry_after`](Self::retry_after), if any.
-    pub fn retry_delay(&self) -> Option<Duration> {
+    pub(crate) fn retry_delay(&self) -> Option<Duration> {
         self.retry_after
     }
 

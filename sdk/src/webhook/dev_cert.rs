@@ -91,14 +91,6 @@ impl DevCertificate {
         })
     }
 
-    /// A certificate for the in-cluster names of Service `name` in
-    /// `namespace` (`name.namespace.svc` and `name.namespace.svc.cluster.local`).
-    pub fn for_service(name: &str, namespace: &str) -> Result<Self, WebhookError> {
-        let short = format!("{name}.{namespace}.svc");
-        let long = format!("{short}.cluster.local");
-        Self::generate(&[&short, &long])
-    }
-
     /// A certificate read back (from a Secret).
     pub(crate) fn from_pems(ca_pem: String, cert_pem: String, key_pem: String) -> Self {
         Self {

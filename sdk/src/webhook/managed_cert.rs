@@ -67,7 +67,7 @@ use super::error::WebhookError;
 pub const HOSTS_ANNOTATION: &str = "opkit.dev/webhook-serving-hosts";
 
 /// Where the webhook server's certificate comes from when the manager
-/// manages it: see the [module docs](self).
+/// manages it: see the [webhook module docs](crate::webhook).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ManagedCertificate {
     service: String,
@@ -123,13 +123,8 @@ impl ManagedCertificate {
         &self.secret
     }
 
-    /// The Service's namespace (where the Secret is kept).
-    pub fn namespace(&self) -> &str {
-        &self.namespace
-    }
-
     /// The host names the certificate is issued for.
-    pub fn hosts(&self) -> [String; 2] {
+    pub(crate) fn hosts(&self) -> [String; 2] {
         let short = format!("{}.{}.svc", self.service, self.namespace);
         let long = format!("{short}.cluster.local");
         [short, long]
@@ -185,7 +180,7 @@ impl ManagedCertificate {
     /// Reads or issues the certificate, writes it to `cert_file` and
     /// `key_file` (and `ca.crt` beside them), and injects its CA. Returns
     /// the CA (PEM).
-    pub async fn provision(
+    pub(crate) async fn provision(
         &self,
         client: &kube::Client,
         cert_file: &Path,

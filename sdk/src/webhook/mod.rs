@@ -103,8 +103,7 @@ pub use error::WebhookError;
 pub use managed_cert::{HOSTS_ANNOTATION, ManagedCertificate};
 pub use manifests::WebhookClient;
 pub use server::{
-    BoundWebhookServer, DEFAULT_CERT_DIR, DEFAULT_PORT, DEFAULT_RELOAD_INTERVAL, WebhookReadiness,
-    WebhookServer,
+    BoundWebhookServer, DEFAULT_CERT_DIR, DEFAULT_PORT, DEFAULT_RELOAD_INTERVAL, WebhookServer,
 };
 pub use validating::Validator;
 pub use webhooks::{CONVERSION_PATH, FailurePolicy, WebhookOptions, Webhooks};

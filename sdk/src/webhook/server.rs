@@ -157,11 +157,6 @@ impl WebhookServer {
         Ok(())
     }
 
-    /// The webhooks it answers.
-    pub fn webhooks(&self) -> &Webhooks {
-        &self.webhooks
-    }
-
     /// Reads the certificate and binds the address; nothing is served
     /// until [`BoundWebhookServer::serve`].
     pub async fn bind(self) -> Result<BoundWebhookServer, WebhookError> {
@@ -214,13 +209,13 @@ impl std::fmt::Debug for BoundWebhookServer {
 
 /// Whether a webhook server is serving: the `webhook` readiness check.
 #[derive(Debug, Clone)]
-pub struct WebhookReadiness {
+pub(crate) struct WebhookReadiness {
     serving: Arc<AtomicBool>,
 }
 
 impl WebhookReadiness {
     /// `Ok` while the server accepts connections with a loaded certificate.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         if self.serving.load(Ordering::Acquire) {
             Ok(())
         } else {
@@ -236,7 +231,7 @@ impl BoundWebhookServer {
     }
 
     /// The readiness of this server, for a `/readyz` check.
-    pub fn readiness(&self) -> WebhookReadiness {
+    pub(crate) fn readiness(&self) -> WebhookReadiness {
         WebhookReadiness {
             serving: Arc::clone(&self.serving),
         }

@@ -237,7 +237,7 @@ impl Webhooks {
     }
 
     /// Every path served, in registration order (the conversion path last).
-    pub fn paths(&self) -> Vec<String> {
+    pub(crate) fn paths(&self) -> Vec<String> {
         let mut paths: Vec<String> = self.admission.iter().map(|e| e.path.clone()).collect();
         if !self.conversions.is_empty() {
             paths.push(CONVERSION_PATH.to_owned());

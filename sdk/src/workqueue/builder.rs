@@ -24,9 +24,9 @@ const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
 /// | [`metrics`](Self::metrics) | none (no cost) |
 ///
 /// ```
-/// use std::sync::Arc;
 /// use std::time::Duration;
-/// use opkit::workqueue::{FastSlowRateLimiter, NoopMetricsProvider, Quota, WorkQueue};
+/// use opkit::metrics::Metrics;
+/// use opkit::workqueue::{FastSlowRateLimiter, Quota, WorkQueue};
 ///
 /// # #[tokio::main(flavor = "current_thread")]
 /// # async fn main() {
@@ -35,7 +35,7 @@ const UNFINISHED_WORK_UPDATE_PERIOD: Duration = Duration::from_millis(500);
 ///     .rate_limiter(FastSlowRateLimiter::new(Duration::from_millis(10), Duration::from_secs(30), 5))
 ///     .throttle(Quota::per_second(10).burst(100)) // at most 10 items/s to the workers, bursts of 100
 ///     .per_key_min_interval(Duration::from_secs(1)) // one object at most once a second
-///     .metrics(Arc::new(NoopMetricsProvider))
+///     .metrics(&Metrics::new())
 ///     .build();
 /// assert_eq!(queue.name(), "memcached");
 /// # }
@@ -57,7 +57,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Default for WorkQueueBuilder<
 
 impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueueBuilder<T> {
     /// The defaults (see the table above).
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             name: String::new(),
             rate_limiter: None,
@@ -98,14 +98,36 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueueBuilder<T> {
         self
     }
 
+    /// Reports the queue's metrics (controller-runtime's `workqueue_*`
+    /// names, the queue's name as the `name` label) to `metrics`, e.g. a
+    /// [`Manager`](crate::manager::Manager)'s (controllers added to a
+    /// manager get this already). The queue must be named.
+    ///
+    /// ```
+    /// use opkit::metrics::Metrics;
+    /// use opkit::workqueue::WorkQueue;
+    ///
+    /// let metrics = Metrics::new();
+    /// let queue: WorkQueue<String> = WorkQueue::builder()
+    ///     .name("backups")
+    ///     .metrics(&metrics)
+    ///     .build();
+    /// queue.add("nightly".to_owned());
+    /// let text = metrics.encode().unwrap();
+    /// assert!(text.contains(r#"workqueue_depth{name="backups",controller="backups"} 1"#));
+    /// ```
+    pub fn metrics(self, metrics: &crate::metrics::Metrics) -> Self {
+        self.metrics_provider(Arc::new(metrics.workqueue_provider()))
+    }
+
     /// Reports metrics through `provider` (the queue must be named).
-    pub fn metrics(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
+    pub(crate) fn metrics_provider(mut self, provider: Arc<dyn MetricsProvider>) -> Self {
         self.metrics = Some(provider);
         self
     }
 
-    /// How often the unfinished-work gauges are refreshed (default 500 ms; zero: never,
-    /// call [`WorkQueue::update_unfinished_work_metrics`] instead).
+    /// How often the unfinished-work gauges are refreshed (default 500 ms;
+    /// zero: never).
     pub fn unfinished_work_update_period(mut self, period: Duration) -> Self {
         self.unfinished_work_update_period = period;
         self

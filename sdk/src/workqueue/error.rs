@@ -6,7 +6,7 @@ use std::time::Duration;
 /// bounded wait can run out of time.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum Error {
+pub enum QueueError {
     /// [`WorkQueue::shutdown_with_drain`](super::WorkQueue::shutdown_with_drain)
     /// gave up before every item was done.
     #[error(
@@ -47,7 +47,7 @@ mod tests {
 
     #[test]
     fn message_says_what_to_check() {
-        let err = Error::DrainTimeout {
+        let err = QueueError::DrainTimeout {
             queue: "pods".into(),
             timeout: Duration::from_secs(2),
             processing: 1,

@@ -1,15 +1,17 @@
-//! Queue metrics through a small provider trait.
+//! Queue metrics through a small provider trait (crate-internal; users pass
+//! opkit's [`Metrics`](crate::metrics::Metrics) to
+//! [`WorkQueueBuilder::metrics`](super::WorkQueueBuilder::metrics)).
 //!
 //! The shape follows client-go's `workqueue.MetricsProvider`: the queue asks the
 //! provider once, at build time, for one metric of each kind and then only calls
 //! `inc`/`dec`/`set`/`observe` on them. A provider implementation registers each
 //! metric under the name given by the constants below (controller-runtime's
-//! names, so existing dashboards work) with the label [`NAME_LABEL`] set to the
+//! names, so existing dashboards work) with the label `name` set to the
 //! queue's name.
 //!
-//! Metrics cost nothing when unused: a queue without a provider, with the
-//! [`NoopMetricsProvider`], or without a name (as in client-go) keeps no
-//! timestamps and makes no calls on its hot path.
+//! Metrics cost nothing when unused: a queue without a provider, with a no-op
+//! one, or without a name (as in client-go) keeps no timestamps and makes no
+//! calls on its hot path.
 
 use std::fmt;
 
@@ -31,8 +33,6 @@ pub const UNFINISHED_WORK_SECONDS: &str = "workqueue_unfinished_work_seconds";
 pub const LONGEST_RUNNING_PROCESSOR_SECONDS: &str = "workqueue_longest_running_processor_seconds";
 /// `workqueue_retries_total`: total number of delayed and rate-limited adds (counter).
 pub const RETRIES_TOTAL: &str = "workqueue_retries_total";
-/// The label every workqueue metric carries: the queue's name.
-pub const NAME_LABEL: &str = "name";
 
 /// A gauge that goes up and down by one.
 pub trait GaugeMetric: Send + Sync {
@@ -64,12 +64,12 @@ pub trait HistogramMetric: Send + Sync {
 ///
 /// Each method is called once per queue, when the queue is built, with the
 /// queue's name; the returned metric should carry that name as the
-/// [`NAME_LABEL`] label of the metric family named in its doc.
+/// `name` label of the metric family named in its doc.
 ///
-/// ```
+/// ```ignore
 /// use std::sync::atomic::{AtomicI64, Ordering};
 /// use std::sync::Arc;
-/// use opkit::workqueue::metrics::*;
+/// use crate::workqueue::metrics::*;
 /// use opkit::workqueue::WorkQueue;
 ///
 /// /// Counts the depth only; everything else is discarded.
@@ -96,7 +96,7 @@ pub trait HistogramMetric: Send + Sync {
 /// let depth = Arc::new(AtomicI64::new(0));
 /// let queue: WorkQueue<u32> = WorkQueue::builder()
 ///     .name("example")
-///     .metrics(Arc::new(DepthOnly(depth.clone())))
+///     .metrics_provider(Arc::new(DepthOnly(depth.clone())))
 ///     .build();
 /// queue.add(1);
 /// queue.add(2);
@@ -131,25 +131,32 @@ pub trait MetricsProvider: Send + Sync {
 
 /// A provider whose metrics discard everything. Queues built with it (or
 /// without any provider) do no metrics work at all.
+#[cfg(test)]
 #[derive(Debug, Clone, Copy, Default)]
-pub struct NoopMetricsProvider;
+pub(crate) struct NoopMetricsProvider;
 
+#[cfg(test)]
 struct Noop;
 
+#[cfg(test)]
 impl GaugeMetric for Noop {
     fn inc(&self) {}
     fn dec(&self) {}
 }
+#[cfg(test)]
 impl SettableGaugeMetric for Noop {
     fn set(&self, _: f64) {}
 }
+#[cfg(test)]
 impl CounterMetric for Noop {
     fn inc(&self) {}
 }
+#[cfg(test)]
 impl HistogramMetric for Noop {
     fn observe(&self, _: f64) {}
 }
 
+#[cfg(test)]
 impl MetricsProvider for NoopMetricsProvider {
     fn new_depth_metric(&self, _: &str) -> Box<dyn GaugeMetric> {
         Box::new(Noop)

@@ -7,7 +7,7 @@
 //!
 //! ```
 //! use std::time::Duration;
-//! use opkit::workqueue::{ExponentialFailureRateLimiter, Priority, Quota, WorkQueue};
+//! use opkit::workqueue::{ExponentialFailureRateLimiter, Quota, WorkQueue};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() {
@@ -20,11 +20,10 @@
 //!     .throttle(Quota::per_second(100).burst(100)) // at most 100 reconciles/s, whatever path the key came by
 //!     .build();
 //!
-//! // The initial list is enqueued with low priority, fresh events with normal.
-//! queue.add_with_priority("default/from-initial-list".to_string(), Priority::Low);
 //! queue.add("default/just-created".to_string());
+//! queue.add("default/from-initial-list".to_string());
 //!
-//! // A worker: the fresh event comes first.
+//! // A worker: first in, first out.
 //! let key = queue.get().await.expect("queue is running");
 //! assert_eq!(key, "default/just-created");
 //! // ... reconcile fails: retry with per-item backoff (5 ms, 10 ms, 20 ms, ...)
@@ -61,10 +60,11 @@
 //! items sit in a timer heap; one idle getter sleeps until the earliest deadline
 //! (no polling, no background task, and `add_after` never blocks).
 //!
-//! **Priorities** ([`Priority`]): ready items of a higher priority are handed
-//! out first, FIFO within a priority; adding an item that is already waiting
-//! keeps the higher priority. Objects from an initial list or a resync go in
-//! as [`Priority::Low`] so fresh events ([`Priority::Normal`]) are not starved.
+//! **Priorities** (the controller's, crate-internal): ready items of a higher
+//! priority are handed out first, FIFO within a priority; adding an item that
+//! is already waiting keeps the higher priority. A controller enqueues the
+//! objects of an initial list or a resync at low priority, so fresh events
+//! are not starved; [`add`](WorkQueue::add) and the rest use the normal one.
 //!
 //! **Per-item rate limiting** ([`RateLimiter`]): [`add_rate_limited`](WorkQueue::add_rate_limited)
 //! is `add_after(item, limiter.when(&item))`; [`forget`](WorkQueue::forget)
@@ -83,18 +83,19 @@
 //! pending delayed adds are dropped, and `get` returns the items still waiting,
 //! then `None`. [`shutdown_with_drain`](WorkQueue::shutdown_with_drain) also
 //! waits, up to a timeout, until every item is done; a plain `shutdown`
-//! meanwhile ends that wait ([`Error::DrainAbandoned`]), as client-go's
+//! meanwhile ends that wait ([`QueueError::DrainAbandoned`]), as client-go's
 //! `ShutDown` ends a pending `ShutDownWithDrain`.
 //!
-//! **Metrics** ([`metrics`]): controller-runtime's metric names through a small
-//! [`MetricsProvider`] trait; without one the hot path does no metrics work.
+//! **Metrics** ([`WorkQueueBuilder::metrics`]): controller-runtime's metric
+//! names in opkit's Prometheus registry; without them the hot path does no
+//! metrics work.
 //!
 //! Time is `tokio::time`, so everything above is testable on tokio's paused clock.
 
 mod builder;
 mod delay;
 mod error;
-pub mod metrics;
+pub(crate) mod metrics;
 mod priority;
 mod queue;
 mod quota;
@@ -108,10 +109,9 @@ mod proptests;
 mod tests;
 
 pub use builder::WorkQueueBuilder;
-pub use error::Error;
-pub use metrics::{MetricsProvider, NoopMetricsProvider};
-pub use priority::Priority;
-pub use queue::{Processing, WorkQueue};
+pub use error::QueueError;
+pub(crate) use priority::Priority;
+pub use queue::WorkQueue;
 pub use quota::Quota;
 pub use rate_limiter::{
     ExponentialFailureRateLimiter, FastSlowRateLimiter, MaxOfRateLimiter, MaxWaitRateLimiter,

@@ -124,7 +124,7 @@ fn run_case(
         let recorded = provider.0.clone();
         let mut builder = WorkQueue::builder()
             .name("prop")
-            .metrics(Arc::new(provider))
+            .metrics_provider(Arc::new(provider))
             .unfinished_work_update_period(Duration::ZERO)
             .rate_limiter(ExponentialFailureRateLimiter::new(
                 Duration::from_millis(1),

@@ -32,7 +32,7 @@ use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 
 use super::WorkQueueBuilder;
-use super::error::Error;
+use super::error::QueueError;
 use super::metrics::QueueMetrics;
 use super::priority::Priority;
 use super::rate_limiter::RateLimiter;
@@ -391,12 +391,12 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Inner<T> {
     }
 
     /// `None` if drained, else the error to report.
-    fn drain_error(&self, timeout: Duration) -> Option<Error> {
+    fn drain_error(&self, timeout: Duration) -> Option<QueueError> {
         let st = self.lock();
         if st.is_drained() {
             return None;
         }
-        Some(Error::DrainTimeout {
+        Some(QueueError::DrainTimeout {
             queue: self.name.clone(),
             timeout,
             processing: st.processing(),
@@ -491,7 +491,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
         &self.inner.name
     }
 
-    /// Marks `item` as needing processing, with [`Priority::Normal`].
+    /// Marks `item` as needing processing (at normal priority).
     ///
     /// A no-op if the item is already waiting; if it is being processed it is
     /// marked dirty and handed out again after [`done`](Self::done). Ignored
@@ -502,7 +502,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
 
     /// Like [`add`](Self::add) with a priority. If the item is already
     /// waiting, the higher of the two priorities is kept.
-    pub fn add_with_priority(&self, item: T, priority: Priority) {
+    pub(crate) fn add_with_priority(&self, item: T, priority: Priority) {
         let inner = &*self.inner;
         // Never wait for the lock: if it is taken, the holder (or the next
         // one) applies the add from the inbox, in order.
@@ -523,7 +523,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
         inner.wake(wake);
     }
 
-    /// Adds `item` once `delay` has passed ([`Priority::Normal`]).
+    /// Adds `item` once `delay` has passed (at normal priority).
     ///
     /// A zero delay is a plain [`add`](Self::add). If the item already has a
     /// pending delayed add, the earlier time is kept. When the time comes the
@@ -535,7 +535,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
 
     /// Like [`add_after`](Self::add_after) with the priority the item is
     /// added with when its time comes.
-    pub fn add_after_with_priority(&self, item: T, delay: Duration, priority: Priority) {
+    pub(crate) fn add_after_with_priority(&self, item: T, delay: Duration, priority: Priority) {
         let inner = &*self.inner;
         let hash = inner.hasher.hash(&item);
         let mut now = LazyNow::new();
@@ -566,7 +566,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     }
 
     /// Like [`add_rate_limited`](Self::add_rate_limited) with a priority.
-    pub fn add_rate_limited_with_priority(&self, item: T, priority: Priority) {
+    pub(crate) fn add_rate_limited_with_priority(&self, item: T, priority: Priority) {
         if self.is_shutting_down() {
             return;
         }
@@ -617,7 +617,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
 
     /// Like [`get`](Self::get), also returning the priority the item was
     /// queued with (so that a requeue can keep it).
-    pub async fn get_with_priority(&self) -> Option<(T, Priority)> {
+    pub(crate) async fn get_with_priority(&self) -> Option<(T, Priority)> {
         let inner = &*self.inner;
         // The common case: an item is ready; nothing to register or undo.
         if let Some(result) = inner.take_now() {
@@ -656,34 +656,6 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
                 None => notified.as_mut().await,
             }
         }
-    }
-
-    /// Like [`get_with_priority`](Self::get_with_priority), returning a
-    /// [`Processing`] guard that calls [`done`](Self::done) when dropped, so an
-    /// item is never left "processing" by a worker that returned early or
-    /// panicked. [`Processing::done`] finishes it explicitly.
-    ///
-    /// ```
-    /// use opkit::workqueue::WorkQueue;
-    ///
-    /// # #[tokio::main(flavor = "current_thread")]
-    /// # async fn main() {
-    /// let queue = WorkQueue::new();
-    /// queue.add("default/web");
-    /// let work = queue.get_guarded().await.expect("not shut down");
-    /// assert_eq!(*work, "default/web");
-    /// queue.add("default/web"); // being processed: dirty
-    /// drop(work); // done: queued again
-    /// assert_eq!(queue.len(), 1);
-    /// # }
-    /// ```
-    pub async fn get_guarded(&self) -> Option<Processing<T>> {
-        let (item, priority) = self.get_with_priority().await?;
-        Some(Processing {
-            queue: self.clone(),
-            item: Some(item),
-            priority,
-        })
     }
 
     /// Hands out an item if one is ready right now (and the throttle allows),
@@ -733,7 +705,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// discarded, and getters receive the items still waiting, then `None`.
     ///
     /// A [`shutdown_with_drain`](Self::shutdown_with_drain) waiting at the
-    /// time stops waiting and returns [`Error::DrainAbandoned`] (as
+    /// time stops waiting and returns [`QueueError::DrainAbandoned`] (as
     /// client-go's `ShutDown` ends a pending `ShutDownWithDrain`): this is
     /// how to force a stop without the drain.
     pub fn shutdown(&self) {
@@ -759,11 +731,11 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     /// Shuts the queue down like [`shutdown`](Self::shutdown) and waits until
     /// it is drained: every item still waiting has been handed out and every
     /// item handed out is [`done`](Self::done). Gives up after `timeout`
-    /// ([`Error::DrainTimeout`]), or when [`shutdown`](Self::shutdown) is
-    /// called meanwhile ([`Error::DrainAbandoned`]).
+    /// ([`QueueError::DrainTimeout`]), or when [`shutdown`](Self::shutdown) is
+    /// called meanwhile ([`QueueError::DrainAbandoned`]).
     ///
     /// Workers must keep calling [`get`](Self::get) and `done` meanwhile.
-    pub async fn shutdown_with_drain(&self, timeout: Duration) -> Result<(), Error> {
+    pub async fn shutdown_with_drain(&self, timeout: Duration) -> Result<(), QueueError> {
         let inner = &*self.inner;
         let plain_shutdowns = inner.plain_shutdowns.load(Ordering::SeqCst);
         self.shut_down();
@@ -779,12 +751,12 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
             };
             if inner.plain_shutdowns.load(Ordering::SeqCst) != plain_shutdowns {
                 let err = match not_drained {
-                    Error::DrainTimeout {
+                    QueueError::DrainTimeout {
                         queue,
                         processing,
                         waiting,
                         ..
-                    } => Error::DrainAbandoned {
+                    } => QueueError::DrainAbandoned {
                         queue,
                         processing,
                         waiting,
@@ -807,7 +779,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     }
 
     /// `true` once [`shutdown`](Self::shutdown) was called.
-    pub fn is_shutting_down(&self) -> bool {
+    pub(crate) fn is_shutting_down(&self) -> bool {
         self.inner.lock().shutting_down
     }
 
@@ -816,7 +788,8 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     ///
     /// The queue does this every 500 ms by itself when it was built inside a
     /// tokio runtime; call it before a scrape for exact values.
-    pub fn update_unfinished_work_metrics(&self) {
+    #[cfg(test)]
+    pub(crate) fn update_unfinished_work_metrics(&self) {
         self.inner.update_unfinished_work();
     }
 
@@ -829,62 +802,5 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
     #[cfg(test)]
     pub(crate) fn with_state<R>(&self, f: impl FnOnce(&State<T>) -> R) -> R {
         f(&self.inner.lock())
-    }
-}
-
-/// An item handed out by [`WorkQueue::get_guarded`]: dereferences to the
-/// item, and marks it [`done`](WorkQueue::done) when dropped.
-pub struct Processing<T: Eq + Hash + Clone + Send + Sync + 'static> {
-    queue: WorkQueue<T>,
-    item: Option<T>,
-    priority: Priority,
-}
-
-impl<T: Eq + Hash + Clone + Send + Sync + 'static> Processing<T> {
-    /// The priority the item was queued with (to requeue it with the same).
-    pub fn priority(&self) -> Priority {
-        self.priority
-    }
-
-    /// Marks the item done now and returns it.
-    pub fn done(mut self) -> Option<T> {
-        let item = self.item.take()?;
-        self.queue.done(&item);
-        Some(item)
-    }
-}
-
-impl<T: Eq + Hash + Clone + Send + Sync + 'static> std::ops::Deref for Processing<T> {
-    type Target = T;
-
-    fn deref(&self) -> &T {
-        // `item` is only taken by `done(self)`, which consumes the guard.
-        match &self.item {
-            Some(item) => item,
-            None => unreachable_item(),
-        }
-    }
-}
-
-/// `Processing::item` is `Some` for as long as the guard can be used.
-#[cold]
-fn unreachable_item() -> ! {
-    unreachable!("Processing guard used after done")
-}
-
-impl<T: Eq + Hash + Clone + Send + Sync + 'static> Drop for Processing<T> {
-    fn drop(&mut self) {
-        if let Some(item) = self.item.take() {
-            self.queue.done(&item);
-        }
-    }
-}
-
-impl<T: Eq + Hash + Clone + Send + Sync + fmt::Debug + 'static> fmt::Debug for Processing<T> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Processing")
-            .field("item", &self.item)
-            .field("priority", &self.priority)
-            .finish()
     }
 }

@@ -6,8 +6,7 @@
 //!
 //! let steady = Quota::per_second(50).burst(10); // 50/s, bursts of 10
 //! let slow = Quota::per_period(Duration::from_secs(30)); // one every 30 s
-//! assert_eq!(steady.burst_size(), 10);
-//! # let _ = slow;
+//! # let _ = (steady, slow);
 //! ```
 
 use std::num::NonZeroU32;
@@ -28,7 +27,8 @@ impl Quota {
     }
 
     /// `n` items per minute (at least one: zero counts as one).
-    pub fn per_minute(n: u32) -> Self {
+    #[cfg(test)]
+    pub(crate) fn per_minute(n: u32) -> Self {
         Self::from(governor::Quota::per_minute(non_zero(n)))
     }
 
@@ -46,12 +46,14 @@ impl Quota {
     }
 
     /// The largest burst.
-    pub fn burst_size(&self) -> u32 {
+    #[cfg(test)]
+    pub(crate) fn burst_size(&self) -> u32 {
         self.inner.burst_size().get()
     }
 
     /// The time one item's worth of quota takes to replenish.
-    pub fn replenish_interval(&self) -> Duration {
+    #[cfg(test)]
+    pub(crate) fn replenish_interval(&self) -> Duration {
         self.inner.replenish_interval()
     }
 

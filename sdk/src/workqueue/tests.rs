@@ -576,7 +576,7 @@ async fn shutdown_with_drain_times_out() {
     assert_eq!(start.elapsed(), Duration::from_secs(3));
     assert_eq!(
         err,
-        Error::DrainTimeout {
+        QueueError::DrainTimeout {
             queue: "stuck".into(),
             timeout: Duration::from_secs(3),
             processing: 1,
@@ -616,7 +616,7 @@ async fn shutdown_wakes_a_pending_drain() {
     );
     assert_eq!(
         result,
-        Err(Error::DrainAbandoned {
+        Err(QueueError::DrainAbandoned {
             queue: "forced".into(),
             processing: 1,
             waiting: 1
@@ -653,7 +653,7 @@ async fn metrics_follow_the_items() {
     let rec = provider.0.clone();
     let q: WorkQueue<&str> = WorkQueue::builder()
         .name("test")
-        .metrics(Arc::new(provider))
+        .metrics_provider(Arc::new(provider))
         .unfinished_work_update_period(Duration::ZERO)
         .build();
     q.add("a");
@@ -691,7 +691,7 @@ async fn unfinished_work_is_refreshed_in_the_background() {
     let rec = provider.0.clone();
     let q: WorkQueue<&str> = WorkQueue::builder()
         .name("bg")
-        .metrics(Arc::new(provider))
+        .metrics_provider(Arc::new(provider))
         .build();
     q.add("a");
     let _a = q.get().await.unwrap();
@@ -704,7 +704,9 @@ async fn unfinished_work_is_refreshed_in_the_background() {
 async fn unnamed_queue_reports_nothing() {
     let provider = RecordingProvider::default();
     let rec = provider.0.clone();
-    let q: WorkQueue<&str> = WorkQueue::builder().metrics(Arc::new(provider)).build();
+    let q: WorkQueue<&str> = WorkQueue::builder()
+        .metrics_provider(Arc::new(provider))
+        .build();
     q.add("a");
     assert_eq!(rec.adds(), 0);
     assert!(rec.names.lock().is_empty());
@@ -724,7 +726,7 @@ async fn clones_share_one_queue() {
 fn works_without_a_runtime_for_sync_operations() {
     let q: WorkQueue<u8> = WorkQueue::builder()
         .name("sync")
-        .metrics(Arc::new(RecordingProvider::default()))
+        .metrics_provider(Arc::new(RecordingProvider::default()))
         .build();
     q.add(1);
     assert_eq!(q.try_get(), Some(1));
@@ -817,33 +819,6 @@ async fn stress_on_real_threads_keeps_the_invariants() {
             assert!(st.is_idle());
         });
     }
-}
-
-#[tokio::test(start_paused = true)]
-async fn guard_marks_done_on_drop_even_on_panic() {
-    let q = queue();
-    q.add("a");
-    let work = q.get_guarded().await.unwrap();
-    assert_eq!((*work, work.priority()), ("a", Priority::Normal));
-    q.add("a");
-    drop(work);
-    assert_eq!(q.len(), 1, "done on drop requeued the dirty item");
-
-    // a worker that panics still finishes its item
-    let worker = tokio::spawn({
-        let q = q.clone();
-        async move {
-            let _work = q.get_guarded().await.unwrap();
-            panic!("reconcile panicked");
-        }
-    });
-    assert!(worker.await.is_err());
-    q.with_state(|st| assert_eq!(st.processing(), 0));
-
-    q.add("b");
-    let work = q.get_guarded().await.unwrap();
-    assert_eq!(work.done(), Some("b"));
-    q.with_state(|st| assert!(st.is_idle()));
 }
 
 #[test]

@@ -15,7 +15,7 @@ use cache_support::{Traffic, eventually};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
-use opkit::cache::{Event, SharedCache, handler_fn};
+use opkit::cache::{InformerEvent, SharedCache, handler_fn};
 use opkit_tests::plane_with_namespace;
 
 const NS: &str = "cache-consistency";
@@ -48,11 +48,15 @@ async fn cache_equals_a_fresh_list_after_concurrent_churn() {
     let seen: Arc<Mutex<HashMap<String, Vec<Seen>>>> = Arc::default();
     let s2 = Arc::clone(&seen);
     informer
-        .add_event_handler(handler_fn(move |e: Event<ConfigMap>| {
+        .add_event_handler(handler_fn(move |e: InformerEvent<ConfigMap>| {
             let (name, ev) = match &e {
-                Event::Add { obj, .. } => (obj.metadata.name.clone(), Seen::Add(rv_of(obj))),
-                Event::Update { new, .. } => (new.metadata.name.clone(), Seen::Update(rv_of(new))),
-                Event::Delete { obj } => (
+                InformerEvent::Add { obj, .. } => {
+                    (obj.metadata.name.clone(), Seen::Add(rv_of(obj)))
+                }
+                InformerEvent::Update { new, .. } => {
+                    (new.metadata.name.clone(), Seen::Update(rv_of(new)))
+                }
+                InformerEvent::Delete { obj } => (
                     obj.object().metadata.name.clone(),
                     Seen::Delete(rv_of(obj.object())),
                 ),

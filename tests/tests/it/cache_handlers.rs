@@ -27,7 +27,7 @@ use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, DynamicObject, PartialObjectMeta};
 use kube::{CustomResource, CustomResourceExt};
 use opkit::cache::{
-    BackoffConfig, CacheError, Event, EventHandler, ReflectorConfig, ReflectorError, Scope,
+    BackoffConfig, CacheError, EventHandler, InformerEvent, ReflectorConfig, ReflectorError, Scope,
     SharedCache, handler_fn,
 };
 use opkit_envtest::ControlPlane;
@@ -59,8 +59,8 @@ fn names(log: &Mutex<Vec<String>>) -> BTreeSet<String> {
 fn add_recorder() -> (Arc<Mutex<Vec<String>>>, impl EventHandler<ConfigMap>) {
     let log: Arc<Mutex<Vec<String>>> = Arc::default();
     let l2 = Arc::clone(&log);
-    let h = handler_fn(move |e: Event<ConfigMap>| {
-        if let Event::Add { obj, .. } = e {
+    let h = handler_fn(move |e: InformerEvent<ConfigMap>| {
+        if let InformerEvent::Add { obj, .. } = e {
             l2.lock()
                 .unwrap()
                 .push(obj.metadata.name.clone().unwrap_or_default());
@@ -91,8 +91,8 @@ async fn late_handler_gets_existing_objects_and_slow_handler_delays_nobody() {
     let initial = Arc::new(AtomicUsize::new(0));
     let i2 = Arc::clone(&initial);
     let late = informer
-        .add_event_handler(handler_fn(move |e: Event<ConfigMap>| {
-            if let Event::Add {
+        .add_event_handler(handler_fn(move |e: InformerEvent<ConfigMap>| {
+            if let InformerEvent::Add {
                 is_in_initial_list: true,
                 ..
             } = e
@@ -260,7 +260,7 @@ async fn undeserializable_custom_resource_is_skipped_and_others_flow() {
     // issue 22: not deleted, not readable as a Gadget: a typed error
     assert!(matches!(
         cache.get::<Gadget>(Some(ns), "bad"),
-        Err(opkit::cache::CacheError::Undecodable(u)) if u.name() == "bad"
+        Err(opkit::cache::CacheError::Undecodable(u)) if u.metadata().name.as_deref() == Some("bad")
     ));
 
     // A dynamic informer of the same kind sees every object, the bad one too.
@@ -349,12 +349,14 @@ async fn object_that_stops_deserializing_is_replaced_by_its_metadata() {
     let log: Arc<Mutex<Vec<String>>> = Arc::default();
     let l2 = Arc::clone(&log);
     informer
-        .add_event_handler(handler_fn(move |e: Event<Dial>| {
+        .add_event_handler(handler_fn(move |e: InformerEvent<Dial>| {
             let name = |d: &Dial| d.metadata.name.clone().unwrap_or_default();
             let line = match e {
-                Event::Add { obj, .. } => format!("add {} {}", name(&obj), obj.spec.level),
-                Event::Update { new, .. } => format!("update {} {}", name(&new), new.spec.level),
-                Event::Delete { obj } => format!(
+                InformerEvent::Add { obj, .. } => format!("add {} {}", name(&obj), obj.spec.level),
+                InformerEvent::Update { new, .. } => {
+                    format!("update {} {}", name(&new), new.spec.level)
+                }
+                InformerEvent::Delete { obj } => format!(
                     "delete {} {}{}",
                     name(obj.object()),
                     obj.object().spec.level,
@@ -477,7 +479,7 @@ async fn same_scope_shares_one_watch_and_scopes_filter() {
     let (log_b, b) = add_recorder();
     second.add_event_handler(b).unwrap();
     assert_eq!(first.handler_count(), 2, "both handlers on one informer");
-    assert_eq!(cache.informer_count(), 1);
+    assert_eq!(second.handler_count(), 2, "the same informer");
 
     // Other scopes: a label selector, a field selector, metadata only.
     let labelled = cache
@@ -493,7 +495,22 @@ async fn same_scope_shares_one_watch_and_scopes_filter() {
     let meta = cache
         .informer_for(Scope::<PartialObjectMeta<ConfigMap>>::all().namespace(ns))
         .unwrap();
-    assert_eq!(cache.informer_count(), 4);
+    // one informer per scope: four informers, none holding the first's handlers
+    let scopes = BTreeSet::from([
+        first.describe(),
+        labelled.describe(),
+        one.describe(),
+        meta.describe(),
+    ]);
+    assert_eq!(scopes.len(), 4, "{scopes:?}");
+    assert_eq!(
+        (
+            labelled.handler_count(),
+            one.handler_count(),
+            meta.handler_count()
+        ),
+        (0, 0, 0)
+    );
     cache.start().unwrap();
     cache.wait_for_sync(Duration::from_secs(30)).await.unwrap();
 
@@ -593,8 +610,8 @@ async fn per_handler_resync_and_managed_fields_transform() {
     let counter = |resync_only: bool| {
         let n = Arc::new(AtomicUsize::new(0));
         let n2 = Arc::clone(&n);
-        let h = handler_fn(move |e: Event<ConfigMap>| {
-            if let Event::Update {
+        let h = handler_fn(move |e: InformerEvent<ConfigMap>| {
+            if let InformerEvent::Update {
                 old,
                 new,
                 is_resync,

@@ -18,9 +18,7 @@ use kube::{
     api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams},
     client::{ClientBuilder, DynBody},
 };
-use opkit::cache::{
-    InformerOptions, ListWatch, ReflectorConfig, SharedIndexInformer, StreamingList,
-};
+use opkit::cache::{ReflectorConfig, SharedCache, SharedIndexInformer, StreamingList};
 use opkit_envtest::ControlPlane;
 use opkit_tests::{create_namespace, eventually, init_tracing};
 use serde::de::DeserializeOwned;
@@ -48,14 +46,21 @@ fn recording_client(config: &kube::Config) -> (Client, Arc<Mutex<Vec<String>>>) 
     (client, seen)
 }
 
-/// An informer over `ns` keeping objects exactly as received (managedFields too).
-fn informer<K>(client: Client, ns: &str, protobuf: bool, streaming: bool) -> SharedIndexInformer<K>
+/// An informer over `ns` keeping objects exactly as received (managedFields
+/// too), with the cache that runs it (the informer stops with the cache).
+fn informer<K>(
+    client: Client,
+    ns: &str,
+    protobuf: bool,
+    streaming: bool,
+) -> (SharedCache, SharedIndexInformer<K>)
 where
     K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Send + Sync + 'static,
 {
-    let options = InformerOptions::<K> {
-        transform: None,
-        reflector: ReflectorConfig {
+    let cache = SharedCache::builder(client)
+        .namespace(ns)
+        .keep_managed_fields()
+        .reflector_config(ReflectorConfig {
             protobuf,
             streaming_list: if streaming {
                 StreamingList::Auto
@@ -63,13 +68,11 @@ where
                 StreamingList::Off
             },
             ..ReflectorConfig::default()
-        },
-        ..InformerOptions::default()
-    };
-    let informer =
-        SharedIndexInformer::new(ListWatch::<K>::new(client, &()).namespace(ns), options);
-    informer.start().expect("start");
-    informer
+        })
+        .build();
+    let informer = cache.informer::<K>().expect("informer");
+    cache.start().expect("start");
+    (cache, informer)
 }
 
 fn by_name<K>(informer: &SharedIndexInformer<K>) -> BTreeMap<String, K>
@@ -178,11 +181,11 @@ async fn protobuf_decodes_what_json_decodes() {
 
     let (pb_client, pb_seen) = recording_client(&config);
     let (json_client, json_seen) = recording_client(&config);
-    let pb_stream = informer::<ConfigMap>(pb_client.clone(), ns, true, true);
-    let pb_list = informer::<ConfigMap>(pb_client.clone(), ns, true, false);
-    let json = informer::<ConfigMap>(json_client.clone(), ns, false, true);
-    let pb_secrets = informer::<Secret>(pb_client, ns, true, true);
-    let json_secrets = informer::<Secret>(json_client, ns, false, true);
+    let (_pb_stream_cache, pb_stream) = informer::<ConfigMap>(pb_client.clone(), ns, true, true);
+    let (_pb_list_cache, pb_list) = informer::<ConfigMap>(pb_client.clone(), ns, true, false);
+    let (_json_cache, json) = informer::<ConfigMap>(json_client.clone(), ns, false, true);
+    let (_pb_secrets_cache, pb_secrets) = informer::<Secret>(pb_client, ns, true, true);
+    let (_json_secrets_cache, json_secrets) = informer::<Secret>(json_client, ns, false, true);
     for i in [&pb_stream, &pb_list, &json] {
         tokio::time::timeout(WAIT, i.wait_for_sync())
             .await

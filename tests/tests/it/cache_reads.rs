@@ -171,7 +171,7 @@ async fn a_reconciler_reads_every_kind_in_the_cache_scope() {
     let token = CancellationToken::new();
     let run = tokio::spawn({
         let (token, cache) = (token.clone(), cache.clone());
-        async move { controller.run_until_cancelled(&cache, token).await }
+        async move { controller.run(&cache, token.cancelled_owned()).await }
     });
 
     eventually("the reconciler to read everything", WAIT, || async {
@@ -251,7 +251,7 @@ async fn predicates_belong_to_their_watch() {
     let token = CancellationToken::new();
     let run = tokio::spawn({
         let (token, cache) = (token.clone(), cache.clone());
-        async move { controller.run_until_cancelled(&cache, token).await }
+        async move { controller.run(&cache, token.cancelled_owned()).await }
     });
     let count = || counts.lock().unwrap().get("owner").copied().unwrap_or(0);
     eventually("the initial reconcile", WAIT, || async {
@@ -307,7 +307,7 @@ async fn a_controller_on_its_own_names_a_missing_crd_instead_of_waiting() {
     let cache = SharedCache::new(plane.client().unwrap());
     let result = tokio::time::timeout(
         Duration::from_secs(60),
-        Controller::new(Nothing).run_until_cancelled(&cache, CancellationToken::new()),
+        Controller::new(Nothing).run(&cache, std::future::pending()),
     )
     .await
     .expect("the run ends by itself, well before the 120 s sync timeout");

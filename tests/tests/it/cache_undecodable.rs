@@ -68,7 +68,10 @@ impl Reconcile for WidgetReconciler {
                 let meta = bad.metadata();
                 let mut line = format!(
                     "undecodable rv={} uid={} finalizers={:?}",
-                    bad.resource_version().unwrap_or_default(),
+                    bad.metadata()
+                        .resource_version
+                        .as_deref()
+                        .unwrap_or_default(),
                     meta.uid.is_some(),
                     meta.finalizers.clone().unwrap_or_default()
                 );
@@ -134,7 +137,7 @@ async fn an_undecodable_object_is_an_error_never_a_deletion_and_its_finalizer_ca
     let run = tokio::spawn({
         let token = token.clone();
         let cache = cache.clone();
-        async move { controller.run_until_cancelled(&cache, token).await }
+        async move { controller.run(&cache, token.cancelled_owned()).await }
     });
 
     // created undecodable, with a finalizer: the reconciler sees the error
@@ -199,7 +202,7 @@ async fn an_undecodable_object_is_an_error_never_a_deletion_and_its_finalizer_ca
     // the stale decodable copy is not readable as if current
     assert!(matches!(
         cache.get::<Widget>(Some(NS), "flip"),
-        Err(CacheError::Undecodable(u)) if u.name() == "flip"
+        Err(CacheError::Undecodable(u)) if u.metadata().name.as_deref() == Some("flip")
     ));
     let metrics = Metrics::new().encode().unwrap();
     assert!(

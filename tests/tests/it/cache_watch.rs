@@ -18,7 +18,7 @@ use kube::api::{
     Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams, WatchEvent,
     WatchParams,
 };
-use opkit::cache::{Event, InformerOptions, ListWatch, SharedIndexInformer, handler_fn};
+use opkit::cache::{InformerEvent, SharedCache, SharedIndexInformer, handler_fn};
 use opkit_envtest::ControlPlane;
 use opkit_tests::plane_with_namespace;
 
@@ -31,6 +31,13 @@ fn cm(name: &str) -> ConfigMap {
         data: Some([("k".to_string(), "v".to_string())].into()),
         ..Default::default()
     }
+}
+
+/// A cache over `ns` and its ConfigMap informer (not started yet).
+fn config_maps(client: kube::Client, ns: &str) -> (SharedCache, SharedIndexInformer<ConfigMap>) {
+    let cache = SharedCache::builder(client).namespace(ns).build();
+    let informer = cache.informer::<ConfigMap>().unwrap();
+    (cache, informer)
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,12 +53,12 @@ fn recorder() -> (
 ) {
     let log: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let l2 = Arc::clone(&log);
-    let h = handler_fn(move |e: Event<ConfigMap>| {
+    let h = handler_fn(move |e: InformerEvent<ConfigMap>| {
         let name = |c: &ConfigMap| c.metadata.name.clone().unwrap_or_default();
         let s = match e {
-            Event::Add { obj, .. } => Seen::Add(name(&obj)),
-            Event::Update { new, .. } => Seen::Update(name(&new)),
-            Event::Delete { obj } => Seen::Delete {
+            InformerEvent::Add { obj, .. } => Seen::Add(name(&obj)),
+            InformerEvent::Update { new, .. } => Seen::Update(name(&new)),
+            InformerEvent::Delete { obj } => Seen::Delete {
                 name: name(obj.object()),
                 tombstone: obj.is_tombstone(),
             },
@@ -168,13 +175,10 @@ async fn relist_after_410_emits_tombstones_for_deletions_in_the_gap() {
     }
 
     let traffic = Traffic::default();
-    let informer = SharedIndexInformer::new(
-        ListWatch::<ConfigMap>::new(traffic.client(cp.config()), &()).namespace(ns),
-        InformerOptions::default(),
-    );
+    let (cache, informer) = config_maps(traffic.client(cp.config()), ns);
     let (log, h) = recorder();
     informer.add_event_handler(h).unwrap();
-    informer.start().unwrap();
+    cache.start().unwrap();
     informer.wait_for_sync().await.unwrap();
     eventually("20 initial adds", Duration::from_secs(30), || async {
         (log.lock().unwrap().len() == 20).then_some(())
@@ -194,7 +198,7 @@ async fn relist_after_410_emits_tombstones_for_deletions_in_the_gap() {
         },
     )
     .await;
-    let rv_before = informer.last_sync_resource_version().unwrap();
+    let rv_before = informer.stats().last_sync_resource_version.unwrap();
     let relists_before = informer.stats().relists;
 
     // Changes during the gap: 5 deletions, 3 creations, 1 update.
@@ -261,7 +265,7 @@ async fn relist_after_410_emits_tombstones_for_deletions_in_the_gap() {
         "exactly one relist after the 410: {stats:?}"
     );
     eprintln!("relist test: {stats:?}; requests: {:?}", traffic.log());
-    informer.stop();
+    cache.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -275,11 +279,8 @@ async fn cut_watch_is_reopened_without_relist() {
             .unwrap();
     }
     let traffic = Traffic::default();
-    let informer = SharedIndexInformer::new(
-        ListWatch::<ConfigMap>::new(traffic.client(cp.config()), &()).namespace(ns),
-        InformerOptions::default(),
-    );
-    informer.start().unwrap();
+    let (cache, informer) = config_maps(traffic.client(cp.config()), ns);
+    cache.start().unwrap();
     informer.wait_for_sync().await.unwrap();
     watch_delivers_an_event(&informer, &api, ns, "before-the-cuts").await;
 
@@ -296,7 +297,7 @@ async fn cut_watch_is_reopened_without_relist() {
     assert_eq!(traffic.relists(ns), 1, "no relist: {:?}", traffic.log());
     assert!(traffic.count(Kind::Watch, ns) >= 3, "{:?}", traffic.log());
     assert_eq!(informer.stats().relists, 1);
-    informer.stop();
+    cache.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -334,14 +335,11 @@ async fn restart_case(
             .unwrap();
     }
     let traffic = Traffic::default();
-    let informer = SharedIndexInformer::new(
-        ListWatch::<ConfigMap>::new(traffic.client(cp.config()), &()).namespace(ns),
-        InformerOptions::default(),
-    );
-    informer.start().unwrap();
+    let (cache, informer) = config_maps(traffic.client(cp.config()), ns);
+    cache.start().unwrap();
     informer.wait_for_sync().await.unwrap();
     watch_delivers_an_event(&informer, &api, ns, "before-restart").await;
-    let rv_before = informer.last_sync_resource_version().unwrap();
+    let rv_before = informer.stats().last_sync_resource_version.unwrap();
     let relists_before = traffic.relists(ns);
 
     cp.restart_apiserver().await.unwrap();
@@ -373,5 +371,5 @@ async fn restart_case(
     } else {
         assert_eq!(relists, 1, "one relist after the resourceVersion expired");
     }
-    informer.stop();
+    cache.stop();
 }

@@ -115,7 +115,7 @@ async fn owned_and_mapped_objects_converge() {
     let run = tokio::spawn({
         let token = token.clone();
         let cache = cache.clone();
-        async move { controller.run_until_cancelled(&cache, token).await }
+        async move { controller.run(&cache, token.cancelled_owned()).await }
     });
 
     for (name, colour) in [("red", "crimson"), ("blue", "navy")] {
@@ -296,7 +296,7 @@ async fn no_key_is_reconciled_twice_at_once_under_load() {
     let token = CancellationToken::new();
     let run = tokio::spawn({
         let (token, cache) = (token.clone(), cache.clone());
-        async move { controller.run_until_cancelled(&cache, token).await }
+        async move { controller.run(&cache, token.cancelled_owned()).await }
     });
 
     let writes = futures::stream::iter(0..OBJECTS).for_each_concurrent(16, |i| {
@@ -373,7 +373,7 @@ async fn predicates_filter_status_only_changes() {
     let token = CancellationToken::new();
     let run = tokio::spawn({
         let (token, cache) = (token.clone(), cache.clone());
-        async move { controller.run_until_cancelled(&cache, token).await }
+        async move { controller.run(&cache, token.cancelled_owned()).await }
     });
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("p".into());
@@ -469,7 +469,7 @@ async fn a_channel_source_wakes_the_controller() {
     let token = CancellationToken::new();
     let run = tokio::spawn({
         let (token, cache) = (token.clone(), cache.clone());
-        async move { controller.run_until_cancelled(&cache, token).await }
+        async move { controller.run(&cache, token.cancelled_owned()).await }
     });
     let count = |r: &GadgetReconciler| {
         r.seen

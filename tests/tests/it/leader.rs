@@ -8,7 +8,7 @@ use std::time::{Duration, Instant, SystemTime};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::rbac::v1::RoleBinding;
 use kube::api::{Api, DeleteParams};
-use opkit::leader::{LeaderElector, LeaderHandle, LeaderState};
+use opkit::leader::{LeaderElection, LeaderHandle, LeaderState};
 use opkit_tests::{eventually, grant, plane_with_namespace, rule};
 use std::sync::Mutex;
 
@@ -17,15 +17,15 @@ const RENEW: Duration = Duration::from_millis(1_500);
 const RETRY: Duration = Duration::from_millis(250);
 
 fn elector(client: kube::Client, ns: &str, identity: &str, release: bool) -> LeaderHandle {
-    LeaderElector::builder(client, ns, "operator-lock")
+    LeaderElection::new("operator-lock")
+        .namespace(ns)
         .identity(identity)
         .lease_duration(LEASE)
         .renew_deadline(RENEW)
         .retry_period(RETRY)
         .release_on_cancel(release)
-        .build()
+        .spawn(client)
         .unwrap()
-        .spawn()
 }
 
 /// Every state an elector publishes, with the (real) time it was seen.
@@ -80,7 +80,7 @@ async fn wait_for_leader(handles: &[&LeaderHandle], within: Duration) -> usize {
     tokio::time::timeout(within, async {
         loop {
             let leaders: Vec<usize> = (0..handles.len())
-                .filter(|i| handles[*i].is_leader())
+                .filter(|i| handles[*i].state().is_leading())
                 .collect();
             assert!(leaders.len() <= 1, "two leaders at once: {leaders:?}");
             if let Some(i) = leaders.first() {
@@ -125,7 +125,7 @@ async fn three_electors_one_leader_and_hand_over_on_release() {
     while Instant::now() < until {
         let leaders: Vec<&str> = handles
             .iter()
-            .filter(|h| h.is_leader())
+            .filter(|h| h.state().is_leading())
             .map(|h| h.identity())
             .collect();
         assert_eq!(leaders, [handles[first].identity()]);
@@ -141,7 +141,7 @@ async fn three_electors_one_leader_and_hand_over_on_release() {
 
     // Stop the leader with release: a standby takes over within the lease
     // duration plus a retry period, and never while the old one leads.
-    let scope = handles[first].leading_scope().unwrap();
+    let scope = handles[first].became_leader().await.unwrap();
     let stopped_at = Instant::now();
     assert_eq!(handles[first].shutdown().await, LeaderState::Stopped);
     assert!(scope.is_cancelled());
@@ -163,7 +163,7 @@ async fn three_electors_one_leader_and_hand_over_on_release() {
     // Exactly one of the remaining two leads for another lease duration.
     let until = Instant::now() + LEASE;
     while Instant::now() < until {
-        assert_eq!(rest.iter().filter(|h| h.is_leader()).count(), 1);
+        assert_eq!(rest.iter().filter(|h| h.state().is_leading()).count(), 1);
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     for h in &handles {
@@ -186,7 +186,7 @@ async fn without_release_a_standby_waits_for_the_lease_to_expire() {
         || async { (b.observed_leader().as_deref() == Some("a")).then_some(()) },
     )
     .await;
-    assert!(!b.is_leader());
+    assert!(!b.state().is_leading());
 
     let stopped_at = Instant::now();
     assert_eq!(a.shutdown().await, LeaderState::Stopped);
@@ -239,7 +239,7 @@ async fn a_leader_that_cannot_renew_stops_before_another_acquires() {
         || async { (b.observed_leader().as_deref() == Some("a")).then_some(()) },
     )
     .await;
-    assert!(a.is_leader() && !b.is_leader());
+    assert!(a.state().is_leading() && !b.state().is_leading());
 
     // Take `a`'s rights away: every renew is now a real 403 from the apiserver.
     let bindings: Api<RoleBinding> = Api::namespaced(admin.clone(), ns);
@@ -296,13 +296,13 @@ async fn a_leader_that_cannot_renew_stops_before_another_acquires() {
 async fn default_identity_is_hostname_and_uuid() {
     let ns = "leader-identity";
     let (plane, admin) = plane_with_namespace(ns).await;
-    let handle = LeaderElector::builder(plane.client().unwrap(), ns, "operator-lock")
+    let handle = LeaderElection::new("operator-lock")
+        .namespace(ns)
         .lease_duration(LEASE)
         .renew_deadline(RENEW)
         .retry_period(RETRY)
-        .build()
-        .unwrap()
-        .spawn();
+        .spawn(plane.client().unwrap())
+        .unwrap();
     tokio::time::timeout(Duration::from_secs(10), handle.became_leader())
         .await
         .unwrap()
@@ -313,10 +313,11 @@ async fn default_identity_is_hostname_and_uuid() {
     assert!(!host.is_empty() && uuid.len() == 36, "{holder}");
 
     // Invalid timings are refused before anything runs.
-    let err = LeaderElector::builder(admin, ns, "operator-lock")
+    let err = LeaderElection::new("operator-lock")
+        .namespace(ns)
         .lease_duration(Duration::from_secs(1))
         .renew_deadline(Duration::from_secs(2))
-        .build()
+        .spawn(admin)
         .unwrap_err();
     assert!(err.to_string().contains("renew_deadline"), "{err}");
     handle.shutdown().await;

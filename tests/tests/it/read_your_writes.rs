@@ -203,7 +203,7 @@ async fn run_scenario(
     let run = tokio::spawn({
         let token = token.clone();
         let cache = cache.clone();
-        async move { controller.run_until_cancelled(&cache, token).await }
+        async move { controller.run(&cache, token.cancelled_owned()).await }
     });
 
     for i in 0..PARENTS {
@@ -533,7 +533,7 @@ async fn run_write_paths(ns: &str, read_your_writes: bool) -> Vec<String> {
     let run = tokio::spawn({
         let token = token.clone();
         let cache = cache.clone();
-        async move { controller.run_until_cancelled(&cache, token).await }
+        async move { controller.run(&cache, token.cancelled_owned()).await }
     });
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     for i in 0..TRIGGERS {

@@ -60,13 +60,6 @@ impl EventRecorderBuilder {
         self
     }
 
-    /// How long after an event a repeat still updates its series instead of
-    /// creating a new Event (default [`DEFAULT_SERIES_WINDOW`]).
-    pub fn series_window(mut self, window: Duration) -> Self {
-        self.window = window;
-        self
-    }
-
     /// Validates the reporter and starts the background writer on the
     /// current tokio runtime.
     pub fn build(self) -> Result<EventRecorder, EventError> {
@@ -183,7 +176,7 @@ impl EventRecorder {
     }
 
     /// Publishes `event` about the object `regarding` refers to.
-    pub fn publish_for(&self, regarding: ObjectReference, event: Event) {
+    fn publish_for(&self, regarding: ObjectReference, event: Event) {
         let occurrence = Box::new(Occurrence::new(regarding, event));
         match self.tx.try_send(Command::Record(occurrence)) {
             Ok(()) => {}
