@@ -2,23 +2,26 @@
 //! a resource (typed, dynamic or metadata-only), a namespace or all, label and
 //! field selectors — and the raw HTTP requests and decoding behind it.
 //!
+//! Users name what to watch with a [`Scope`](super::Scope) (the shared
+//! cache builds the `ListWatch`):
+//!
 //! ```no_run
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube::core::{ApiResource, DynamicObject, GroupVersionKind, PartialObjectMeta};
-//! use opkit::cache::ListWatch;
+//! use opkit::cache::{Scope, SharedCache};
 //!
-//! # async fn doc(client: kube::Client) {
+//! # fn doc(client: kube::Client) -> Result<(), opkit::cache::CacheError> {
+//! let cache = SharedCache::new(client);
 //! // typed, one namespace, label-selected
-//! let lw = ListWatch::<ConfigMap>::new(client.clone(), &())
-//!     .namespace("prod")
-//!     .labels("app=shop");
+//! let shop = cache.informer_for(Scope::<ConfigMap>::all().namespace("prod").labels("app=shop"))?;
 //! // dynamic
 //! let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
 //! let ar = ApiResource::from_gvk(&gvk);
-//! let dynamic = ListWatch::<DynamicObject>::new(client.clone(), &ar);
+//! let dynamic = cache.informer_for(Scope::<DynamicObject>::with_dyntype(ar))?;
 //! // metadata only (memory-light owner watches)
-//! let meta = ListWatch::<PartialObjectMeta<ConfigMap>>::new(client, &());
-//! # }
+//! let meta = cache.informer::<PartialObjectMeta<ConfigMap>>()?;
+//! # let _ = (shop, dynamic, meta);
+//! # Ok(()) }
 //! ```
 //!
 //! Lists are decoded page by page straight into `K`; should one item not

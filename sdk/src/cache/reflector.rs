@@ -5,21 +5,19 @@
 //! // The reflector runs inside an informer; its settings and counters are
 //! // the informer's.
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use opkit::cache::{InformerOptions, ListWatch, ReflectorConfig, SharedIndexInformer};
+//! use opkit::cache::{ReflectorConfig, SharedCache};
 //!
 //! # async fn doc(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! let informer = SharedIndexInformer::new(
-//!     ListWatch::<ConfigMap>::new(client, &()).namespace("default"),
-//!     InformerOptions {
-//!         reflector: ReflectorConfig { page_size: 500, ..ReflectorConfig::default() },
-//!         ..InformerOptions::default()
-//!     },
-//! );
-//! informer.start()?;
+//! let cache = SharedCache::builder(client)
+//!     .namespace("default")
+//!     .reflector_config(ReflectorConfig { page_size: 500, ..ReflectorConfig::default() })
+//!     .build();
+//! let informer = cache.informer::<ConfigMap>()?;
+//! cache.start()?;
 //! informer.wait_for_sync().await?;
 //! let stats = informer.stats();
 //! println!("{} lists, {} LIST requests so far", stats.relists, stats.list_requests);
-//! informer.stop();
+//! cache.stop();
 //! # Ok(()) }
 //! ```
 //!

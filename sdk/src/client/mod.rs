@@ -67,7 +67,7 @@ mod scope;
 
 pub use apply::{apply, apply_status, patch_status};
 pub use error::{ClientError, EventError, OwnerError};
-pub use events::{DEFAULT_SERIES_WINDOW, Event, EventRecorder, EventRecorderBuilder, EventType};
+pub use events::{EventRecorder, EventRecorderBuilder};
 pub use finalizer::{
     FinalizerEvent, add_finalizer, finalizer, remove_finalizer, remove_finalizer_by_meta,
 };

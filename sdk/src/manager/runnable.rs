@@ -37,7 +37,7 @@ type RunFn = Box<dyn FnOnce(CancellationToken) -> BoxFuture<'static, Result<(), 
 ///         }
 ///     }
 /// });
-/// assert_eq!(sweeper.name(), "sweeper");
+/// # let _ = sweeper;
 /// ```
 pub struct Runnable {
     pub(crate) name: String,

@@ -12,14 +12,6 @@ use std::collections::VecDeque;
 /// Event handlers enqueue the objects of an initial list or of a resync with
 /// [`Priority::Low`] and fresh events with [`Priority::Normal`], so a startup
 /// storm never starves a newly created object.
-///
-/// ```
-/// use opkit::workqueue::Priority;
-///
-/// assert!(Priority::High > Priority::Normal);
-/// assert!(Priority::Normal > Priority::Low);
-/// assert_eq!(Priority::default(), Priority::Normal);
-/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum Priority {
     /// Background work: objects from an initial list or a periodic resync.
@@ -93,6 +85,13 @@ impl ReadyLanes {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn order_and_default() {
+        assert!(Priority::High > Priority::Normal);
+        assert!(Priority::Normal > Priority::Low);
+        assert_eq!(Priority::default(), Priority::Normal);
+    }
 
     #[test]
     fn higher_lanes_first_fifo_within() {

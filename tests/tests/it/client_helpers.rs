@@ -11,7 +11,7 @@ use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
-use opkit::client::{self, ClientError, Event, EventRecorder, EventType, OwnerError};
+use opkit::client::{self, ClientError, EventRecorder, OwnerError};
 use opkit_tests::{grant, plane_with_namespace, rule};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -455,9 +455,11 @@ async fn events_fold_repeats_into_one_series() {
         "Reconciling",
         "size must be positive",
     );
-    recorder.publish(
+    recorder.normal(
         &burst,
-        Event::new(EventType::Normal, "InvalidSize", "Reconciling").note("size must be positive"),
+        "InvalidSize",
+        "Reconciling",
+        "size must be positive",
     );
     recorder.warning(&burst, "InvalidSize", "Reconciling", "another note");
     recorder.warning(

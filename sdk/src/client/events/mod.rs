@@ -1,16 +1,17 @@
-//! Kubernetes Events (`events.k8s.io/v1`): the public types here, the
-//! recorder in `recorder.rs`, the folding of repeats in `series.rs`.
+//! Kubernetes Events (`events.k8s.io/v1`): one occurrence's fields here,
+//! the recorder (the public part) in `recorder.rs`, the folding of repeats
+//! in `series.rs`.
 
 mod recorder;
 mod series;
 
-pub use recorder::{DEFAULT_SERIES_WINDOW, EventRecorder, EventRecorderBuilder};
+pub use recorder::{EventRecorder, EventRecorderBuilder};
 
 use k8s_openapi::api::core::v1::ObjectReference;
 
 /// Whether an event is routine or needs attention.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EventType {
+pub(crate) enum EventType {
     /// Something expected happened (`type: Normal`).
     Normal,
     /// Something may need attention (`type: Warning`).
@@ -19,7 +20,7 @@ pub enum EventType {
 
 impl EventType {
     /// The value of the Event's `type` field.
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Self::Normal => "Normal",
             Self::Warning => "Warning",
@@ -27,26 +28,31 @@ impl EventType {
     }
 }
 
-/// One event about an object, to [`publish`](EventRecorder::publish).
+/// One event about an object, as [`EventRecorder::normal`] and
+/// [`EventRecorder::warning`] publish it.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Event {
+pub(crate) struct Event {
     /// Normal or Warning.
-    pub type_: EventType,
+    pub(crate) type_: EventType,
     /// Why the action was taken, UpperCamelCase (e.g. `InvalidSize`); at
     /// most 128 bytes (longer is cut).
-    pub reason: String,
+    pub(crate) reason: String,
     /// What the controller did or failed to do (e.g. `Reconciling`,
     /// `Scaling`); at most 128 bytes (longer is cut).
-    pub action: String,
+    pub(crate) action: String,
     /// A human-readable description; at most 1 KiB (longer is cut).
-    pub note: Option<String>,
+    pub(crate) note: Option<String>,
     /// A second object involved (e.g. the Pod a Deployment scaled).
-    pub related: Option<ObjectReference>,
+    pub(crate) related: Option<ObjectReference>,
 }
 
 impl Event {
     /// An event with a type, reason and action, without note or related object.
-    pub fn new(type_: EventType, reason: impl Into<String>, action: impl Into<String>) -> Self {
+    pub(crate) fn new(
+        type_: EventType,
+        reason: impl Into<String>,
+        action: impl Into<String>,
+    ) -> Self {
         Self {
             type_,
             reason: reason.into(),
@@ -57,14 +63,8 @@ impl Event {
     }
 
     /// Sets the note.
-    pub fn note(mut self, note: impl Into<String>) -> Self {
+    pub(crate) fn note(mut self, note: impl Into<String>) -> Self {
         self.note = Some(note.into());
-        self
-    }
-
-    /// Sets the related object.
-    pub fn related(mut self, related: ObjectReference) -> Self {
-        self.related = Some(related);
         self
     }
 }

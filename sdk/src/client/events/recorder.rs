@@ -18,7 +18,7 @@ use crate::client::error::{ClientError, EventError, Target};
 use crate::host::hostname;
 
 /// How long after an event a repeat still joins its series: client-go's 6 minutes.
-pub const DEFAULT_SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
+pub(crate) const DEFAULT_SERIES_WINDOW: Duration = Duration::from_secs(6 * 60);
 /// Events waiting to be written before new ones are dropped (client-go's 1000).
 const QUEUE_CAPACITY: usize = 1000;
 /// Attempts per write when the apiserver is unavailable.
@@ -97,17 +97,14 @@ impl EventRecorderBuilder {
 ///
 /// ```no_run
 /// use k8s_openapi::api::core::v1::ConfigMap;
-/// use opkit::client::{Event, EventRecorder, EventType};
+/// use opkit::client::EventRecorder;
 ///
 /// # async fn example(client: kube::Client, cm: ConfigMap) -> Result<(), opkit::client::EventError> {
 /// let recorder = EventRecorder::builder(client, "cache.example.com/memcached-controller")
 ///     .reporting_instance("memcached-operator-7d9f-x2x")
 ///     .build()?;
 /// recorder.warning(&cm, "InvalidSize", "Reconciling", "size must be between 1 and 10");
-/// recorder.publish(
-///     &cm,
-///     Event::new(EventType::Normal, "Scaled", "Scaling").note("scaled to 3 replicas"),
-/// );
+/// recorder.normal(&cm, "Scaled", "Scaling", "scaled to 3 replicas");
 /// recorder.flush().await; // only needed to observe the Events right away (tests)
 /// # Ok(()) }
 /// ```
@@ -116,7 +113,7 @@ impl EventRecorderBuilder {
 ///
 /// Publishing returns at once: a background task writes the Events. An
 /// event equal to one published within the *series window* (default 6
-/// minutes, client-go's) — same object (`regarding`), `related`, type,
+/// minutes, client-go's) — same object (`regarding`), type,
 /// reason, action and note — does not create a new Event: the existing
 /// one's `series` is updated instead. `series.count` is the number of
 /// occurrences including the first (the first write has no `series`, the
@@ -168,7 +165,7 @@ impl EventRecorder {
 
     /// Publishes `event` about `regarding`. Returns at once; never fails
     /// (problems are logged).
-    pub fn publish<K>(&self, regarding: &K, event: Event)
+    pub(crate) fn publish<K>(&self, regarding: &K, event: Event)
     where
         K: Resource<DynamicType = ()>,
     {
