@@ -68,7 +68,7 @@ mod tests {
     fn a_query_names_its_question_in_labels() {
         let packet = encode_query("kubernetes.default.svc.cluster.local.");
         assert_eq!(&packet[..4], &[0x0d, 0x75, 0x01, 0x00]);
-        assert_eq!(&packet[12..24], b"\x0akubernetes\x07d");
+        assert_eq!(&packet[12..25], b"\x0akubernetes\x07d");
         assert_eq!(&packet[packet.len() - 5..], &[0, 0, 1, 0, 1]);
     }
 

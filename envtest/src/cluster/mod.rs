@@ -344,12 +344,17 @@ impl ClusterBuilder {
             slot: Mutex::new(parts.slot.take()),
         };
         cluster.wait_for_default_service_account().await?;
-        if let Some(image) = cluster.image("coredns").filter(|_| with_dns) {
-            // Before the node starts: the pod is scheduled as it registers.
-            dns::install(&cluster.client()?, image, network.dns_service_ip()).await?;
-        }
         if let Some(node_address) = node_address {
             cluster.start_node(&assets, &files, node_address)?;
+            if let Some(image) = cluster.image("coredns").filter(|_| with_dns) {
+                // Once the node is registered, so the pod is scheduled at
+                // once (before, it would wait out the scheduler's backoff);
+                // it tolerates the node's not-ready taint.
+                cluster
+                    .wait_for_node("the node to register", |_| Ok(()))
+                    .await?;
+                dns::install(&cluster.client()?, image, network.dns_service_ip()).await?;
+            }
             cluster.wait_for_node_ready().await?;
             let node_ready = begun.elapsed();
             if with_dns {
@@ -603,8 +608,34 @@ impl Cluster {
     }
 
     async fn wait_for_node_ready(&self) -> Result<()> {
+        self.wait_for_node("the node to become Ready", |node| {
+            let ready = node
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|c| c.type_ == "Ready");
+            match ready {
+                Some(c) if c.status == "True" => Ok(()),
+                Some(c) => Err(format!(
+                    "Ready={} ({})",
+                    c.status,
+                    c.message.unwrap_or_default()
+                )),
+                None => Err("no Ready condition yet".to_owned()),
+            }
+        })
+        .await
+    }
+
+    /// Waits until the node is registered and `check` accepts it.
+    async fn wait_for_node(
+        &self,
+        what: &'static str,
+        check: impl Fn(NodeObject) -> std::result::Result<(), String> + Copy,
+    ) -> Result<()> {
         let nodes: Api<NodeObject> = Api::all(self.client()?);
-        self.wait_for("the node to become Ready", || {
+        self.wait_for(what, || {
             let nodes = nodes.clone();
             async move {
                 let node = nodes
@@ -612,21 +643,7 @@ impl Cluster {
                     .await
                     .map_err(|e| e.to_string())?
                     .ok_or_else(|| "not registered yet".to_owned())?;
-                let ready = node
-                    .status
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .find(|c| c.type_ == "Ready");
-                match ready {
-                    Some(c) if c.status == "True" => Ok(()),
-                    Some(c) => Err(format!(
-                        "Ready={} ({})",
-                        c.status,
-                        c.message.unwrap_or_default()
-                    )),
-                    None => Err("no Ready condition yet".to_owned()),
-                }
+                check(node)
             }
         })
         .await

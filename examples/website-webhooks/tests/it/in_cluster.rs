@@ -399,9 +399,10 @@ async fn the_apiserver_calls_the_webhooks_in_a_pod_through_their_service() {
     )
     .await;
 
-    // With no pod behind the Service, the apiserver's call is refused inside
-    // the node (kube-proxy rejects a Service without endpoints) and the
-    // create fails (failurePolicy Fail): the calls above went through it.
+    // With no pod behind the Service, the apiserver's calls are refused
+    // inside the node (kube-proxy rejects a Service without endpoints; the
+    // apiserver retries until the webhook's timeout) and the create fails
+    // (failurePolicy Fail): the calls above went through the Service.
     deployments
         .patch(
             APP,

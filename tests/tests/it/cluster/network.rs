@@ -10,10 +10,10 @@ use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
+use k8s_openapi::api::core::v1::{Pod, Service};
+use kube::api::{Api, PostParams};
 use opkit_envtest::{Cluster, Ipv4Cidr};
-use opkit_tests::{create_namespace, init_tracing, pod_phase, run_to_completion};
+use opkit_tests::{create_namespace, eventually, init_tracing, pod_phase, run_to_completion};
 use serde_json::json;
 
 fn ip(args: &[&str]) -> String {
@@ -156,6 +156,45 @@ async fn the_service_and_pod_ranges_never_leave_the_machine() {
     TcpStream::connect_timeout(&kubernetes, Duration::from_secs(5))
         .unwrap_or_else(|e| panic!("the kubernetes Service from the host: {e}"));
 
+    // A Service with no endpoints is refused inside the node, at once
+    // (kube-proxy's reject), once kube-proxy has seen it.
+    let client = cluster.client().unwrap();
+    let ns = "network";
+    create_namespace(&client, ns).await;
+    let nobody: Service = Api::namespaced(client.clone(), ns)
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(json!({
+                "metadata": { "name": "nobody" },
+                "spec": { "selector": { "app": "nobody" }, "ports": [{ "port": 80 }] }
+            }))
+            .unwrap(),
+        )
+        .await
+        .unwrap();
+    let nobody: Ipv4Addr = nobody
+        .spec
+        .and_then(|s| s.cluster_ip)
+        .and_then(|ip| ip.parse().ok())
+        .expect("a cluster IP");
+    eventually(
+        "the endpoint-less Service to be refused",
+        Duration::from_secs(30),
+        || async move {
+            tokio::task::spawn_blocking(move || {
+                TcpStream::connect_timeout(
+                    &SocketAddr::from((nobody, 80)),
+                    Duration::from_millis(300),
+                )
+                .err()
+                .filter(|e| e.kind() == std::io::ErrorKind::ConnectionRefused)
+            })
+            .await
+            .unwrap()
+        },
+    )
+    .await;
+
     // Unused IPs of both ranges fail on the machine: packets go into the
     // node link only (kube-proxy drops unallocated ClusterIPs; no pod
     // answers ARP on the bridge).
@@ -177,9 +216,6 @@ async fn the_service_and_pod_ranges_never_leave_the_machine() {
 
     // The node itself has no route out: what the host routes in goes no
     // further (a host-network pod sees the node's routing table).
-    let client = cluster.client().unwrap();
-    let ns = "network";
-    create_namespace(&client, ns).await;
     let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
     let busybox = cluster.image("busybox").expect("a busybox image");
     let routes: Pod = serde_json::from_value(json!({
