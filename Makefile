@@ -33,9 +33,11 @@ registry:
 	@tests/registry/build.sh >/dev/null
 
 # The rest of the local cluster: kube-controller-manager, kube-scheduler,
-# kubelet, kube-proxy, kubectl, containerd, runc, CNI plugins and images.
+# kubelet, kube-proxy, kubectl, containerd, runc, CNI plugins and images,
+# and the cluster DNS (CoreDNS, cached under a key of its own).
 cluster-assets: controlplane
 	@tests/node/build-node.sh >/dev/null
+	@tests/coredns/build.sh >/dev/null
 
 # The Memcached operator (examples/memcached) on a local cluster: real
 # controllers, scheduler, kubelet and memcached pods (builds what is missing).

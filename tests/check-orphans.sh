@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Judges what one test run left behind, and only that: every process,
-# directory, network link and cgroup opkit's envtest made while
+# directory, network link, host route and cgroup opkit's envtest made while
 # OPKIT_RUN_DIR was set is listed in $OPKIT_RUN_DIR/footprint (see
 # envtest/src/footprint.rs). A control plane or cluster that another
 # run, or a `make cluster` in another terminal, started is not looked at.
@@ -28,6 +28,7 @@ left() {
         ;;
       dir) [ -e "$name" ] && echo "directory $name still exists" ;;
       link) [ -e "/sys/class/net/$name" ] && echo "network link $name still exists" ;;
+      route) [ -n "$(ip -4 route show exact "$name" 2>/dev/null)" ] && echo "host route $name still exists" ;;
       cgroup)
         for d in /sys/fs/cgroup/*/"$name" /sys/fs/cgroup/"$name"; do
           [ -d "$d" ] && echo "cgroup $d still exists"

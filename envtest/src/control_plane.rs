@@ -39,7 +39,13 @@ pub struct ControlPlaneBuilder {
     /// Serve a whole cluster: ServiceAccount admission on, Node authorizer
     /// and NodeRestriction admission for the kubelet.
     pub(crate) cluster_mode: bool,
+    /// The Service IP range (`--service-cluster-ip-range`): a cluster gives
+    /// each control plane its own.
+    pub(crate) service_cidr: String,
 }
+
+/// The Service IP range of a control plane started on its own.
+const DEFAULT_SERVICE_CIDR: &str = "10.0.0.0/16";
 
 impl Default for ControlPlaneBuilder {
     fn default() -> Self {
@@ -52,6 +58,7 @@ impl Default for ControlPlaneBuilder {
             address: Ipv4Addr::LOCALHOST,
             pki: None,
             cluster_mode: false,
+            service_cidr: DEFAULT_SERVICE_CIDR.to_owned(),
         }
     }
 }
@@ -167,6 +174,7 @@ impl ControlPlaneBuilder {
             &etcd_url,
             files,
             self.cluster_mode,
+            &self.service_cidr,
         );
         if let Some(interval) = self.etcd_compaction_interval {
             apiserver_args.push(format!(
@@ -543,6 +551,7 @@ fn apiserver_args(
     etcd_url: &str,
     files: &PkiFiles,
     cluster_mode: bool,
+    service_cidr: &str,
 ) -> Vec<String> {
     let mut args = vec![
         format!("--advertise-address={address}"),
@@ -558,7 +567,7 @@ fn apiserver_args(
             "--service-account-signing-key-file={}",
             files.sa_key.display()
         ),
-        "--service-cluster-ip-range=10.0.0.0/16".to_owned(),
+        format!("--service-cluster-ip-range={service_cidr}"),
         "--allow-privileged=true".to_owned(),
         "--profiling=false".to_owned(),
     ];

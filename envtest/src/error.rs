@@ -32,6 +32,17 @@ pub enum EnvtestError {
         searched: String,
     },
 
+    /// The cluster DNS (CoreDNS) build was not found.
+    #[error(
+        "the local cluster's DNS server (CoreDNS) was not found; looked in: {searched}.\n\
+         Build it with `make cluster-assets` (or `tests/coredns/build.sh`) in the opkit \
+         repository, or start the cluster `without_dns()`"
+    )]
+    MissingDnsAssets {
+        /// Where it was looked for.
+        searched: String,
+    },
+
     /// The OCI registry binary was not found.
     #[error(
         "the OCI registry (distribution) was not found; looked in: {searched}.\n\

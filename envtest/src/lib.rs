@@ -101,8 +101,8 @@ mod webhooks;
 
 pub use assets::{Binaries, DEFAULT_KUBERNETES_VERSION, find_binaries};
 pub use cluster::{
-    Cluster, ClusterBuilder, DEFAULT_NODE_ASSETS, Footprint, ImageArchive, NODE_NAME, NodeAssets,
-    POD_CIDR, SERVICE_CIDR, find_node_assets,
+    CLUSTER_DOMAIN, Cluster, ClusterBuilder, DEFAULT_DNS_ASSETS, DEFAULT_NODE_ASSETS, DnsAssets,
+    Footprint, ImageArchive, Ipv4Cidr, NODE_NAME, NodeAssets, find_dns_assets, find_node_assets,
 };
 pub use control_plane::{ControlPlane, ControlPlaneBuilder};
 pub use error::{EnvtestError, Result};

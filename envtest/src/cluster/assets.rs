@@ -1,5 +1,6 @@
-//! Finding what `tests/node/build-node.sh` built: the controllers, the node
-//! components, the CNI plugins and the image archives.
+//! Finding what `tests/node/build-node.sh` built (the controllers, the node
+//! components, the CNI plugins and the image archives) and what
+//! `tests/coredns/build.sh` built (the cluster DNS image).
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -10,6 +11,12 @@ use crate::error::{EnvtestError, Result};
 /// `${OPKIT_CACHE:-$HOME/.cache/opkit}/cluster/`. Kept in step with the
 /// script's versions and recipe number by a unit test.
 pub const DEFAULT_NODE_ASSETS: &str = "v1.36.3-containerd-v2.4.2-cni-v1.9.1-r1";
+
+/// The build-cache directory `tests/coredns/build.sh` fills, under
+/// `${OPKIT_CACHE:-$HOME/.cache/opkit}/coredns/`: CoreDNS's version and the
+/// script's recipe number (a key of its own, so changing CoreDNS never
+/// rebuilds the node's components). Kept in step by a unit test.
+pub const DEFAULT_DNS_ASSETS: &str = "v1.15.0-r1";
 
 /// The binaries and images a [`Cluster`](super::Cluster) runs besides etcd
 /// and kube-apiserver.
@@ -66,20 +73,24 @@ fn parse_refs(dir: &Path, text: &str) -> Vec<ImageArchive> {
         .collect()
 }
 
+/// The opkit build cache: `$OPKIT_CACHE`, else `$HOME/.cache/opkit`.
+fn build_cache() -> Option<PathBuf> {
+    env::var_os("OPKIT_CACHE")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| env::var_os("HOME").map(|h| Path::new(&h).join(".cache").join("opkit")))
+}
+
 /// Finds the node assets: `$OPKIT_CLUSTER_ASSETS` when set, else the build
 /// cache. A directory counts once `build-node.sh` marked it complete.
 pub fn find_node_assets() -> Result<NodeAssets> {
     let (dir, label) = match env::var_os("OPKIT_CLUSTER_ASSETS").filter(|v| !v.is_empty()) {
         Some(dir) => (PathBuf::from(dir), "$OPKIT_CLUSTER_ASSETS"),
         None => {
-            let cache = env::var_os("OPKIT_CACHE")
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-                .or_else(|| env::var_os("HOME").map(|h| Path::new(&h).join(".cache").join("opkit")))
-                .ok_or_else(|| EnvtestError::MissingNodeAssets {
-                    searched: "nowhere ($HOME, OPKIT_CACHE and OPKIT_CLUSTER_ASSETS are all unset)"
-                        .to_owned(),
-                })?;
+            let cache = build_cache().ok_or_else(|| EnvtestError::MissingNodeAssets {
+                searched: "nowhere ($HOME, OPKIT_CACHE and OPKIT_CLUSTER_ASSETS are all unset)"
+                    .to_owned(),
+            })?;
             (
                 cache.join("cluster").join(DEFAULT_NODE_ASSETS),
                 "the opkit build cache",
@@ -90,6 +101,57 @@ pub fn find_node_assets() -> Result<NodeAssets> {
         Ok(NodeAssets { root: dir })
     } else {
         Err(EnvtestError::MissingNodeAssets {
+            searched: format!("{} ({label})", dir.display()),
+        })
+    }
+}
+
+/// What `tests/coredns/build.sh` built: the cluster DNS server's image.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DnsAssets {
+    /// The directory `build.sh` printed.
+    pub root: PathBuf,
+}
+
+impl DnsAssets {
+    /// The CoreDNS image archive (listed in `images/refs`).
+    pub fn image(&self) -> Result<ImageArchive> {
+        let dir = self.root.join("images");
+        let refs = dir.join("refs");
+        let text = std::fs::read_to_string(&refs).map_err(|source| EnvtestError::Io {
+            what: "reading the list of built images",
+            path: refs.clone(),
+            source,
+        })?;
+        parse_refs(&dir, &text)
+            .into_iter()
+            .find(|i| i.name == "coredns")
+            .ok_or_else(|| EnvtestError::MissingDnsAssets {
+                searched: format!("{} (no coredns.tar line)", refs.display()),
+            })
+    }
+}
+
+/// Finds the cluster DNS build: `$OPKIT_DNS_ASSETS` when set, else the build
+/// cache. A directory counts once `build.sh` marked it complete.
+pub fn find_dns_assets() -> Result<DnsAssets> {
+    let (dir, label) = match env::var_os("OPKIT_DNS_ASSETS").filter(|v| !v.is_empty()) {
+        Some(dir) => (PathBuf::from(dir), "$OPKIT_DNS_ASSETS"),
+        None => {
+            let cache = build_cache().ok_or_else(|| EnvtestError::MissingDnsAssets {
+                searched: "nowhere ($HOME, OPKIT_CACHE and OPKIT_DNS_ASSETS are all unset)"
+                    .to_owned(),
+            })?;
+            (
+                cache.join("coredns").join(DEFAULT_DNS_ASSETS),
+                "the opkit build cache",
+            )
+        }
+    };
+    if dir.join(".complete").is_file() {
+        Ok(DnsAssets { root: dir })
+    } else {
+        Err(EnvtestError::MissingDnsAssets {
             searched: format!("{} ({label})", dir.display()),
         })
     }
@@ -139,5 +201,28 @@ mod tests {
             ),
         );
         assert_eq!(DEFAULT_NODE_ASSETS, expected);
+    }
+
+    /// The constant names the directory the CoreDNS script builds into.
+    #[test]
+    fn default_dns_assets_match_the_build_script() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/coredns");
+        let go_mod = std::fs::read_to_string(dir.join("go.mod")).unwrap();
+        let version = go_mod
+            .lines()
+            .map(|l| {
+                l.trim_start_matches("require")
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+            })
+            .find(|w| w.first() == Some(&"github.com/coredns/coredns"))
+            .and_then(|w| w.get(1).map(|v| (*v).to_owned()))
+            .unwrap();
+        let script = std::fs::read_to_string(dir.join("build.sh")).unwrap();
+        let recipe = script
+            .lines()
+            .find_map(|l| l.strip_prefix("recipe="))
+            .unwrap();
+        assert_eq!(DEFAULT_DNS_ASSETS, format!("{version}-r{recipe}"));
     }
 }

@@ -3,9 +3,12 @@
 
 use std::path::{Path, PathBuf};
 
+use super::network::Ipv4Cidr;
+use super::routes::route_exists;
 use crate::footprint::{record, record_process, start_time, still_running};
 
-/// The processes, link, cgroups, directory and mounts of one cluster.
+/// The processes, link, host routes, cgroups, directory and mounts of one
+/// cluster.
 #[derive(Debug, Clone)]
 pub struct Footprint {
     dir: PathBuf,
@@ -13,6 +16,7 @@ pub struct Footprint {
     init: Option<u32>,
     pub(crate) link: Option<String>,
     pub(crate) cgroup: Option<String>,
+    pub(crate) routes: Vec<Ipv4Cidr>,
 }
 
 impl Footprint {
@@ -24,6 +28,7 @@ impl Footprint {
             init: None,
             link: None,
             cgroup: None,
+            routes: Vec::new(),
         }
     }
 
@@ -52,6 +57,9 @@ impl Footprint {
         if let Some(cgroup) = &self.cgroup {
             record(&format!("cgroup {cgroup}"));
         }
+        for range in &self.routes {
+            record(&format!("route {range}"));
+        }
     }
 
     /// What of it still exists, described one item per entry; empty once the
@@ -68,6 +76,11 @@ impl Footprint {
             && Path::new("/sys/class/net").join(link).exists()
         {
             left.push(format!("network link {link}"));
+        }
+        for &range in &self.routes {
+            if route_exists(range) {
+                left.push(format!("host route {range}"));
+            }
         }
         if let Some(cgroup) = &self.cgroup
             && let Ok(entries) = std::fs::read_dir("/sys/fs/cgroup")

@@ -26,12 +26,29 @@
 //! - The node `opkit-node`, inside PID, mount and network namespaces the
 //!   cluster creates: containerd with runc and overlayfs, the kubelet
 //!   (cgroupfs driver, pods under the cgroup `/opkit-cluster-<slot>`),
-//!   kube-proxy (nftables mode), and a CNI bridge (`10.244.0.0/24`). A veth
-//!   pair joins the node (`198.18.<slot>.2`) to the host; the node has no
-//!   default route, so nothing leaves the machine.
+//!   kube-proxy (nftables mode), and a CNI bridge. A veth pair joins the
+//!   node (`198.18.<slot>.2`) to the host.
+//! - Networking, by construction local: each cluster has its own Service
+//!   range (`10.96.<slot>.0/24`, see [`Cluster::service_cidr`]) and pod range
+//!   (`10.244.<slot>.0/24`, [`Cluster::pod_cidr`]), and the host routes both
+//!   whole ranges into the node — as kube-proxy gives a control-plane node,
+//!   so kube-apiserver on the host reaches a webhook's Service by its
+//!   ClusterIP with no extra step. kube-proxy in the node serves allocated
+//!   ClusterIPs and drops or refuses the rest, and the node has no default
+//!   route, so a packet for either range never leaves the machine. A
+//!   cluster `without_node()` run as root makes both ranges `unreachable`
+//!   on the host instead. The routes go with the cluster.
+//! - Cluster DNS: CoreDNS (built by `tests/coredns/build.sh`) as a
+//!   Deployment in `kube-system`, the `kube-dns` Service at
+//!   [`Cluster::dns_service_ip`] (`10.96.<slot>.10`) and the kubelet's
+//!   `clusterDNS` pointing pods at it: `<svc>.<ns>.svc.cluster.local` and
+//!   `<svc>.<ns>` resolve from pods; names outside `cluster.local` are
+//!   refused inside the node (nothing is forwarded). `start` returns once it
+//!   answers; [`ClusterBuilder::without_dns`] leaves it out.
 //! - Images are built by `tests/node/build-node.sh` (pause, a memcached
-//!   packed from Debian's binary, a static busybox) and imported into
-//!   containerd at start; pods use them with `imagePullPolicy: IfNotPresent`.
+//!   packed from Debian's binary, a static busybox) and
+//!   `tests/coredns/build.sh` (coredns), and imported into containerd at
+//!   start; pods use them with `imagePullPolicy: IfNotPresent`.
 //!
 //! - With [`ClusterBuilder::with_registry`], a [`Registry`] on the host's
 //!   end of the node link (plain HTTP), which the node's containerd pulls
@@ -46,11 +63,14 @@
 mod assets;
 mod cgroups;
 mod controllers;
+mod dns;
+mod dns_query;
 mod files;
 mod footprint;
 mod namespaces;
+mod network;
 mod node;
-mod service_route;
+mod routes;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
@@ -61,8 +81,13 @@ use k8s_openapi::api::core::v1::{Node as NodeObject, ServiceAccount};
 use kube::api::Api;
 use tempfile::TempDir;
 
-pub use assets::{DEFAULT_NODE_ASSETS, ImageArchive, NodeAssets, find_node_assets};
+pub use assets::{
+    DEFAULT_DNS_ASSETS, DEFAULT_NODE_ASSETS, DnsAssets, ImageArchive, NodeAssets, find_dns_assets,
+    find_node_assets,
+};
+pub use dns::CLUSTER_DOMAIN;
 pub use footprint::Footprint;
+pub use network::Ipv4Cidr;
 
 use super::control_plane::{ControlPlane, ControlPlaneBuilder};
 use super::error::{EnvtestError, Result};
@@ -73,16 +98,12 @@ use cgroups::NodeCgroups;
 use controllers::Controllers;
 use files::ClusterFiles;
 use namespaces::{NodeLink, NodeNamespaces, SlotLease};
+use network::ClusterNetwork;
 use node::{Node, NodeDirs};
+use routes::HostRoutes;
 
 /// The node's name.
 pub const NODE_NAME: &str = "opkit-node";
-/// The pod network on the node's bridge.
-pub const POD_CIDR: &str = "10.244.0.0/24";
-/// The Service IP range (`kubernetes` is `10.0.0.1`).
-pub const SERVICE_CIDR: &str = "10.0.0.0/16";
-/// The `kubernetes` Service's cluster IP.
-const KUBERNETES_SERVICE_IP: &str = "10.0.0.1";
 /// Prefix of each cluster's directory (followed by the owning process id).
 const DIR_PREFIX: &str = "opkit-cluster-";
 /// How often readiness is polled.
@@ -95,6 +116,7 @@ pub struct ClusterBuilder {
     with_node: bool,
     assets: Option<NodeAssets>,
     with_registry: bool,
+    with_dns: bool,
     start_timeout: Duration,
 }
 
@@ -105,6 +127,7 @@ impl Default for ClusterBuilder {
             with_node: true,
             assets: None,
             with_registry: false,
+            with_dns: true,
             start_timeout: Duration::from_secs(90),
         }
     }
@@ -140,6 +163,14 @@ impl ClusterBuilder {
         self
     }
 
+    /// Leave out the cluster DNS (CoreDNS): `start` returns as soon as the
+    /// node is Ready, and pods get no nameserver (the kubelet warns
+    /// `MissingClusterDNS`). Without a node there is no DNS anyway.
+    pub fn without_dns(mut self) -> Self {
+        self.with_dns = false;
+        self
+    }
+
     /// Use these node assets instead of looking for them.
     pub fn node_assets(mut self, assets: NodeAssets) -> Self {
         self.assets = Some(assets);
@@ -162,13 +193,26 @@ impl ClusterBuilder {
     }
 
     /// Starts everything and waits until the `default` ServiceAccount exists
-    /// and (with a node) the node is `Ready`.
+    /// and (with a node) the node is `Ready` and the cluster DNS answers.
     pub async fn start(self) -> Result<Cluster> {
         let begun = Instant::now();
         let assets = match self.assets.clone() {
             Some(a) => a,
             None => find_node_assets()?,
         };
+        let with_dns = self.with_node && self.with_dns;
+        let dns_image = if with_dns {
+            Some(find_dns_assets()?.image()?)
+        } else {
+            None
+        };
+        if self.with_node && !is_root() {
+            return Err(EnvtestError::Unsupported(
+                "running a node needs root (namespaces, cgroups, mounts); use `without_node()` \
+                 for the control plane and controllers alone"
+                    .to_owned(),
+            ));
+        }
         super::control_plane::remove_stale_dirs(DIR_PREFIX);
         let dir = tempfile::Builder::new()
             .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
@@ -180,15 +224,10 @@ impl ClusterBuilder {
             })?;
         let mut footprint = Footprint::new(dir.path().to_owned());
         let mut parts = Parts::default();
+        let slot = SlotLease::take()?;
+        let network = ClusterNetwork::for_slot(slot.index());
+        let ranges = [network.service, network.pod];
         if self.with_node {
-            if !is_root() {
-                return Err(EnvtestError::Unsupported(
-                    "running a node needs root (namespaces, cgroups, mounts); use `without_node()` \
-                     for the control plane and controllers alone"
-                        .to_owned(),
-                ));
-            }
-            let slot = SlotLease::take()?;
             let namespaces = NodeNamespaces::create(
                 &assets.bin("pause"),
                 dir.path().join("node-init.log"),
@@ -197,22 +236,43 @@ impl ClusterBuilder {
             footprint.add_init(namespaces.init_pid());
             let link = NodeLink::create(&slot.link_name(), &namespaces, slot.host_address())?;
             footprint.link = Some(slot.link_name());
-            node::prepare_namespaces(&namespaces, slot.node_address())?;
-            let cgroups = NodeCgroups::create(&slot.cgroup_name())?;
-            footprint.cgroup = Some(slot.cgroup_name());
-            parts.slot = Some(slot);
             parts.namespaces = Some(namespaces);
             parts.link = Some(link);
+            if let Some(namespaces) = &parts.namespaces {
+                node::prepare_namespaces(namespaces, slot.node_address(), network.service)?;
+            }
+            parts.routes = Some(HostRoutes::into_node(
+                &slot.link_name(),
+                slot.node_address(),
+                &ranges,
+            )?);
+            let cgroups = NodeCgroups::create(&slot.cgroup_name())?;
+            footprint.cgroup = Some(slot.cgroup_name());
             parts.cgroups = Some(cgroups);
+        } else if is_root() {
+            // No node serves the ranges: refuse them on the host.
+            parts.routes = Some(HostRoutes::unreachable(&ranges)?);
+        } else {
+            tracing::debug!(
+                service_cidr = %network.service,
+                "not root: the Service range of a cluster without a node is not routed"
+            );
         }
-        let address = parts
-            .slot
+        footprint.routes = parts
+            .routes
             .as_ref()
-            .map_or(Ipv4Addr::LOCALHOST, SlotLease::host_address);
-        let node_address = parts.slot.as_ref().map(SlotLease::node_address);
+            .map(|r| r.ranges().to_vec())
+            .unwrap_or_default();
+        let address = if self.with_node {
+            slot.host_address()
+        } else {
+            Ipv4Addr::LOCALHOST
+        };
+        let node_address = self.with_node.then(|| slot.node_address());
+        parts.slot = Some(slot);
         let pki = Arc::new(Pki::generate(&[
             address.to_string(),
-            KUBERNETES_SERVICE_IP.to_owned(),
+            network.kubernetes_service_ip().to_string(),
         ])?);
         let files = ClusterFiles::write_certificates(
             dir.path(),
@@ -238,6 +298,7 @@ impl ClusterBuilder {
         plane_builder.address = address;
         plane_builder.pki = Some(Arc::clone(&pki));
         plane_builder.cluster_mode = true;
+        plane_builder.service_cidr = network.service.to_string();
         let plane = plane_builder.start().await?;
         footprint.add_process(plane.pids().0);
         footprint.add_process(plane.pids().1);
@@ -257,14 +318,16 @@ impl ClusterBuilder {
         } else {
             None
         };
-        let images = if self.with_node {
+        let mut images = if self.with_node {
             assets.images()?
         } else {
             Vec::new()
         };
+        images.extend(dns_image);
         let mut cluster = Cluster {
             node: Mutex::new(None),
             namespaces: Mutex::new(parts.namespaces.take()),
+            routes: Mutex::new(parts.routes.take()),
             link: Mutex::new(parts.link.take()),
             cgroups: Mutex::new(parts.cgroups.take()),
             controllers: Mutex::new(Some(controllers)),
@@ -272,6 +335,8 @@ impl ClusterBuilder {
             plane,
             images,
             node_address,
+            network,
+            with_dns,
             started_in: Duration::ZERO,
             start_timeout: self.start_timeout,
             footprint,
@@ -281,7 +346,25 @@ impl ClusterBuilder {
         cluster.wait_for_default_service_account().await?;
         if let Some(node_address) = node_address {
             cluster.start_node(&assets, &files, node_address)?;
+            if let Some(image) = cluster.image("coredns").filter(|_| with_dns) {
+                // Once the node is registered, so the pod is scheduled at
+                // once (before, it would wait out the scheduler's backoff);
+                // it tolerates the node's not-ready taint.
+                cluster
+                    .wait_for_node("the node to register", |_| Ok(()))
+                    .await?;
+                dns::install(&cluster.client()?, image, network.dns_service_ip()).await?;
+            }
             cluster.wait_for_node_ready().await?;
+            let node_ready = begun.elapsed();
+            if with_dns {
+                cluster.wait_for_dns().await?;
+                tracing::info!(
+                    node_ready_ms = node_ready.as_millis() as u64,
+                    dns_ready_ms = begun.elapsed().as_millis() as u64,
+                    "cluster DNS answers"
+                );
+            }
         }
         cluster.footprint.record();
         cluster.started_in = begun.elapsed();
@@ -300,6 +383,7 @@ impl ClusterBuilder {
 #[derive(Default)]
 struct Parts {
     namespaces: Option<NodeNamespaces>,
+    routes: Option<HostRoutes>,
     link: Option<NodeLink>,
     cgroups: Option<NodeCgroups>,
     slot: Option<SlotLease>,
@@ -308,6 +392,7 @@ struct Parts {
 impl Drop for Parts {
     fn drop(&mut self) {
         self.namespaces.take();
+        self.routes.take();
         self.link.take();
         self.cgroups.take();
         self.slot.take();
@@ -327,10 +412,12 @@ fn is_root() -> bool {
 #[derive(Debug)]
 pub struct Cluster {
     // Field order is drop order: node processes, then their namespaces (which
-    // takes every container with them), the link, the cgroups, the
-    // controllers, the control plane, the directory, and last the slot.
+    // takes every container with them), the host routes, the link, the
+    // cgroups, the controllers, the control plane, the directory, and last
+    // the slot.
     node: Mutex<Option<Node>>,
     namespaces: Mutex<Option<NodeNamespaces>>,
+    routes: Mutex<Option<HostRoutes>>,
     link: Mutex<Option<NodeLink>>,
     cgroups: Mutex<Option<NodeCgroups>>,
     controllers: Mutex<Option<Controllers>>,
@@ -338,6 +425,8 @@ pub struct Cluster {
     plane: ControlPlane,
     images: Vec<ImageArchive>,
     node_address: Option<Ipv4Addr>,
+    network: ClusterNetwork,
+    with_dns: bool,
     started_in: Duration,
     start_timeout: Duration,
     footprint: Footprint,
@@ -380,6 +469,8 @@ impl Cluster {
             &dirs,
             &self.images,
             node_address,
+            self.network,
+            self.with_dns.then(|| self.network.dns_service_ip()),
             &cgroup_root,
             registry.as_deref(),
             self.start_timeout,
@@ -417,8 +508,28 @@ impl Cluster {
         self.node_address
     }
 
+    /// This cluster's Service IP range (`10.96.<slot>.0/24`): ClusterIPs are
+    /// allocated from it, and the host routes all of it into the node (or,
+    /// without a node, makes it unreachable), so none of it leaves the
+    /// machine.
+    pub fn service_cidr(&self) -> Ipv4Cidr {
+        self.network.service
+    }
+
+    /// This cluster's pod IP range (`10.244.<slot>.0/24`, the node's bridge),
+    /// routed from the host into the node like the Service range.
+    pub fn pod_cidr(&self) -> Ipv4Cidr {
+        self.network.pod
+    }
+
+    /// The cluster DNS Service's (`kube-system/kube-dns`) ClusterIP, the
+    /// pods' nameserver; `None` without a node or `without_dns()`.
+    pub fn dns_service_ip(&self) -> Option<Ipv4Addr> {
+        self.with_dns.then(|| self.network.dns_service_ip())
+    }
+
     /// The reference of a built image by short name (`pause`, `memcached`,
-    /// `busybox`), as pods must name it.
+    /// `busybox`, `coredns`), as pods must name it.
     pub fn image(&self, name: &str) -> Option<&str> {
         self.images
             .iter()
@@ -477,9 +588,54 @@ impl Cluster {
         .await
     }
 
+    /// Waits until CoreDNS answers a query for the `kubernetes` Service from
+    /// the host, through the `kube-dns` ClusterIP: the pod is Ready,
+    /// kube-proxy serves the Service, and the host route leads there.
+    async fn wait_for_dns(&self) -> Result<()> {
+        let server = self.network.dns_service_ip();
+        let name = format!("kubernetes.default.svc.{CLUSTER_DOMAIN}");
+        self.wait_for("the cluster DNS to answer", || {
+            let name = name.clone();
+            async move {
+                tokio::task::spawn_blocking(move || {
+                    dns_query::resolves(server, &name, Duration::from_millis(200))
+                })
+                .await
+                .map_err(|e| e.to_string())?
+            }
+        })
+        .await
+    }
+
     async fn wait_for_node_ready(&self) -> Result<()> {
+        self.wait_for_node("the node to become Ready", |node| {
+            let ready = node
+                .status
+                .and_then(|s| s.conditions)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|c| c.type_ == "Ready");
+            match ready {
+                Some(c) if c.status == "True" => Ok(()),
+                Some(c) => Err(format!(
+                    "Ready={} ({})",
+                    c.status,
+                    c.message.unwrap_or_default()
+                )),
+                None => Err("no Ready condition yet".to_owned()),
+            }
+        })
+        .await
+    }
+
+    /// Waits until the node is registered and `check` accepts it.
+    async fn wait_for_node(
+        &self,
+        what: &'static str,
+        check: impl Fn(NodeObject) -> std::result::Result<(), String> + Copy,
+    ) -> Result<()> {
         let nodes: Api<NodeObject> = Api::all(self.client()?);
-        self.wait_for("the node to become Ready", || {
+        self.wait_for(what, || {
             let nodes = nodes.clone();
             async move {
                 let node = nodes
@@ -487,21 +643,7 @@ impl Cluster {
                     .await
                     .map_err(|e| e.to_string())?
                     .ok_or_else(|| "not registered yet".to_owned())?;
-                let ready = node
-                    .status
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .find(|c| c.type_ == "Ready");
-                match ready {
-                    Some(c) if c.status == "True" => Ok(()),
-                    Some(c) => Err(format!(
-                        "Ready={} ({})",
-                        c.status,
-                        c.message.unwrap_or_default()
-                    )),
-                    None => Err("no Ready condition yet".to_owned()),
-                }
+                check(node)
             }
         })
         .await
@@ -559,7 +701,8 @@ impl Cluster {
     }
 
     /// Stops everything and removes what the cluster made: the node's
-    /// namespaces (and every process, mount and rule in them), the link, the
+    /// namespaces (and every process, mount and rule in them), the host
+    /// routes, the link, the
     /// cgroups, the controllers, the control plane and the directory.
     /// Dropping the cluster does the same; calling `stop` twice is harmless.
     pub fn stop(&self) {
@@ -568,6 +711,9 @@ impl Cluster {
         }
         if let Ok(mut namespaces) = self.namespaces.lock() {
             namespaces.take();
+        }
+        if let Ok(mut routes) = self.routes.lock() {
+            routes.take();
         }
         if let Ok(mut link) = self.link.lock() {
             link.take();

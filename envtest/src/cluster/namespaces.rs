@@ -86,6 +86,11 @@ impl SlotLease {
         )))
     }
 
+    /// The slot's number (1–250), which picks the cluster's address ranges.
+    pub fn index(&self) -> u8 {
+        self.index
+    }
+
     /// The host's end of the node link, `198.18.<slot>.1` (RFC 2544's
     /// benchmarking range, which no real network routes).
     pub fn host_address(&self) -> Ipv4Addr {

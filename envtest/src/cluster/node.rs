@@ -8,10 +8,12 @@ use std::time::{Duration, Instant};
 use crate::error::{EnvtestError, Result};
 use crate::process::ChildProcess;
 
+use super::NODE_NAME;
 use super::assets::{ImageArchive, NodeAssets};
+use super::dns::CLUSTER_DOMAIN;
 use super::files::{ClusterFiles, write};
 use super::namespaces::{NodeNamespaces, kill_entered, run};
-use super::{NODE_NAME, POD_CIDR, SERVICE_CIDR};
+use super::network::{ClusterNetwork, Ipv4Cidr};
 
 /// Where the node's processes keep their state.
 #[derive(Debug, Clone)]
@@ -41,10 +43,16 @@ impl NodeDirs {
 
 /// Sets up the inside of the node's namespaces: private `/run`, `/var/lib`
 /// and `/var/log` (so nothing the node writes there reaches the host), the
-/// link's address, a route for Service IPs (kube-proxy rewrites them before
-/// a packet leaves) and forwarding for the pod bridge. There is no default
-/// route: nothing inside can reach beyond the host's end of the link.
-pub(crate) fn prepare_namespaces(namespaces: &NodeNamespaces, node: Ipv4Addr) -> Result<()> {
+/// link's address, a route for the cluster's Service range (kube-proxy
+/// rewrites a served ClusterIP before a packet leaves, and drops or refuses
+/// the rest) and forwarding for the pod bridge. There is no default route:
+/// nothing inside can reach beyond the host's end of the link, so what the
+/// host routes into the node (its Service and pod ranges) goes no further.
+pub(crate) fn prepare_namespaces(
+    namespaces: &NodeNamespaces,
+    node: Ipv4Addr,
+    service_cidr: Ipv4Cidr,
+) -> Result<()> {
     let script = format!(
         "mount -t tmpfs -o mode=755 opkit-node-run /run\n\
          mount -t tmpfs -o mode=755 opkit-node-var-lib /var/lib\n\
@@ -52,7 +60,7 @@ pub(crate) fn prepare_namespaces(namespaces: &NodeNamespaces, node: Ipv4Addr) ->
          ip link set lo up\n\
          ip addr add {node}/24 dev eth0\n\
          ip link set eth0 up\n\
-         ip route add {SERVICE_CIDR} dev eth0\n\
+         ip route add {service_cidr} dev eth0\n\
          echo 1 > /proc/sys/net/ipv4/ip_forward\n\
          if [ -e /proc/sys/net/bridge/bridge-nf-call-iptables ]; then echo 1 > /proc/sys/net/bridge/bridge-nf-call-iptables; fi\n"
     );
@@ -133,7 +141,7 @@ fn registry_hosts_toml(host: &str) -> String {
     )
 }
 
-fn cni_config(dirs: &NodeDirs) -> String {
+fn cni_config(dirs: &NodeDirs, pod_cidr: Ipv4Cidr) -> String {
     serde_json::json!({
         "cniVersion": "1.0.0",
         "name": "opkit",
@@ -148,7 +156,7 @@ fn cni_config(dirs: &NodeDirs) -> String {
                 "hairpinMode": true,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{ "subnet": POD_CIDR }]],
+                    "ranges": [[{ "subnet": pod_cidr.to_string() }]],
                     "routes": [{ "dst": "0.0.0.0/0" }],
                     "dataDir": dirs.root.join("cni").join("ipam").display().to_string(),
                 }
@@ -164,7 +172,9 @@ fn kubelet_config(
     dirs: &NodeDirs,
     node: Ipv4Addr,
     cgroup_root: &str,
+    cluster_dns: Option<Ipv4Addr>,
 ) -> String {
+    let cluster_dns: Vec<String> = cluster_dns.iter().map(Ipv4Addr::to_string).collect();
     serde_json::json!({
         "kind": "KubeletConfiguration",
         "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -188,7 +198,10 @@ fn kubelet_config(
         "authorization": { "mode": "AlwaysAllow" },
         "failSwapOn": false,
         "resolvConf": dirs.root.join("resolv.conf").display().to_string(),
-        "clusterDomain": "cluster.local",
+        // Pods (dnsPolicy ClusterFirst) ask the cluster DNS Service; with
+        // none, the kubelet warns MissingClusterDNS and uses resolvConf.
+        "clusterDNS": cluster_dns,
+        "clusterDomain": CLUSTER_DOMAIN,
         "volumePluginDir": dirs.kubelet().join("volume-plugins").display().to_string(),
         "podLogsDir": dirs.root.join("pod-logs").display().to_string(),
         "nodeStatusUpdateFrequency": "4s",
@@ -210,14 +223,14 @@ fn kubelet_config(
     .to_string()
 }
 
-fn proxy_config(files: &ClusterFiles) -> String {
+fn proxy_config(files: &ClusterFiles, pod_cidr: Ipv4Cidr) -> String {
     serde_json::json!({
         "kind": "KubeProxyConfiguration",
         "apiVersion": "kubeproxy.config.k8s.io/v1alpha1",
         "clientConnection": { "kubeconfig": files.proxy_kubeconfig.display().to_string() },
         "mode": "nftables",
         "hostnameOverride": NODE_NAME,
-        "clusterCIDR": POD_CIDR,
+        "clusterCIDR": pod_cidr.to_string(),
         "healthzBindAddress": "127.0.0.1:10256",
         "metricsBindAddress": "127.0.0.1:10249",
         // Leave the host-wide conntrack limits and timeouts as they are.
@@ -250,6 +263,8 @@ impl Node {
         dirs: &NodeDirs,
         images: &[ImageArchive],
         node: Ipv4Addr,
+        network: ClusterNetwork,
+        cluster_dns: Option<Ipv4Addr>,
         cgroup_root: &str,
         registry: Option<&str>,
         timeout: Duration,
@@ -281,7 +296,7 @@ impl Node {
         )?;
         write(
             &dirs.cni_conf().join("10-opkit.conflist"),
-            &cni_config(dirs),
+            &cni_config(dirs, network.pod),
         )?;
         write(&dirs.root.join("resolv.conf"), "")?;
         if let Some(host) = registry {
@@ -296,10 +311,10 @@ impl Node {
         let kubelet_yaml = dirs.kubelet().join("config.json");
         write(
             &kubelet_yaml,
-            &kubelet_config(files, dirs, node, cgroup_root),
+            &kubelet_config(files, dirs, node, cgroup_root, cluster_dns),
         )?;
         let proxy_yaml = dirs.root.join("kube-proxy.json");
-        write(&proxy_yaml, &proxy_config(files))?;
+        write(&proxy_yaml, &proxy_config(files, network.pod))?;
 
         // containerd finds the shim, and CNI plugins find iptables, on PATH.
         let path = format!(

@@ -4,6 +4,9 @@
 //!
 //! Needs the node assets (`make cluster-assets`) and root.
 
+mod dns;
+mod network;
+
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};

@@ -1,8 +1,10 @@
 //! The Website operator in a pod of the real single-node cluster
 //! (`opkit_envtest::Cluster`; needs root and `make cluster-assets`): the
 //! apiserver reaches its webhooks through their Service — a `service`
-//! reference, resolved to the cluster IP, forwarded by kube-proxy to the
-//! pod — trusting the CA the manager issued itself and injected.
+//! reference, resolved to the cluster IP, which the host routes into the
+//! node (the whole Service range, with no step of the test's), forwarded by
+//! kube-proxy to the pod — trusting the CA the manager issued itself and
+//! injected.
 //!
 //! The pod runs this crate's binary, built by cargo, from a `hostPath`
 //! volume in the busybox image (with the host's C library beside it), as
@@ -10,7 +12,6 @@
 //! deployment does: a Deployment, a ServiceAccount, a Service, the CRD and
 //! the webhook configurations generated from the code.
 
-use std::net::Ipv4Addr;
 use std::panic::AssertUnwindSafe;
 use std::time::Duration;
 
@@ -155,7 +156,9 @@ async fn the_apiserver_calls_the_webhooks_in_a_pod_through_their_service() {
         })),
     )
     .await;
-    let cluster_ip: Ipv4Addr = services
+    // The apiserver runs on the host; the cluster routes its whole Service
+    // range into the node, as kube-proxy would on a control-plane node.
+    let cluster_ip: std::net::Ipv4Addr = services
         .get(WEBHOOK_SERVICE)
         .await
         .unwrap()
@@ -164,9 +167,7 @@ async fn the_apiserver_calls_the_webhooks_in_a_pod_through_their_service() {
         .expect("a cluster IP")
         .parse()
         .unwrap();
-    // The apiserver runs on the host: route the Service IP into the node,
-    // as kube-proxy would on a control-plane node.
-    cluster.route_service_ip(cluster_ip).unwrap();
+    assert!(cluster.service_cidr().contains(cluster_ip), "{cluster_ip}");
 
     // The CRD and webhook configurations as generated: Service references,
     // no caBundle.
@@ -398,9 +399,34 @@ async fn the_apiserver_calls_the_webhooks_in_a_pod_through_their_service() {
     )
     .await;
 
-    // Without the route to the cluster IP, the apiserver cannot reach the
-    // webhooks (failurePolicy Fail): the calls above went through it.
-    cluster.unroute_service_ip(cluster_ip).unwrap();
+    // With no pod behind the Service, the apiserver's calls are refused
+    // inside the node (kube-proxy rejects a Service without endpoints; the
+    // apiserver retries until the webhook's timeout) and the create fails
+    // (failurePolicy Fail): the calls above went through the Service.
+    deployments
+        .patch(
+            APP,
+            &PatchParams::default(),
+            &Patch::Merge(json!({ "spec": { "replicas": 0 } })),
+        )
+        .await
+        .unwrap();
+    explaining_a_timeout(
+        &client,
+        eventually(
+            "the operator's pods to be gone",
+            Duration::from_secs(60),
+            || async {
+                pods.list(&ListParams::default().labels(&format!("app={APP}")))
+                    .await
+                    .ok()
+                    .filter(|l| l.items.is_empty())
+                    .map(|_| ())
+            },
+        ),
+    )
+    .await;
+    let refused = std::time::Instant::now();
     let message = api_message(
         new.create(
             &PostParams::default(),
@@ -419,6 +445,10 @@ async fn the_apiserver_calls_the_webhooks_in_a_pod_through_their_service() {
     assert!(
         message.contains(&format!("{WEBHOOK_SERVICE}.{NAMESPACE}.svc")),
         "{message}"
+    );
+    println!(
+        "a create with no webhook pod failed in {:.1?}: {message}",
+        refused.elapsed()
     );
 
     let footprint = cluster.footprint().clone();
