@@ -104,6 +104,7 @@ pub use cluster::{
     Cluster, ClusterBuilder, DEFAULT_NODE_ASSETS, Footprint, ImageArchive, NODE_NAME, NodeAssets,
     POD_CIDR, SERVICE_CIDR, find_node_assets,
 };
+pub use cluster::{DEFAULT_IMAGES, find_images_dir};
 pub use control_plane::{ControlPlane, ControlPlaneBuilder};
 pub use error::{Error, Result};
 pub use eventually::{EVENTUALLY_POLL_INTERVAL, eventually};

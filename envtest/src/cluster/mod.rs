@@ -29,7 +29,7 @@
 //!   kube-proxy (nftables mode), and a CNI bridge (`10.244.0.0/24`). A veth
 //!   pair joins the node (`198.18.<slot>.2`) to the host; the node has no
 //!   default route, so nothing leaves the machine.
-//! - Images are built by `tests/node/build-node.sh` (pause, a memcached
+//! - Images are built by `tests/node/build-images.sh` (pause, a memcached
 //!   packed from Debian's binary, a static busybox) and imported into
 //!   containerd at start; pods use them with `imagePullPolicy: IfNotPresent`.
 //!
@@ -61,7 +61,10 @@ use k8s_openapi::api::core::v1::{Node as NodeObject, ServiceAccount};
 use kube::api::Api;
 use tempfile::TempDir;
 
-pub use assets::{DEFAULT_NODE_ASSETS, ImageArchive, NodeAssets, find_node_assets};
+pub use assets::{
+    DEFAULT_IMAGES, DEFAULT_NODE_ASSETS, ImageArchive, NodeAssets, find_images_dir,
+    find_node_assets,
+};
 pub use footprint::Footprint;
 
 use super::control_plane::{ControlPlane, ControlPlaneBuilder};
