@@ -108,7 +108,8 @@ impl<S: tracing::Subscriber> Layer<S> for Phases {
         } else {
             String::new()
         };
-        let what = match &line.process {
+        let what = match line.process.as_deref() {
+            Some("unshare") => format!("{} the node's namespaces (unshare)", line.message),
             Some(process) => format!("{} {process}", line.message),
             None => line.message,
         };
