@@ -15,9 +15,9 @@ help:
 	@echo "make test          build the control plane if missing, run every test, check for leftovers"
 	@echo "make controlplane  build kube-apiserver and etcd into $(OPKIT_CACHE)/controlplane"
 	@echo "make dev-cluster   start a local control plane and keep it running until Ctrl-C"
-	@echo "make cluster       start a local single-node cluster (real kubelet, containerd) until Ctrl-C"
+	@echo "make cluster       start a local single-node cluster with a registry until Ctrl-C (REGISTRY=0: without)"
 	@echo "make registry      build the OCI registry (distribution) into $(OPKIT_CACHE)/registry"
-	@echo "make cluster-assets build the cluster's components and images into $(OPKIT_CACHE)/cluster"
+	@echo "make cluster-assets build the cluster's components ($(OPKIT_CACHE)/cluster) and images ($(OPKIT_CACHE)/images)"
 	@echo "make lint          cargo fmt --check and clippy with warnings denied"
 	@echo "make bench         run the benchmarks and print ratio tables"
 	@echo "make bench-e2e     one operator in opkit, controller-runtime and kube-runtime, end to end"
@@ -33,10 +33,12 @@ registry:
 	@tests/registry/build.sh >/dev/null
 
 # The rest of the local cluster: kube-controller-manager, kube-scheduler,
-# kubelet, kube-proxy, kubectl, containerd, runc, CNI plugins and images,
-# and the cluster DNS (CoreDNS, cached under a key of its own).
+# kubelet, kube-proxy, kubectl, containerd, runc, CNI plugins; then the images
+# its node imports and the cluster DNS (CoreDNS), each in a cache of its own
+# (an image change rebuilds only that).
 cluster-assets: controlplane
 	@tests/node/build-node.sh >/dev/null
+	@tests/node/build-images.sh >/dev/null
 	@tests/coredns/build.sh >/dev/null
 
 # The Memcached operator (examples/memcached) on a local cluster: real
@@ -61,10 +63,15 @@ dev-cluster: controlplane
 	@$(CARGO) build -p opkit-envtest --example dev_cluster
 	@$(CARGO) run --quiet -p opkit-envtest --example dev_cluster
 
-# A whole local cluster (control plane, controllers, scheduler, one node) until
-# Ctrl-C; prints the kubeconfig. Needs root.
-cluster: cluster-assets
-	@$(CARGO) run --quiet -p opkit-envtest --example cluster
+# A whole local cluster (control plane, controllers, scheduler, one node and,
+# unless REGISTRY=0, an OCI registry the node pulls from) until Ctrl-C; prints
+# each start phase, the kubeconfig and the registry. Needs root.
+REGISTRY ?= 1
+cluster: cluster-assets registry
+	@echo "make cluster: building the cluster program (cargo's progress below)"
+	@$(CARGO) build -p opkit-envtest --example cluster
+	@$(CARGO) run --quiet -p opkit-envtest --example cluster -- \
+	  $(if $(filter 0 no false,$(REGISTRY)),--no-registry)
 
 lint:
 	$(CARGO) fmt --all --check

@@ -43,6 +43,17 @@ pub enum EnvtestError {
         searched: String,
     },
 
+    /// The image archives the cluster's node imports were not found.
+    #[error(
+        "the local cluster's images were not found; looked in: {searched}.\n\
+         Build them with `make cluster-assets` (or `tests/node/build-images.sh`) in the opkit \
+         repository, or point OPKIT_CLUSTER_IMAGES at the directory that script printed"
+    )]
+    MissingImages {
+        /// Where they were looked for.
+        searched: String,
+    },
+
     /// The OCI registry binary was not found.
     #[error(
         "the OCI registry (distribution) was not found; looked in: {searched}.\n\

@@ -104,6 +104,7 @@ pub use cluster::{
     CLUSTER_DOMAIN, Cluster, ClusterBuilder, DEFAULT_DNS_ASSETS, DEFAULT_NODE_ASSETS, DnsAssets,
     Footprint, ImageArchive, Ipv4Cidr, NODE_NAME, NodeAssets, find_dns_assets, find_node_assets,
 };
+pub use cluster::{DEFAULT_IMAGES, find_images_dir};
 pub use control_plane::{ControlPlane, ControlPlaneBuilder};
 pub use error::{EnvtestError, Result};
 pub use eventually::{EVENTUALLY_POLL_INTERVAL, eventually};

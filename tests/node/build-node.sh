@@ -8,23 +8,23 @@
 #            containerd containerd-shim-runc-v2 ctr (this directory's go.mod),
 #            runc (Debian's package, copied), pause (./pause)
 #   cni/     bridge host-local loopback portmap (this directory's go.mod)
-#   images/  pause.tar, memcached.tar, busybox.tar: OCI image archives built
-#            here without a registry (memcached from Debian's binary and the
-#            libraries it links, busybox from Debian's static busybox)
-#   images/refs  one "file reference" line per archive
+#
+# The images the node imports (pause, memcached, busybox) are built apart, by
+# ./build-images.sh into a cache of their own, so changing one never rebuilds
+# these binaries.
 #
 #   tests/node/build-node.sh              # build if missing, print the dir
 #   OPKIT_CACHE=/some/dir tests/node/build-node.sh
 #
-# Debian packages it needs (runc, memcached, iptables, nftables, conntrack,
-# iproute2, util-linux)
-# are installed with apt-get when missing. The build is atomic and runs under
-# a lock; a warm run returns at once.
+# Debian packages the node needs on the host (runc, iptables, nftables,
+# conntrack, iproute2, util-linux) are installed with apt-get when missing.
+# The build is atomic and runs under a lock; a warm run returns at once.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 planedir=$(cd "$here/../controlplane" && pwd)
 
-# Bump when the layout or the image recipes change.
+# Bump when the layout or a component's build changes (not for images:
+# build-images.sh has its own recipe number).
 recipe=1
 k8s_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v1\./ {print $2; exit}' "$planedir/go.mod")
 containerd_version=$(awk '$1 == "github.com/containerd/containerd/v2" {print $2; exit}' "$here/go.mod")
@@ -52,7 +52,6 @@ fi
 ensure_packages() {
   local missing=()
   command -v runc >/dev/null || missing+=(runc)
-  [ -x /usr/bin/memcached ] || missing+=(memcached)
   command -v iptables >/dev/null || missing+=(iptables)
   command -v nft >/dev/null || missing+=(nftables)
   command -v conntrack >/dev/null || missing+=(conntrack)
@@ -70,7 +69,7 @@ go=$("$planedir/ensure-go.sh")
 export GOTOOLCHAIN=${GOTOOLCHAIN:-auto}
 tmp=$(mktemp -d "$cache/cluster/.build.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
-mkdir -p "$tmp/bin" "$tmp/cni" "$tmp/images"
+mkdir -p "$tmp/bin" "$tmp/cni"
 echo "build-node.sh: building the cluster's components into $out (a cold build takes many minutes)" >&2
 
 ver=${k8s_version#v}
@@ -105,79 +104,6 @@ cp "$(command -v runc)" "$tmp/bin/runc"
 "$tmp/bin/kubelet" --version >&2
 "$tmp/bin/containerd" --version >&2
 "$tmp/bin/runc" --version | head -n 1 >&2
-
-# --- images -----------------------------------------------------------------
-# pack_image ARCHIVE REFERENCE ROOTFS CONFIG_JSON: writes an OCI image layout
-# archive holding one uncompressed layer (ROOTFS) and the given runtime config.
-pack_image() {
-  local archive=$1 reference=$2 rootfs=$3 config=$4
-  local layout
-  layout=$(mktemp -d "$tmp/layout.XXXXXX")
-  chmod 755 "$rootfs"   # mktemp made it 0700; the image's / must be traversable
-  mkdir -p "$layout/blobs/sha256"
-  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$rootfs" -cf "$layout/layer.tar" .
-  local layer_digest layer_size
-  layer_digest=$(sha256sum "$layout/layer.tar" | cut -d' ' -f1)
-  layer_size=$(stat -c %s "$layout/layer.tar")
-  mv "$layout/layer.tar" "$layout/blobs/sha256/$layer_digest"
-  printf '{"architecture":"amd64","os":"linux","config":%s,"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
-    "$config" "$layer_digest" > "$layout/config.json"
-  local config_digest config_size
-  config_digest=$(sha256sum "$layout/config.json" | cut -d' ' -f1)
-  config_size=$(stat -c %s "$layout/config.json")
-  mv "$layout/config.json" "$layout/blobs/sha256/$config_digest"
-  printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:%s","size":%s}]}' \
-    "$config_digest" "$config_size" "$layer_digest" "$layer_size" > "$layout/manifest.json"
-  local manifest_digest manifest_size
-  manifest_digest=$(sha256sum "$layout/manifest.json" | cut -d' ' -f1)
-  manifest_size=$(stat -c %s "$layout/manifest.json")
-  mv "$layout/manifest.json" "$layout/blobs/sha256/$manifest_digest"
-  printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"annotations":{"io.containerd.image.name":"%s","org.opencontainers.image.ref.name":"%s"}}]}' \
-    "$manifest_digest" "$manifest_size" "$reference" "${reference##*:}" > "$layout/index.json"
-  printf '{"imageLayoutVersion":"1.0.0"}' > "$layout/oci-layout"
-  tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$layout" -cf "$archive" oci-layout index.json blobs
-  rm -rf "$layout"
-  echo "$(basename "$archive") $reference" >> "$tmp/images/refs"
-}
-
-# pause: the static Go program above.
-rootfs=$(mktemp -d "$tmp/rootfs.XXXXXX")
-cp "$tmp/bin/pause" "$rootfs/pause"
-pack_image "$tmp/images/pause.tar" "opkit.local/pause:$recipe" "$rootfs" \
-  '{"Entrypoint":["/pause"],"User":"65535:65535"}'
-
-# memcached: Debian's binary plus every library `ldd` lists, at the same paths.
-memcached_version=$(dpkg-query -W -f '${Version}' memcached | sed 's/[^A-Za-z0-9._-]/_/g')
-rootfs=$(mktemp -d "$tmp/rootfs.XXXXXX")
-mkdir -p "$rootfs/usr/bin" "$rootfs/tmp"
-chmod 1777 "$rootfs/tmp"
-cp /usr/bin/memcached "$rootfs/usr/bin/memcached"
-for lib in $(ldd /usr/bin/memcached | grep -o '/[^ ]*'); do
-  mkdir -p "$rootfs$(dirname "$lib")"
-  cp -L "$lib" "$rootfs$lib"
-done
-# Debian's layout: /lib and /lib64 are links into /usr on merged-/usr systems;
-# the image keeps the real paths ldd printed, so both resolve.
-pack_image "$tmp/images/memcached.tar" "opkit.local/memcached:$memcached_version" "$rootfs" \
-  '{"Entrypoint":["memcached"],"Env":["PATH=/usr/bin:/bin"],"User":"11211:11211","ExposedPorts":{"11211/tcp":{}}}'
-
-# busybox: Debian's statically linked busybox, for test client pods.
-rootfs=$(mktemp -d "$tmp/rootfs.XXXXXX")
-mkdir -p "$rootfs/bin" "$rootfs/tmp"
-chmod 1777 "$rootfs/tmp"
-# apt-get download needs the package lists; fetch them once if it fails.
-(cd "$tmp" && { apt-get download -qq busybox-static >&2 ||
-  { apt-get update -qq >&2 && apt-get download -qq busybox-static >&2; }; })
-deb=$(ls "$tmp"/busybox-static_*.deb)
-busybox_version=$(dpkg-deb -f "$deb" Version | sed 's/[^A-Za-z0-9._-]/_/g')
-dpkg-deb -x "$deb" "$tmp/busybox-deb"
-cp "$tmp/busybox-deb/bin/busybox" "$rootfs/bin/busybox"
-for applet in sh nc wget cat echo sleep printf ls; do ln -s busybox "$rootfs/bin/$applet"; done
-rm -rf "$tmp/busybox-deb" "$deb"
-pack_image "$tmp/images/busybox.tar" "opkit.local/busybox:$busybox_version" "$rootfs" \
-  '{"Cmd":["sh"],"Env":["PATH=/bin"]}'
-rm -rf "$tmp"/rootfs.*
-cat "$tmp/images/refs" >&2
 
 chmod 755 "$tmp"
 touch "$tmp/.complete"

@@ -1,6 +1,8 @@
 //! Finding what `tests/node/build-node.sh` built (the controllers, the node
-//! components, the CNI plugins and the image archives) and what
-//! `tests/coredns/build.sh` built (the cluster DNS image).
+//! components, the CNI plugins), what `tests/node/build-images.sh` built
+//! (the image archives, in a cache of their own so that changing an image
+//! never rebuilds the components) and what `tests/coredns/build.sh` built
+//! (the cluster DNS image).
 
 use std::env;
 use std::path::{Path, PathBuf};
@@ -17,6 +19,10 @@ pub const DEFAULT_NODE_ASSETS: &str = "v1.36.3-containerd-v2.4.2-cni-v1.9.1-r1";
 /// script's recipe number (a key of its own, so changing CoreDNS never
 /// rebuilds the node's components). Kept in step by a unit test.
 pub const DEFAULT_DNS_ASSETS: &str = "v1.15.0-r1";
+/// The build-cache directory `tests/node/build-images.sh` fills, under
+/// `${OPKIT_CACHE:-$HOME/.cache/opkit}/images/`. Kept in step with the
+/// script's recipe number by a unit test.
+pub const DEFAULT_IMAGES: &str = "r2";
 
 /// The binaries and images a [`Cluster`](super::Cluster) runs besides etcd
 /// and kube-apiserver.
@@ -48,15 +54,18 @@ impl NodeAssets {
         self.root.join("cni")
     }
 
-    /// The image archives listed in `images/refs`.
+    /// The image archives `build-images.sh` built, as its `refs` file lists
+    /// them: from `$OPKIT_CLUSTER_IMAGES` when set, else the build cache's
+    /// `images/<DEFAULT_IMAGES>` (see [`find_images_dir`]).
     pub fn images(&self) -> Result<Vec<ImageArchive>> {
-        let refs = self.root.join("images").join("refs");
+        let dir = find_images_dir()?;
+        let refs = dir.join("refs");
         let text = std::fs::read_to_string(&refs).map_err(|source| EnvtestError::Io {
             what: "reading the list of built images",
             path: refs.clone(),
             source,
         })?;
-        Ok(parse_refs(&self.root.join("images"), &text))
+        Ok(parse_refs(&dir, &text))
     }
 }
 
@@ -157,6 +166,32 @@ pub fn find_dns_assets() -> Result<DnsAssets> {
     }
 }
 
+/// Finds the directory of image archives: `$OPKIT_CLUSTER_IMAGES` when set,
+/// else `images/<DEFAULT_IMAGES>` in the build cache. A directory counts once
+/// `build-images.sh` marked it complete.
+pub fn find_images_dir() -> Result<PathBuf> {
+    let (dir, label) = match env::var_os("OPKIT_CLUSTER_IMAGES").filter(|v| !v.is_empty()) {
+        Some(dir) => (PathBuf::from(dir), "$OPKIT_CLUSTER_IMAGES"),
+        None => {
+            let cache = build_cache().ok_or_else(|| EnvtestError::MissingImages {
+                searched: "nowhere ($HOME, OPKIT_CACHE and OPKIT_CLUSTER_IMAGES are all unset)"
+                    .to_owned(),
+            })?;
+            (
+                cache.join("images").join(DEFAULT_IMAGES),
+                "the opkit build cache",
+            )
+        }
+    };
+    if dir.join(".complete").is_file() {
+        Ok(dir)
+    } else {
+        Err(EnvtestError::MissingImages {
+            searched: format!("{} ({label})", dir.display()),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -224,5 +259,18 @@ mod tests {
             .find_map(|l| l.strip_prefix("recipe="))
             .unwrap();
         assert_eq!(DEFAULT_DNS_ASSETS, format!("{version}-r{recipe}"));
+    }
+
+    /// The constant names the directory the images script builds into.
+    #[test]
+    fn default_images_match_the_build_script() {
+        let repo = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let script = std::fs::read_to_string(repo.join("tests/node/build-images.sh")).unwrap();
+        let recipe = script
+            .lines()
+            .find_map(|l| l.strip_prefix("recipe="))
+            .unwrap();
+        assert!(script.contains(r#"out="$cache/images/r$recipe""#));
+        assert_eq!(DEFAULT_IMAGES, format!("r{recipe}"));
     }
 }

@@ -45,8 +45,8 @@
 //!   `<svc>.<ns>` resolve from pods; names outside `cluster.local` are
 //!   refused inside the node (nothing is forwarded). `start` returns once it
 //!   answers; [`ClusterBuilder::without_dns`] leaves it out.
-//! - Images are built by `tests/node/build-node.sh` (pause, a memcached
-//!   packed from Debian's binary, a static busybox) and
+//! - Images are built by `tests/node/build-images.sh` (pause, a memcached
+//!   packed from Debian's binary, a static busybox with every applet) and
 //!   `tests/coredns/build.sh` (coredns), and imported into containerd at
 //!   start; pods use them with `imagePullPolicy: IfNotPresent`.
 //!
@@ -82,8 +82,8 @@ use kube::api::Api;
 use tempfile::TempDir;
 
 pub use assets::{
-    DEFAULT_DNS_ASSETS, DEFAULT_NODE_ASSETS, DnsAssets, ImageArchive, NodeAssets, find_dns_assets,
-    find_node_assets,
+    DEFAULT_DNS_ASSETS, DEFAULT_IMAGES, DEFAULT_NODE_ASSETS, DnsAssets, ImageArchive, NodeAssets,
+    find_dns_assets, find_images_dir, find_node_assets,
 };
 pub use dns::CLUSTER_DOMAIN;
 pub use footprint::Footprint;

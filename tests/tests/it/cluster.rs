@@ -314,3 +314,49 @@ async fn cluster_runs_pods_and_stops_clean() {
         "the pod bridge lives only in the node's namespace"
     );
 }
+
+/// The busybox image links every applet busybox has on `PATH`: a pod runs
+/// `httpd`, `wget`, `awk`, ... by their bare names, and `httpd` serves a page
+/// that `wget` fetches.
+#[tokio::test]
+async fn busybox_runs_every_applet_by_name() {
+    init_tracing();
+    let cluster = Cluster::start().await.unwrap();
+    let client = cluster.client().unwrap();
+    let ns = "applets";
+    create_namespace(&client, ns).await;
+    let busybox = cluster.image("busybox").expect("a busybox image");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let script = concat!(
+        "missing=''; for a in $(busybox --list); do command -v \"$a\" >/dev/null || missing=\"$missing $a\"; done; ",
+        "echo \"missing=[$missing]\"; ",
+        "mkdir -p /tmp/www && echo served-by-httpd > /tmp/www/index.html && ",
+        "httpd -p 127.0.0.1:8080 -h /tmp/www && ",
+        "wget -q -O - http://127.0.0.1:8080/ | awk '{ print \"page=\" $0 }'",
+    );
+    let pod: Pod = from_json(json!({
+        "metadata": { "name": "applets" },
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{
+                "name": "applets",
+                "image": busybox,
+                "imagePullPolicy": "IfNotPresent",
+                "command": ["sh", "-c", script]
+            }]
+        }
+    }));
+    let (pod, output) = run_to_completion(&pods, &pod, Duration::from_secs(60)).await;
+    assert_eq!(pod_phase(&pod), "Succeeded", "pod output: {output}");
+    assert!(
+        output.contains("missing=[]"),
+        "every applet on PATH: {output}"
+    );
+    assert!(
+        output.contains("page=served-by-httpd"),
+        "httpd served, wget fetched: {output}"
+    );
+    let footprint = cluster.footprint().clone();
+    cluster.stop();
+    assert_eq!(footprint.remaining(), Vec::<String>::new());
+}
