@@ -441,22 +441,28 @@ fn make_run_works_with_webhooks(project: &Path) {
     let probes = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
     let probes_address = probes.local_addr().expect("address");
     drop(probes);
-    let log = project.join("make-run.log");
+    // Outside the temporary project, so it is there to read when this fails.
+    let log = target_dir().join(format!("make-run-{}.log", std::process::id()));
     let log_file = std::fs::File::create(&log).expect("log file");
     let mut run = make(&[
         "run",
         &format!("ARGS=--metrics-bind-address=0 --health-probe-bind-address={probes_address}"),
     ]);
     std::os::unix::process::CommandExt::process_group(&mut run, 0);
-    let mut child = run
+    let child = run
         .stdout(log_file.try_clone().expect("log"))
         .stderr(log_file)
         .spawn()
         .expect("run make run");
+    let child = std::sync::Mutex::new(child);
+    let waiting = format!("make run to serve /readyz (its output: {})", log.display());
     let ready = runtime.block_on(opkit_envtest::eventually(
-        "make run to serve /readyz",
-        std::time::Duration::from_secs(120),
+        &waiting,
+        std::time::Duration::from_secs(180),
         || async {
+            if let Ok(Some(status)) = child.lock().expect("child").try_wait() {
+                return Some(format!("make run exited ({status})"));
+            }
             let mut stream = tokio::net::TcpStream::connect(probes_address).await.ok()?;
             use tokio::io::{AsyncReadExt, AsyncWriteExt};
             stream
@@ -465,16 +471,19 @@ fn make_run_works_with_webhooks(project: &Path) {
                 .ok()?;
             let mut answer = String::new();
             stream.read_to_string(&mut answer).await.ok()?;
-            answer.starts_with("HTTP/1.1 200").then_some(answer)
+            let status = answer.lines().next().unwrap_or_default().to_owned();
+            status.contains(" 200").then_some(status)
         },
     ));
+    let mut child = child.into_inner().expect("child");
     // Stop make, cargo and the manager: the whole process group.
     let _ = Command::new("kill")
         .args(["-TERM", &format!("-{}", child.id())])
         .status();
     let _ = child.wait();
     let output = std::fs::read_to_string(&log).expect("make run's output");
-    assert!(ready.contains("200"), "{ready}\n{output}");
+    assert!(ready.contains(" 200"), "{ready}\n{output}");
+    let _ = std::fs::remove_file(&log);
     let off: Vec<&str> = output
         .lines()
         .filter(|l| l.contains("webhooks not served"))
