@@ -469,8 +469,15 @@ fn make_run_works_with_webhooks(project: &Path) {
                 .write_all(b"GET /readyz HTTP/1.0\r\nHost: probes\r\n\r\n")
                 .await
                 .ok()?;
-            let mut answer = String::new();
-            stream.read_to_string(&mut answer).await.ok()?;
+            // The status line is in the first bytes; the server may keep
+            // the connection open after its answer.
+            let mut answer = vec![0; 512];
+            let read =
+                tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut answer))
+                    .await
+                    .ok()?
+                    .ok()?;
+            let answer = String::from_utf8_lossy(&answer[..read]).into_owned();
             let status = answer.lines().next().unwrap_or_default().to_owned();
             status.contains(" 200").then_some(status)
         },
