@@ -596,6 +596,9 @@ fn spawn_apiserver(binaries: &Binaries, dir: &Path, args: &[String]) -> Result<C
 }
 
 /// Polls `probe` until it returns `Ok`, failing early if a process exits.
+/// What the probe's client logs is dropped (a refused connection per
+/// attempt while the process starts would flood a test's output); instead
+/// one line is logged each time the probe's answer changes.
 pub(crate) async fn wait_until_ready<F, Fut>(
     process: &ChildProcess,
     also_alive: Option<&ChildProcess>,
@@ -606,17 +609,26 @@ where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = std::result::Result<(), String>>,
 {
+    use tracing::instrument::WithSubscriber as _;
     let begun = Instant::now();
+    let mut state: Option<String> = None;
     loop {
         for p in std::iter::once(process).chain(also_alive) {
             if let Some(status) = p.exit_status() {
                 return Err(p.exited_early(status));
             }
         }
-        let last_error = match probe().await {
+        let answer = probe()
+            .with_subscriber(tracing::subscriber::NoSubscriber::default())
+            .await;
+        let last_error = match answer {
             Ok(()) => return Ok(()),
             Err(e) => e,
         };
+        if state.as_ref() != Some(&last_error) {
+            tracing::info!(process = process.name(), answer = %last_error, "waiting until ready");
+            state = Some(last_error.clone());
+        }
         if begun.elapsed() >= timeout {
             return Err(EnvtestError::NotReady {
                 name: process.name(),

@@ -18,6 +18,26 @@ fn combined(predicates: &[syn::Expr]) -> Option<TokenStream> {
     Some(all)
 }
 
+/// The `ControllerWiring` impl emitted beside the compile error of a
+/// faulty `#[controller(...)]`: it never runs (the crate does not
+/// compile), it only keeps the code that calls `add_to` or `rbac_rules`
+/// from adding errors of its own.
+pub(crate) fn placeholder(input: &DeriveInput) -> TokenStream {
+    let ident = &input.ident;
+    let (impl_generics, ty_generics, where_clause) = input.generics.split_for_impl();
+    quote! {
+        impl #impl_generics ::opkit::derive::ControllerWiring for #ident #ty_generics #where_clause {
+            fn controller(self) -> ::opkit::controller::Controller<Self> {
+                ::core::unreachable!("the #[controller(...)] attribute has an error")
+            }
+
+            fn rbac_rules() -> ::opkit::rbac::Rules {
+                ::opkit::rbac::Rules::new()
+            }
+        }
+    }
+}
+
 pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
     let decl = Declaration::from_attributes(&input.attrs, input.ident.span())?;
     let Some(primary) = &decl.primary else {

@@ -40,7 +40,15 @@ use syn::{DeriveInput, parse_macro_input};
 #[proc_macro_derive(Controller, attributes(controller))]
 pub fn derive_controller(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand::controller(&input)
-        .unwrap_or_else(syn::Error::into_compile_error)
-        .into()
+    match expand::controller(&input) {
+        Ok(wiring) => wiring.into(),
+        // The error, and a placeholder wiring so that code using it
+        // (`add_to`, `rbac_rules`) compiles: the attribute's error is the
+        // only one reported, not a cascade of `no method named add_to`.
+        Err(error) => {
+            let mut out = error.into_compile_error();
+            out.extend(expand::placeholder(&input));
+            out.into()
+        }
+    }
 }

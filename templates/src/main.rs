@@ -93,6 +93,19 @@ struct Image {
     /// Push over plain HTTP (automatic for registries on loopback).
     #[arg(long, requires = "push")]
     insecure: bool,
+    /// Build what ships: `cargo build --release --target
+    /// x86_64-unknown-linux-gnu`, static, reproducible (the project's
+    /// release profile: fat LTO, minutes). Without it, the dev profile:
+    /// exactly `cargo build`'s binary with the host's glibc beside it, its
+    /// dependencies shared with `cargo build`, `run` and `test`, seconds
+    /// after a change.
+    #[arg(long)]
+    release: bool,
+    /// After the push, write the pushed reference with its digest
+    /// (host/name:tag@sha256:...) to this file: what `make deploy` deploys,
+    /// so a new build of the same tag rolls the Deployment out.
+    #[arg(long, value_name = "FILE", requires = "push")]
+    write_pushed: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -196,6 +209,8 @@ fn run(command: Top) -> Result<(), ScaffoldError> {
                 dir: new.dir,
                 opkit,
             };
+            // Every input is checked before anything is said or built.
+            project.validate()?;
             println!("{}", project.opkit.describe());
             let dir = if new.skip_manifests {
                 project.create_with_lockfile(new.lock_from.as_deref())?
@@ -257,7 +272,7 @@ fn run(command: Top) -> Result<(), ScaffoldError> {
             if !skip_manifests {
                 cargo_opkit::manifests(&dir).inspect_err(|_| {
                     eprintln!(
-                        "note: the kind was added; fix the error below, then run `cargo opkit manifests`"
+                        "note: the kind was added; fix the error cargo reported above, then run `cargo opkit manifests`"
                     );
                 })?;
             }
@@ -282,7 +297,7 @@ fn run(command: Top) -> Result<(), ScaffoldError> {
             if !skip_manifests {
                 cargo_opkit::manifests(&dir).inspect_err(|_| {
                     eprintln!(
-                        "note: the webhook was added; fix the error below, then run `cargo opkit manifests`"
+                        "note: the webhook was added; fix the error cargo reported above, then run `cargo opkit manifests`"
                     );
                 })?;
             }
@@ -295,7 +310,7 @@ fn run(command: Top) -> Result<(), ScaffoldError> {
 
 fn build_image(args: Image) -> Result<(), ScaffoldError> {
     use cargo_opkit::image::{
-        ImageError, ImageOptions, OutputFormat, PushOptions, check_reference,
+        ImageError, ImageOptions, OutputFormat, Profile, PushOptions, check_reference,
     };
     for reference in [&args.tag, &args.push].into_iter().flatten() {
         check_reference(reference)?;
@@ -305,6 +320,11 @@ fn build_image(args: Image) -> Result<(), ScaffoldError> {
         bin: args.bin,
         output: args.output,
         reference: args.tag.clone().or_else(|| args.push.clone()),
+        profile: if args.release {
+            Profile::Release
+        } else {
+            Profile::Dev
+        },
     }
     .build()?;
     let kind = match image.format {
@@ -334,6 +354,15 @@ fn build_image(args: Image) -> Result<(), ScaffoldError> {
                 eprintln!("note: the image is intact in {}", image.output.display());
             })?;
         println!("pushed {reference}@{digest}");
+        if let Some(file) = args.write_pushed {
+            std::fs::write(&file, format!("{reference}@{digest}\n")).map_err(|source| {
+                ImageError::Io {
+                    what: "recording the pushed reference",
+                    path: file.clone(),
+                    source,
+                }
+            })?;
+        }
     }
     Ok(())
 }

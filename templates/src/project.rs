@@ -191,13 +191,16 @@ impl NewProject {
         self.create_staged(lockfile, manifests_in)
     }
 
-    /// Writes the project to a hidden sibling, runs `finish` on it, and
-    /// renames it into place only if both succeed.
-    fn create_staged(
-        &self,
-        lockfile: Option<&Path>,
-        finish: impl FnOnce(&Path) -> Result<(), ScaffoldError>,
-    ) -> Result<PathBuf, ScaffoldError> {
+    /// Checks every input (names, where the project goes, where opkit is)
+    /// without writing or building anything: what `cargo opkit new` runs
+    /// before it says it builds.
+    pub fn validate(&self) -> Result<(), ScaffoldError> {
+        self.checked()?;
+        self.opkit.lines().map(|_| ())
+    }
+
+    /// The checked input's parent directory and project directory.
+    fn checked(&self) -> Result<(PathBuf, PathBuf), ScaffoldError> {
         validate_name(&self.name)?;
         validate_group(&self.group)?;
         validate_version(&self.version)?;
@@ -221,6 +224,17 @@ impl NewProject {
                 source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such directory"),
             });
         }
+        Ok((parent, target))
+    }
+
+    /// Writes the project to a hidden sibling, runs `finish` on it, and
+    /// renames it into place only if both succeed.
+    fn create_staged(
+        &self,
+        lockfile: Option<&Path>,
+        finish: impl FnOnce(&Path) -> Result<(), ScaffoldError>,
+    ) -> Result<PathBuf, ScaffoldError> {
+        let (parent, target) = self.checked()?;
         let (dependency, dev_dependency) = self.opkit.lines()?;
         // Without a kind, the README names the one `create api` will add.
         let kind = self.kind.as_deref().unwrap_or("YourKind");
@@ -272,6 +286,9 @@ impl NewProject {
             project.resources.push(spec.into_resource());
         }
         files.push(("PROJECT".to_owned(), project.render()));
+        if let Some(target) = shared_target_dir() {
+            files.push((".cargo/config.toml".to_owned(), cargo_config(&target)));
+        }
         if let Some(lockfile) = lockfile {
             let text = std::fs::read_to_string(lockfile).map_err(|source| ScaffoldError::Io {
                 path: lockfile.to_owned(),
@@ -931,6 +948,23 @@ pub fn shared_target_dir() -> Option<PathBuf> {
     set("HOME").map(|home| PathBuf::from(home).join(".cache/opkit/target"))
 }
 
+/// The project's `.cargo/config.toml`: `target` as cargo's target
+/// directory, so a plain `cargo build` and rust-analyzer build where `make`
+/// and `cargo opkit` do (the generated Makefile's `CARGO_TARGET_DIR`
+/// default is the same directory).
+fn cargo_config(target: &Path) -> String {
+    format!(
+        "# Where plain `cargo` and rust-analyzer build this project: the target\n\
+         # directory shared by your opkit projects, where `cargo opkit new` built\n\
+         # it and where `make` builds (its CARGO_TARGET_DIR), so dependencies\n\
+         # compile once. It names a directory of this machine, so git ignores\n\
+         # this file; delete it (or set CARGO_TARGET_DIR) to build in ./target.\n\
+         [build]\n\
+         target-dir = {}\n",
+        toml_string(&target.to_string_lossy())
+    )
+}
+
 /// `cargo opkit manifests`: builds the project in `dir` (or the project
 /// holding it, see [`find_project`]) and runs its binary's `manifests`
 /// command, which renders the CRDs and RBAC rules from the code into
@@ -975,7 +1009,10 @@ fn manifests_in(dir: &Path) -> Result<(), ScaffoldError> {
 /// so the code is formatted whatever the length of the names filled in.
 /// Without rustfmt installed the files stay as rendered (they are close to
 /// formatted already).
-fn format_rust<'a>(root: &Path, files: impl Iterator<Item = &'a str>) -> Result<(), ScaffoldError> {
+pub(crate) fn format_rust<'a>(
+    root: &Path,
+    files: impl Iterator<Item = &'a str>,
+) -> Result<(), ScaffoldError> {
     let rust: Vec<PathBuf> = files
         .filter(|path| path.ends_with(".rs"))
         .map(|path| root.join(path))

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use crate::ScaffoldError;
 use crate::names::{snake_case, validate_version};
 use crate::project::{
-    ProjectFile, insert_before_marker, kind_values, read, render_set, write_atomically,
+    ProjectFile, format_rust, insert_before_marker, kind_values, read, render_set, write_atomically,
 };
 use crate::templates;
 
@@ -238,6 +238,15 @@ impl CreateWebhook {
             write_atomically(&path, text)?;
             changed.push(path);
         }
+        // Formatted whatever the length of the names filled in, so `make
+        // lint` (cargo fmt --check) passes right after.
+        format_rust(
+            &root,
+            files
+                .iter()
+                .chain(edited.iter())
+                .map(|(path, _)| path.as_str()),
+        )?;
         Ok(changed)
     }
 }
@@ -279,16 +288,31 @@ fn first_webhook_edits(crate_name: &str) -> Vec<Edit> {
                 "/// Issue the webhook serving certificate in the cluster (a Secret) and inject its CA,\n\
                  /// instead of reading a mounted one (cert-manager); see src/webhooks/mod.rs.\n\
                  #[arg(long, default_value_t = false)]\n\
-                 manage_webhook_certificate: bool,"
+                 manage_webhook_certificate: bool,\n\
+                 /// Serve the webhooks (`make run` sets ENABLE_WEBHOOKS=false: the cluster calls\n\
+                 /// them through the Service `make deploy` creates, not this process).\n\
+                 #[arg(long, env = \"ENABLE_WEBHOOKS\", default_value_t = true, num_args = 0..=1, default_missing_value = \"true\", action = clap::ArgAction::Set)]\n\
+                 enable_webhooks: bool,"
                     .to_owned(),
             ),
-            what: "the --manage-webhook-certificate flag",
+            what: "the --manage-webhook-certificate and --enable-webhooks flags",
         },
         Edit {
             file: "src/main.rs",
             anchor: "let mut manager = builder.build().await?;".to_owned(),
             change: Change::Before(format!(
-                "let builder = builder.webhook_server({crate_name}::webhooks::server(\n    args.manage_webhook_certificate,\n));"
+                "let builder = if args.enable_webhooks {{\n    \
+                 builder.webhook_server({crate_name}::webhooks::server(\n        \
+                 args.manage_webhook_certificate,\n    ))\n\
+                 }} else {{\n    \
+                 tracing::warn!(\n        \
+                 \"webhooks not served (ENABLE_WEBHOOKS=false, as `make run` sets): the cluster calls them \\\n         \
+                 through the operator's Service (`make deploy`); to serve them here, run with \\\n         \
+                 ENABLE_WEBHOOKS=true and tls.crt, tls.key in {{}}\",\n        \
+                 {crate_name}::webhooks::cert_dir()\n    \
+                 );\n    \
+                 builder\n\
+                 }};"
             )),
             what: "the webhook server",
         },

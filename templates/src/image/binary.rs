@@ -1,8 +1,9 @@
-//! Finding the project's manager binary and building it as a static
-//! executable: `cargo build --release --target x86_64-unknown-linux-gnu`
-//! with `-C target-feature=+crt-static`, and the checkout, the cargo home
-//! and the target directory remapped to fixed paths so the same source
-//! builds to the same bytes wherever it sits.
+//! Finding the project's manager binary and building it: with the release
+//! profile, as a static executable (`cargo build --release --target
+//! x86_64-unknown-linux-gnu` with `-C target-feature=+crt-static`, and the
+//! checkout, the cargo home and the target directory remapped to fixed
+//! paths so the same source builds to the same bytes wherever it sits);
+//! with the dev profile, exactly as `cargo build` builds it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use std::process::{Command, Stdio};
 
 use serde::Deserialize;
 
-use super::{ImageError, rustc_wrapper};
+use super::{ImageError, Profile, rustc_wrapper};
 
 /// The target the manager is built for: glibc, linked statically.
 pub const TARGET: &str = "x86_64-unknown-linux-gnu";
@@ -49,9 +50,9 @@ struct Package {
 }
 
 #[derive(Deserialize)]
-struct Target {
-    name: String,
-    kind: Vec<String>,
+pub(crate) struct Target {
+    pub name: String,
+    pub kind: Vec<String>,
 }
 
 impl Package {
@@ -224,18 +225,42 @@ pub(crate) fn rustflags(project: &Project, member_remap_in_wrapper: bool) -> Vec
 /// What the workspace's directory reads as in the binary.
 const WORKSPACE_REMAP: &str = "/src";
 
-#[derive(Deserialize)]
-struct Message {
-    reason: String,
-    #[serde(default)]
-    target: Option<Target>,
-    #[serde(default)]
-    executable: Option<PathBuf>,
+/// Builds the project's binary with `profile` (cargo's errors go to
+/// stderr, with a line of progress at each step and every few seconds of
+/// silence, the link included) and returns its path.
+pub(crate) fn build(project: &Project, profile: Profile) -> Result<PathBuf, ImageError> {
+    let mut command = cargo();
+    let described = match profile {
+        Profile::Release => {
+            release_command(project, &mut command)?;
+            format!(
+                "cargo build --release --target {TARGET} --bin {}",
+                project.bin
+            )
+        }
+        // Exactly `cargo build --bin <bin>`: the flags, target and profile
+        // of `cargo build`, `cargo run` and `cargo test`, so their
+        // dependency builds are shared.
+        Profile::Dev => {
+            command.arg("build");
+            format!("cargo build --bin {}", project.bin)
+        }
+    };
+    command
+        .args(["--bin", &project.bin])
+        .arg("--manifest-path")
+        .arg(&project.manifest)
+        .args(["--message-format", "json-render-diagnostics"]);
+    super::progress::run(command, project, profile).map_err(|detail| ImageError::Cargo {
+        what: "building the manager",
+        detail: format!("`{described}` {detail}"),
+    })
 }
 
-/// Builds the project's binary (cargo's progress and errors go to stderr)
-/// and returns its path.
-pub(crate) fn build(project: &Project) -> Result<PathBuf, ImageError> {
+/// `cargo build --release --target <TARGET>` with the static and remap
+/// flags (added to the user's own) and, when this process serves as one,
+/// itself as the members' rustc wrapper.
+fn release_command(project: &Project, command: &mut Command) -> Result<(), ImageError> {
     check_target_installed()?;
     // The user's own RUSTFLAGS stay; ours are added after them.
     let mut flags: Vec<String> = match std::env::var("CARGO_ENCODED_RUSTFLAGS") {
@@ -249,7 +274,6 @@ pub(crate) fn build(project: &Project) -> Result<PathBuf, ImageError> {
         .then(|| std::env::current_exe().ok())
         .flatten();
     flags.extend(rustflags(project, wrapper.is_some()));
-    let mut command = cargo();
     if let Some(wrapper) = wrapper {
         let mut remap = project.workspace_root.clone().into_os_string();
         remap.push(format!("={WORKSPACE_REMAP}"));
@@ -261,44 +285,10 @@ pub(crate) fn build(project: &Project) -> Result<PathBuf, ImageError> {
             .env(rustc_wrapper::REMAP_ENV, remap);
     }
     command
-        .args([
-            "build",
-            "--release",
-            "--target",
-            TARGET,
-            "--bin",
-            &project.bin,
-        ])
-        .arg("--manifest-path")
-        .arg(&project.manifest)
-        .args(["--message-format", "json-render-diagnostics"])
+        .args(["build", "--release", "--target", TARGET])
         .env_remove("RUSTFLAGS")
-        .env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"))
-        .stdin(Stdio::null())
-        .stderr(Stdio::inherit());
-    let output = command.output().map_err(|e| ImageError::Cargo {
-        what: "building the manager",
-        detail: format!("cannot run cargo: {e}"),
-    })?;
-    if !output.status.success() {
-        return Err(ImageError::Cargo {
-            what: "building the manager",
-            detail: format!(
-                "`cargo build --release --target {TARGET} --bin {}` failed ({}); cargo's output is above",
-                project.bin, output.status
-            ),
-        });
-    }
-    String::from_utf8_lossy(&output.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<Message>(line).ok())
-        .filter(|m| m.reason == "compiler-artifact")
-        .filter(|m| m.target.as_ref().is_some_and(|t| t.name == project.bin))
-        .find_map(|m| m.executable)
-        .ok_or_else(|| ImageError::Cargo {
-            what: "building the manager",
-            detail: format!("cargo reported no executable for binary {}", project.bin),
-        })
+        .env("CARGO_ENCODED_RUSTFLAGS", flags.join("\x1f"));
+    Ok(())
 }
 
 fn check_target_installed() -> Result<(), ImageError> {

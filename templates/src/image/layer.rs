@@ -9,6 +9,7 @@ use std::io::Write;
 use flate2::{Compression, GzBuilder};
 
 use super::digest::Sha256Digest;
+use super::libraries::ImageFile;
 
 /// The user and group the manager runs as (distroless's `nonroot`).
 pub const NONROOT_UID: u64 = 65532;
@@ -50,6 +51,12 @@ pub(crate) struct Layer {
 /// The entries of the layer for `binary`, in the order they are written
 /// (sorted by path).
 pub(crate) fn entries(binary: Vec<u8>) -> Vec<Entry> {
+    entries_with(binary, Vec::new())
+}
+
+/// As [`entries`], with `files` (a dynamic manager's loader and libraries)
+/// at their absolute paths, and the directories holding them.
+pub(crate) fn entries_with(binary: Vec<u8>, files: Vec<ImageFile>) -> Vec<Entry> {
     let dir = |path: &str, mode: u32, owner: u64| Entry {
         path: path.to_owned(),
         mode,
@@ -71,12 +78,27 @@ pub(crate) fn entries(binary: Vec<u8>) -> Vec<Entry> {
         file(MANAGER_PATH.trim_start_matches('/'), 0o755, binary),
         dir("tmp/", 0o1777, 0),
     ];
+    for extra in files {
+        let path = extra.path.trim_start_matches('/').to_owned();
+        let mut parent = path.as_str();
+        while let Some((up, _)) = parent.rsplit_once('/') {
+            let dir_path = format!("{up}/");
+            if !entries.iter().any(|e| e.path == dir_path) {
+                entries.push(dir(&dir_path, 0o755, 0));
+            }
+            parent = up;
+        }
+        if !entries.iter().any(|e| e.path == path) {
+            entries.push(file(&path, 0o755, extra.contents));
+        }
+    }
     entries.sort_by(|a, b| a.path.cmp(&b.path));
     entries
 }
 
-/// Writes `entries` as a tar (every mtime `mtime`), gzips it and hashes both.
-pub(crate) fn pack(entries: &[Entry], mtime: u64) -> std::io::Result<Layer> {
+/// Writes `entries` as a tar (every mtime `mtime`), gzips it at `level` and
+/// hashes both.
+pub(crate) fn pack(entries: &[Entry], mtime: u64, level: Compression) -> std::io::Result<Layer> {
     let mut tar = tar::Builder::new(Vec::new());
     tar.mode(tar::HeaderMode::Deterministic);
     for entry in entries {
@@ -109,7 +131,7 @@ pub(crate) fn pack(entries: &[Entry], mtime: u64) -> std::io::Result<Layer> {
     let mut gz = GzBuilder::new()
         .mtime(0)
         .operating_system(255)
-        .write(Vec::new(), Compression::default());
+        .write(Vec::new(), level);
     gz.write_all(&uncompressed)?;
     let gzipped = gz.finish()?;
     let digest = Sha256Digest::of(&gzipped);
@@ -149,19 +171,24 @@ mod tests {
 
     #[test]
     fn same_binary_same_bytes() {
-        let a = pack(&entries(b"binary".to_vec()), 0).unwrap();
-        let b = pack(&entries(b"binary".to_vec()), 0).unwrap();
+        let a = pack(&entries(b"binary".to_vec()), 0, Compression::default()).unwrap();
+        let b = pack(&entries(b"binary".to_vec()), 0, Compression::default()).unwrap();
         assert_eq!(a.gzipped, b.gzipped);
         assert_eq!(a.digest, b.digest);
-        let c = pack(&entries(b"binary2".to_vec()), 0).unwrap();
+        let c = pack(&entries(b"binary2".to_vec()), 0, Compression::default()).unwrap();
         assert_ne!(a.digest, c.digest);
-        let later = pack(&entries(b"binary".to_vec()), 1_700_000_000).unwrap();
+        let later = pack(
+            &entries(b"binary".to_vec()),
+            1_700_000_000,
+            Compression::default(),
+        )
+        .unwrap();
         assert_ne!(a.digest, later.digest, "the mtime is part of the layer");
     }
 
     #[test]
     fn entries_have_fixed_metadata_and_sorted_paths() {
-        let layer = pack(&entries(b"\x7fELF...".to_vec()), 42).unwrap();
+        let layer = pack(&entries(b"\x7fELF...".to_vec()), 42, Compression::default()).unwrap();
         let unpacked = unpack(&layer);
         let paths: Vec<&str> = unpacked.iter().map(|(p, _, _)| p.as_str()).collect();
         assert_eq!(
@@ -200,10 +227,37 @@ mod tests {
 
     #[test]
     fn gzip_header_is_fixed() {
-        let layer = pack(&entries(Vec::new()), 0).unwrap();
+        let layer = pack(&entries(Vec::new()), 0, Compression::default()).unwrap();
         // magic, method, flags (no name), mtime 0, xfl, OS 255.
         assert_eq!(&layer.gzipped[..4], &[0x1f, 0x8b, 8, 0]);
         assert_eq!(&layer.gzipped[4..8], &[0, 0, 0, 0]);
         assert_eq!(layer.gzipped[9], 255);
+    }
+
+    #[test]
+    fn libraries_sit_at_their_paths_with_their_directories() {
+        let libc = ImageFile {
+            path: "/lib/x86_64-linux-gnu/libc.so.6".to_owned(),
+            contents: b"libc".to_vec(),
+        };
+        let loader = ImageFile {
+            path: "/lib64/ld-linux-x86-64.so.2".to_owned(),
+            contents: b"ld".to_vec(),
+        };
+        let entries = entries_with(b"m".to_vec(), vec![libc, loader]);
+        let paths: Vec<&str> = entries.iter().map(|e| e.path.as_str()).collect();
+        for expected in [
+            "lib/",
+            "lib/x86_64-linux-gnu/",
+            "lib/x86_64-linux-gnu/libc.so.6",
+            "lib64/",
+            "lib64/ld-linux-x86-64.so.2",
+            "manager",
+        ] {
+            assert!(paths.contains(&expected), "{expected} in {paths:?}");
+        }
+        let mut sorted = paths.clone();
+        sorted.sort_unstable();
+        assert_eq!(paths, sorted);
     }
 }

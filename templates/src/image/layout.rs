@@ -372,7 +372,12 @@ mod tests {
     use super::*;
 
     fn blobs(binary: &[u8], labels: &[(&str, &str)]) -> ImageBlobs {
-        let layer = layer::pack(&layer::entries(binary.to_vec()), 0).unwrap();
+        let layer = layer::pack(
+            &layer::entries(binary.to_vec()),
+            0,
+            flate2::Compression::default(),
+        )
+        .unwrap();
         let metadata = ImageMetadata {
             labels: labels
                 .iter()

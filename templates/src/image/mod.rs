@@ -19,6 +19,17 @@
 //!
 //! # What is built
 //!
+//! Two profiles ([`Profile`]). The **dev** profile (the default of `cargo
+//! opkit image` and `make image`) is for the inner loop: the manager is
+//! built exactly as `cargo build --bin <bin>` builds it (cargo's `dev`
+//! profile, no LTO, incremental, the host's target), so it shares every
+//! dependency build with `cargo build`, `cargo run` and `cargo test` and a
+//! one-line change rebuilds in seconds; the binary is linked against the
+//! host's glibc, and the image holds the loader and the libraries `ldd`
+//! names, at their paths. Its digest depends on the checkout's path (debug
+//! line tables). The **release** profile (`--release`, `make image
+//! RELEASE=1`, CI) is what ships:
+//!
 //! - The manager: `cargo build --release --target x86_64-unknown-linux-gnu`
 //!   with `-C target-feature=+crt-static` (glibc, linked statically: the
 //!   image needs no libc and no loader), and `--remap-path-prefix` for the
@@ -54,6 +65,8 @@ mod digest;
 mod labels;
 mod layer;
 mod layout;
+mod libraries;
+mod progress;
 mod push;
 mod rustc_wrapper;
 
@@ -106,6 +119,17 @@ pub enum ImageError {
         /// What was being done.
         what: &'static str,
         /// What cargo said.
+        detail: String,
+    },
+    /// The shared libraries of a dev-profile manager could not be found.
+    #[error(
+        "cannot find the shared libraries of {}: {detail}",
+        binary.display()
+    )]
+    Libraries {
+        /// The binary.
+        binary: PathBuf,
+        /// Why.
         detail: String,
     },
     /// The built binary cannot run in an image without libc.
@@ -165,6 +189,29 @@ pub enum ImageError {
     Internal(String),
 }
 
+/// How the manager is built (see the module docs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Profile {
+    /// `cargo build --bin <bin>`: shared with the project's own builds and
+    /// tests, seconds after a change; the host's glibc goes in the image.
+    Dev,
+    /// `cargo build --release --target x86_64-unknown-linux-gnu`, static,
+    /// with the project's release profile (fat LTO in generated projects):
+    /// what ships, reproducible anywhere.
+    #[default]
+    Release,
+}
+
+impl Profile {
+    /// `dev` or `release`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Dev => "dev",
+            Self::Release => "release",
+        }
+    }
+}
+
 /// What to build; [`ImageOptions::build`] builds it.
 #[derive(Debug, Clone)]
 pub struct ImageOptions {
@@ -179,6 +226,9 @@ pub struct ImageOptions {
     /// The reference the layout names the image by (`index.json`), e.g. the
     /// one it is pushed as. Default: `<bin>:<package version>`.
     pub reference: Option<String>,
+    /// How the manager is built (default: [`Profile::Release`]; `cargo
+    /// opkit image` defaults to [`Profile::Dev`]).
+    pub profile: Profile,
 }
 
 impl Default for ImageOptions {
@@ -188,6 +238,7 @@ impl Default for ImageOptions {
             bin: None,
             output: None,
             reference: None,
+            profile: Profile::Release,
         }
     }
 }
@@ -217,15 +268,19 @@ impl ImageOptions {
     pub fn build(&self) -> Result<BuiltImage, ImageError> {
         let project = binary::locate_package(&self.dir, self.bin.as_deref())?;
         let started = Instant::now();
-        let executable = binary::build(&project)?;
+        let executable = binary::build(&project, self.profile)?;
         let build_time = started.elapsed();
         let binary = std::fs::read(&executable).map_err(|source| ImageError::Io {
             what: "reading the built manager",
             path: executable.clone(),
             source,
         })?;
+        let mut libraries = Vec::new();
         match binary::is_static_elf(&binary) {
             Ok(true) => {}
+            Ok(false) if self.profile == Profile::Dev => {
+                libraries = libraries::for_binary(&executable)?;
+            }
             Ok(false) => {
                 return Err(ImageError::NotStatic {
                     binary: executable,
@@ -257,7 +312,14 @@ impl ImageOptions {
             .output
             .clone()
             .unwrap_or_else(|| project.target_dir.join("oci").join(&project.bin));
-        pack_binary(binary, labels, &reference, &output).map(|mut image| {
+        // A dev image is rebuilt at every change: gzip fast (the layer is
+        // larger, the push on loopback no slower).
+        let level = match self.profile {
+            Profile::Dev => flate2::Compression::fast(),
+            Profile::Release => flate2::Compression::default(),
+        };
+        let layer = layer::entries_with(binary, libraries);
+        pack_entries(layer, labels, &reference, &output, level).map(|mut image| {
             image.build_time = build_time;
             image
         })
@@ -272,9 +334,31 @@ pub fn pack_binary(
     reference: &str,
     output: &Path,
 ) -> Result<BuiltImage, ImageError> {
+    pack_entries(
+        layer::entries(binary),
+        labels,
+        reference,
+        output,
+        flate2::Compression::default(),
+    )
+}
+
+/// [`pack_binary`] for the layer's `entries` (the manager and, for a
+/// dynamic one, its libraries), gzipped at `level`.
+fn pack_entries(
+    entries: Vec<layer::Entry>,
+    labels: std::collections::BTreeMap<String, String>,
+    reference: &str,
+    output: &Path,
+    level: flate2::Compression,
+) -> Result<BuiltImage, ImageError> {
     let epoch = labels::source_date_epoch().map_err(ImageError::BadSourceDate)?;
-    let binary_size = binary.len() as u64;
-    let layer = layer::pack(&layer::entries(binary), epoch.unwrap_or(0))
+    let binary_size = entries
+        .iter()
+        .find(|e| e.path == MANAGER_PATH.trim_start_matches('/'))
+        .and_then(|e| e.contents.as_ref())
+        .map_or(0, |c| c.len() as u64);
+    let layer = layer::pack(&entries, epoch.unwrap_or(0), level)
         .map_err(|e| ImageError::Internal(format!("writing the layer: {e}")))?;
     let metadata = ImageMetadata {
         labels,

@@ -242,6 +242,37 @@ fn created_webhooks_are_served_rendered_and_tested() {
         "cargo opkit create webhook --kind Lock --conversion --spoke v1beta1",
     );
 
+    // A kind whose spec the user replaced (the template's `message` gone)
+    // before adding its webhook: the webhook compiles whatever the spec
+    // holds (its bodies are TODOs), and so does its test.
+    succeeds(
+        cargo_opkit(
+            &[
+                "opkit",
+                "create",
+                "api",
+                "--kind",
+                "Door",
+                "--dir",
+                dir,
+                "--skip-manifests",
+            ],
+            &project,
+        ),
+        "cargo opkit create api --kind Door",
+    );
+    replace_door_spec(&project);
+    succeeds(
+        cargo_opkit(
+            &["opkit", "create", "webhook", "--kind", "Door", "--dir", dir],
+            &project,
+        ),
+        "cargo opkit create webhook --kind Door (a spec without `message`)",
+    );
+    let door_webhook =
+        std::fs::read_to_string(project.join("src/webhooks/door.rs")).expect("door.rs");
+    assert!(door_webhook.contains("// TODO(user)"), "{door_webhook}");
+
     let yaml =
         std::fs::read_to_string(project.join("deploy/05-webhooks.yaml")).expect("05-webhooks");
     for expected in [
@@ -276,6 +307,7 @@ fn created_webhooks_are_served_rendered_and_tested() {
     let main = std::fs::read_to_string(project.join("src/main.rs")).expect("main.rs");
     assert!(main.contains("webhook_server(gate_operator::webhooks::server("));
     assert!(main.contains("manage_webhook_certificate: bool"));
+    assert!(main.contains("env = \"ENABLE_WEBHOOKS\""), "{main}");
     // The Deployment exposes the port and has the certificate's volume;
     // `make deploy` applies 05-webhooks.yaml.
     let deployment =
@@ -299,6 +331,18 @@ fn created_webhooks_are_served_rendered_and_tested() {
         "make deploy must apply every deploy/*.yaml, 05-webhooks.yaml included:\n{makefile}"
     );
 
+    // What `create` wrote is formatted: `make lint` passes right after.
+    let output = cargo_opkit::cargo_command()
+        .args(["fmt", "--check"])
+        .current_dir(&project)
+        .output()
+        .expect("run cargo fmt");
+    assert!(
+        output.status.success(),
+        "the generated project is not rustfmt-clean:\n{}",
+        text(&output)
+    );
+
     let output = cargo_opkit::cargo_command()
         .args([
             "test",
@@ -306,6 +350,8 @@ fn created_webhooks_are_served_rendered_and_tested() {
             "gate_webhook",
             "--test",
             "lock_webhook",
+            "--test",
+            "door_webhook",
             "--test",
             "gate_conversion",
             "--test",
@@ -324,8 +370,9 @@ fn created_webhooks_are_served_rendered_and_tested() {
     );
     let stdout = String::from_utf8_lossy(&output.stdout);
     for test in [
-        "the_apiserver_defaults_and_validates_gate_through_the_webhooks",
-        "the_apiserver_defaults_and_validates_lock_through_the_webhooks",
+        "the_apiserver_calls_the_gate_webhooks",
+        "the_apiserver_calls_the_lock_webhooks",
+        "the_apiserver_calls_the_door_webhooks",
         "gate_is_converted_between_v1beta1_and_v1alpha1",
         "lock_is_converted_between_v1beta1_and_v1alpha1",
         "deploy_manifests_are_up_to_date",
@@ -335,4 +382,119 @@ fn created_webhooks_are_served_rendered_and_tested() {
             "{test} did not pass:\n{stdout}"
         );
     }
+
+    make_run_works_with_webhooks(&project);
+}
+
+/// What a user does after `create api --kind Door`: the example field
+/// `message` replaced by their own, in the type, the sample and the test.
+fn replace_door_spec(project: &Path) {
+    let edit = |file: &str, from: &str, to: &str| {
+        let path = project.join(file);
+        let text = std::fs::read_to_string(&path).expect("read");
+        assert!(text.contains(from), "{file} has no {from:?}:\n{text}");
+        std::fs::write(&path, text.replace(from, to)).expect("write");
+    };
+    edit(
+        "src/api/door.rs",
+        "    pub message: Option<String>,",
+        "    pub width: Option<String>,\n    /// How many panels.\n    pub panels: u32,",
+    );
+    edit("samples/door.yaml", "  message: hello", "  panels: 2");
+    edit(
+        "tests/door_controller.rs",
+        "message: Some(\"hello\".into()),",
+        "width: None,\n            panels: 2,",
+    );
+}
+
+/// `make install` then `make run` against a real control plane, with
+/// webhooks in the project and no other step: the manager starts (its
+/// /readyz answers) and says in one line that it does not serve them.
+fn make_run_works_with_webhooks(project: &Path) {
+    let runtime = tokio::runtime::Runtime::new().expect("runtime");
+    let plane = runtime
+        .block_on(opkit_envtest::ControlPlane::start())
+        .expect("start etcd and kube-apiserver");
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_cargo-opkit"))
+        .parent()
+        .expect("bin dir")
+        .to_owned();
+    let path = std::env::join_paths(std::iter::once(bin_dir).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH");
+    let make = |args: &[&str]| {
+        let mut command = Command::new("make");
+        cargo_opkit::clear_crate_env(&mut command)
+            .args(args)
+            .current_dir(project)
+            .env("PATH", &path)
+            .env("KUBECONFIG", plane.kubeconfig_path())
+            .env("CARGO_TARGET_DIR", target_dir())
+            .env_remove("ENABLE_WEBHOOKS");
+        command
+    };
+    let output = make(&["install"]).output().expect("run make install");
+    assert!(output.status.success(), "make install:\n{}", text(&output));
+
+    let probes = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    let probes_address = probes.local_addr().expect("address");
+    drop(probes);
+    // Outside the temporary project, so it is there to read when this fails.
+    let log = target_dir().join(format!("make-run-{}.log", std::process::id()));
+    let log_file = std::fs::File::create(&log).expect("log file");
+    let mut run = make(&[
+        "run",
+        &format!("ARGS=--metrics-bind-address=0 --health-probe-bind-address={probes_address}"),
+    ]);
+    std::os::unix::process::CommandExt::process_group(&mut run, 0);
+    let child = run
+        .stdout(log_file.try_clone().expect("log"))
+        .stderr(log_file)
+        .spawn()
+        .expect("run make run");
+    let child = std::sync::Mutex::new(child);
+    let waiting = format!("make run to serve /readyz (its output: {})", log.display());
+    let ready = runtime.block_on(opkit_envtest::eventually(
+        &waiting,
+        std::time::Duration::from_secs(180),
+        || async {
+            if let Ok(Some(status)) = child.lock().expect("child").try_wait() {
+                return Some(format!("make run exited ({status})"));
+            }
+            let mut stream = tokio::net::TcpStream::connect(probes_address).await.ok()?;
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            stream
+                .write_all(b"GET /readyz HTTP/1.0\r\nHost: probes\r\n\r\n")
+                .await
+                .ok()?;
+            // The status line is in the first bytes; the server may keep
+            // the connection open after its answer.
+            let mut answer = vec![0; 512];
+            let read =
+                tokio::time::timeout(std::time::Duration::from_secs(5), stream.read(&mut answer))
+                    .await
+                    .ok()?
+                    .ok()?;
+            let answer = String::from_utf8_lossy(&answer[..read]).into_owned();
+            let status = answer.lines().next().unwrap_or_default().to_owned();
+            status.contains(" 200").then_some(status)
+        },
+    ));
+    let mut child = child.into_inner().expect("child");
+    // Stop make, cargo and the manager: the whole process group.
+    let _ = Command::new("kill")
+        .args(["-TERM", &format!("-{}", child.id())])
+        .status();
+    let _ = child.wait();
+    let output = std::fs::read_to_string(&log).expect("make run's output");
+    assert!(ready.contains(" 200"), "{ready}\n{output}");
+    let _ = std::fs::remove_file(&log);
+    let off: Vec<&str> = output
+        .lines()
+        .filter(|l| l.contains("webhooks not served"))
+        .collect();
+    assert_eq!(off.len(), 1, "one line says webhooks are off:\n{output}");
+    assert!(off[0].contains("ENABLE_WEBHOOKS=true"), "{output}");
 }

@@ -163,6 +163,7 @@ fn app_with_dependency(dir: &Path, lib_dir: &Path) {
     .unwrap();
 }
 
+/// The release image: static, and reproducible across checkouts.
 #[test]
 fn projects_sharing_a_target_dir_share_dependency_builds_and_digests() {
     let root = tempfile::tempdir().unwrap();
@@ -185,7 +186,7 @@ fn projects_sharing_a_target_dir_share_dependency_builds_and_digests() {
         app_with_dependency(&dir, &lib);
         let output = Command::new(env!("CARGO_BIN_EXE_cargo-opkit"))
             .current_dir(&dir)
-            .args(["opkit", "image"])
+            .args(["opkit", "image", "--release"])
             .env("CARGO_TARGET_DIR", &target)
             .output()
             .unwrap();
@@ -243,4 +244,68 @@ fn tag_names_the_image_in_the_layout_without_pushing() {
     assert!(!output.status.success());
     assert!(err.contains("invalid image reference"), "{err}");
     assert!(!err.contains("Compiling"), "nothing was built: {err}");
+}
+
+/// The dev image (the default) is `cargo build`'s own binary: nothing is
+/// compiled again after a `cargo build`, the layer holds the loader and
+/// the libraries the binary names, and the progress lines say what runs.
+#[test]
+fn the_dev_image_reuses_cargo_build_and_packs_its_libraries() {
+    let dir = tempfile::tempdir().unwrap();
+    two_bins(dir.path());
+    let target = dir.path().join("target");
+    let built = Command::new(env!("CARGO"))
+        .current_dir(dir.path())
+        .args(["build", "--bin", "first"])
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTFLAGS")
+        .output()
+        .unwrap();
+    assert!(built.status.success(), "{}", stderr(&built));
+    let out = dir.path().join("dev.tar");
+    let output = Command::new(env!("CARGO_BIN_EXE_cargo-opkit"))
+        .current_dir(dir.path())
+        .args(["opkit", "image", "--bin", "first", "--output"])
+        .arg(&out)
+        .env("CARGO_TARGET_DIR", &target)
+        .env_remove("RUSTFLAGS")
+        .output()
+        .unwrap();
+    let err = stderr(&output);
+    assert!(output.status.success(), "{err}");
+    assert!(
+        !err.contains("Compiling"),
+        "cargo build's binary is reused: {err}"
+    );
+    assert!(
+        err.contains("image: building first with the dev profile")
+            && err.contains("image: first built in"),
+        "{err}"
+    );
+    // The layout archive holds the blobs; the largest is the layer.
+    let mut archive = tar::Archive::new(std::fs::File::open(&out).unwrap());
+    let mut layer = Vec::new();
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        let mut bytes = Vec::new();
+        std::io::Read::read_to_end(&mut entry, &mut bytes).unwrap();
+        if bytes.len() > layer.len() {
+            layer = bytes;
+        }
+    }
+    let mut paths = Vec::new();
+    let mut files = tar::Archive::new(flate2::read::GzDecoder::new(layer.as_slice()));
+    for entry in files.entries().unwrap() {
+        paths.push(
+            entry
+                .unwrap()
+                .path()
+                .unwrap()
+                .to_string_lossy()
+                .into_owned(),
+        );
+    }
+    assert!(paths.iter().any(|p| p == "manager"), "{paths:?}");
+    assert!(paths.iter().any(|p| p.ends_with("/libc.so.6")), "{paths:?}");
+    assert!(paths.iter().any(|p| p.contains("ld-linux")), "{paths:?}");
 }

@@ -162,6 +162,12 @@ fn bad_input_is_a_clear_error_and_writes_nothing() {
             "{args:?}: expected {expected:?} in\n{}",
             text(&output)
         );
+        // Checked before anything is said or built.
+        assert!(
+            !stderr.contains("building") && output.stdout.is_empty(),
+            "{args:?}: said or built something before the error:\n{}",
+            text(&output)
+        );
     }
     assert!(
         entries(tmp.path()).is_empty(),

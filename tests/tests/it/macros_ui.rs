@@ -18,4 +18,5 @@ fn controller_derive() {
     t.compile_fail("ui/not_a_resource.rs");
     t.compile_fail("ui/not_reconcile.rs");
     t.compile_fail("ui/kind_mismatch.rs");
+    t.compile_fail("ui/rbac_typo_is_the_only_error.rs");
 }
