@@ -224,7 +224,8 @@ impl ClusterBuilder {
             })?;
         let mut footprint = Footprint::new(dir.path().to_owned());
         let mut parts = Parts::default();
-        let slot = SlotLease::take()?;
+        // Held by `parts` at once: on an early error it is released last.
+        let slot: &SlotLease = parts.slot.insert(SlotLease::take()?);
         let network = ClusterNetwork::for_slot(slot.index());
         let ranges = [network.service, network.pod];
         if self.with_node {
@@ -269,7 +270,6 @@ impl ClusterBuilder {
             Ipv4Addr::LOCALHOST
         };
         let node_address = self.with_node.then(|| slot.node_address());
-        parts.slot = Some(slot);
         let pki = Arc::new(Pki::generate(&[
             address.to_string(),
             network.kubernetes_service_ip().to_string(),

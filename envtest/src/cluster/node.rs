@@ -434,22 +434,59 @@ fn wait_for_containerd(
 }
 
 /// Imports every built image into containerd's `k8s.io` namespace, where the
-/// kubelet's CRI calls find them (no registry is involved).
+/// kubelet's CRI calls find them (no registry is involved). The archives are
+/// imported side by side, as this is on the path to a Ready node; one that
+/// fails so (e.g. a blob two archives share, locked by the other import) is
+/// imported again on its own.
 fn import_images(assets: &NodeAssets, dirs: &NodeDirs, images: &[ImageArchive]) -> Result<()> {
     let ctr = assets.bin("ctr").display().to_string();
-    for image in images {
+    let address = format!("--address={}", dirs.containerd_socket().display());
+    let import = |image: &ImageArchive| -> Result<()> {
+        let began = Instant::now();
         run(
             "importing an image into containerd",
             &ctr,
             &[
-                format!("--address={}", dirs.containerd_socket().display()),
+                address.clone(),
                 "--namespace=k8s.io".to_owned(),
                 "images".to_owned(),
                 "import".to_owned(),
                 image.path.display().to_string(),
             ],
         )?;
+        tracing::debug!(
+            image = %image.reference,
+            elapsed_ms = began.elapsed().as_millis() as u64,
+            "image imported"
+        );
+        Ok(())
+    };
+    let began = Instant::now();
+    let failed: Vec<&ImageArchive> = std::thread::scope(|scope| {
+        let imports: Vec<_> = images
+            .iter()
+            .map(|image| (image, scope.spawn(|| import(image))))
+            .collect();
+        imports
+            .into_iter()
+            .filter_map(|(image, handle)| match handle.join() {
+                Ok(Ok(())) => None,
+                Ok(Err(error)) => {
+                    tracing::debug!(image = %image.reference, %error, "import failed; retrying alone");
+                    Some(image)
+                }
+                Err(_) => Some(image),
+            })
+            .collect()
+    });
+    for image in failed {
+        import(image)?;
     }
+    tracing::debug!(
+        images = images.len(),
+        elapsed_ms = began.elapsed().as_millis() as u64,
+        "images imported"
+    );
     Ok(())
 }
 
