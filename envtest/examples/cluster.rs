@@ -51,6 +51,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             println!("image:      {image} (imagePullPolicy: IfNotPresent)");
         }
     }
+    println!(
+        "network:    Services {}, pods {} (routed into the node; nothing leaves the machine)",
+        cluster.service_cidr(),
+        cluster.pod_cidr()
+    );
+    if let Some(dns) = cluster.dns_service_ip() {
+        println!("dns:        {dns} (CoreDNS; <service>.<namespace>.svc.cluster.local from pods)");
+    }
     let kubectl = opkit_envtest::find_node_assets()?.bin("kubectl");
     println!("logs:       {}", cluster.dir_path()?.display());
     if let Some(registry) = cluster.registry() {

@@ -3,6 +3,8 @@
 
 mod create_api;
 mod create_webhook;
+mod dev_cluster;
 mod example_in_sync;
 mod image;
 mod new_project;
+mod support;

@@ -1,0 +1,72 @@
+//! What every journey of this binary shares: where the workspace and its
+//! target directory are, running `cargo opkit` and cargo, and showing a
+//! command's output when it fails.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The opkit workspace (generated projects depend on its crates).
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("templates/ has a parent")
+        .to_owned()
+}
+
+/// The target directory generated projects build in: this run's, so their
+/// dependencies compile once.
+pub fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join("target"))
+}
+
+/// Runs `cargo-opkit ARGS` (ARGS start with `opkit`, as cargo passes them)
+/// in `cwd`.
+pub fn cargo_opkit(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_cargo-opkit"))
+        .args(args)
+        .current_dir(cwd)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .output()
+        .expect("run cargo-opkit")
+}
+
+/// Runs `cargo ARGS` in `dir` as a shell's cargo would.
+pub fn cargo(args: &[&str], dir: &Path) -> Output {
+    cargo_opkit::cargo_command()
+        .args(args)
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .output()
+        .expect("run cargo")
+}
+
+/// `PATH` with this build's `cargo-opkit` first, so `cargo opkit` in a
+/// generated project's Makefile runs it.
+pub fn path_with_cargo_opkit() -> OsString {
+    let bin_dir = Path::new(env!("CARGO_BIN_EXE_cargo-opkit"))
+        .parent()
+        .expect("bin dir")
+        .to_owned();
+    std::env::join_paths(std::iter::once(bin_dir).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
+    .expect("PATH")
+}
+
+/// A command's status and output, for an assertion's message.
+pub fn text(output: &Output) -> String {
+    format!(
+        "status {}\n--- stdout\n{}\n--- stderr\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    )
+}
+
+/// Panics with the output when the command failed.
+pub fn succeeds(output: Output, what: &str) {
+    assert!(output.status.success(), "{what} failed:\n{}", text(&output));
+}
