@@ -683,11 +683,30 @@ async fn wait_for_apiserver(
             match client.request_text(request).await {
                 Ok(body) if body.trim() == "ok" => Ok(()),
                 Ok(body) => Err(format!("/readyz answered {body}")),
+                Err(kube::Error::Api(status)) => Err(failing_checks(&status.message)),
                 Err(e) => Err(e.to_string()),
             }
         }
     })
     .await
+}
+
+/// What a `/readyz` refusal (one `[+]name ok` or `[-]name failed: ...`
+/// line per check) says, in one line: the checks still failing.
+fn failing_checks(body: &str) -> String {
+    let failing: Vec<&str> = body
+        .lines()
+        .filter_map(|line| line.strip_prefix("[-]"))
+        .map(|line| line.split_whitespace().next().unwrap_or(line))
+        .collect();
+    if failing.is_empty() {
+        format!(
+            "/readyz refused: {}",
+            body.lines().next().unwrap_or_default()
+        )
+    } else {
+        format!("/readyz: waiting for {}", failing.join(", "))
+    }
 }
 
 /// Removes directories named `<prefix><pid>-...` in the temporary directory
@@ -714,6 +733,17 @@ pub(crate) fn remove_stale_dirs(prefix: &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_readyz_refusal_is_one_line_naming_the_failing_checks() {
+        let body = "[+]ping ok\n[+]etcd ok\n[-]poststarthook/rbac/bootstrap-roles failed: not finished\n\
+                    [-]poststarthook/crd-informer-synced failed: reason withheld\nreadyz check failed";
+        assert_eq!(
+            failing_checks(body),
+            "/readyz: waiting for poststarthook/rbac/bootstrap-roles, poststarthook/crd-informer-synced"
+        );
+        assert_eq!(failing_checks("nope\nmore"), "/readyz refused: nope");
+    }
 
     #[test]
     fn only_a_taken_port_counts_as_a_race() {

@@ -482,12 +482,17 @@ fn make_run_works_with_webhooks(project: &Path) {
             status.contains(" 200").then_some(status)
         },
     ));
-    let mut child = child.into_inner().expect("child");
-    // Stop make, cargo and the manager: the whole process group.
+    // Stop make and the manager: the whole process group (`--` so the
+    // negative id is read as a group, not as an option).
+    let group = format!("-{}", child.lock().expect("child").id());
     let _ = Command::new("kill")
-        .args(["-TERM", &format!("-{}", child.id())])
+        .args(["-s", "TERM", "--", &group])
         .status();
-    let _ = child.wait();
+    runtime.block_on(opkit_envtest::eventually(
+        "make run to stop on SIGTERM",
+        std::time::Duration::from_secs(60),
+        || async { child.lock().expect("child").try_wait().ok().flatten() },
+    ));
     let output = std::fs::read_to_string(&log).expect("make run's output");
     assert!(ready.contains(" 200"), "{ready}\n{output}");
     let _ = std::fs::remove_file(&log);
