@@ -7,48 +7,9 @@
 //! define, by Rust path) is added and the project still builds clean.
 //! Flags that do not go together are refused before anything is written.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("templates/ has a parent")
-        .to_owned()
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target"))
-}
-
-fn cargo_opkit(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cargo-opkit"))
-        .args(args)
-        .current_dir(cwd)
-        .env("CARGO_TARGET_DIR", target_dir())
-        .output()
-        .expect("run cargo-opkit")
-}
-
-fn cargo(args: &[&str], dir: &Path) -> Output {
-    cargo_opkit::cargo_command()
-        .args(args)
-        .current_dir(dir)
-        .env("CARGO_TARGET_DIR", target_dir())
-        .output()
-        .expect("run cargo")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {}\n--- stdout\n{}\n--- stderr\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
+use super::support::{cargo, cargo_opkit, text, workspace};
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))

@@ -3,43 +3,10 @@
 //! configurations into `deploy/05-webhooks.yaml`, and passes the generated
 //! webhook tests against a real kube-apiserver without an edit.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("templates/ has a parent")
-        .to_owned()
-}
-
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target"))
-}
-
-fn cargo_opkit(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cargo-opkit"))
-        .args(args)
-        .current_dir(cwd)
-        .env("CARGO_TARGET_DIR", target_dir())
-        .output()
-        .expect("run cargo-opkit")
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {}\n--- stdout\n{}\n--- stderr\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
-}
-
-fn succeeds(output: Output, what: &str) {
-    assert!(output.status.success(), "{what} failed:\n{}", text(&output));
-}
+use super::support::{cargo_opkit, path_with_cargo_opkit, succeeds, target_dir, text, workspace};
 
 #[test]
 fn created_webhooks_are_served_rendered_and_tested() {
@@ -416,14 +383,7 @@ fn make_run_works_with_webhooks(project: &Path) {
     let plane = runtime
         .block_on(opkit_envtest::ControlPlane::start())
         .expect("start etcd and kube-apiserver");
-    let bin_dir = Path::new(env!("CARGO_BIN_EXE_cargo-opkit"))
-        .parent()
-        .expect("bin dir")
-        .to_owned();
-    let path = std::env::join_paths(std::iter::once(bin_dir).chain(std::env::split_paths(
-        &std::env::var_os("PATH").unwrap_or_default(),
-    )))
-    .expect("PATH");
+    let path = path_with_cargo_opkit();
     let make = |args: &[&str]| {
         let mut command = Command::new("make");
         cargo_opkit::clear_crate_env(&mut command)

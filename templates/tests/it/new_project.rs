@@ -9,49 +9,10 @@
 //! Generated projects build in the workspace's target directory, so they
 //! reuse the dependencies the workspace already compiled.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::path::Path;
+use std::process::Command;
 
-/// The workspace root (this crate lives in `templates/`).
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("templates/ has a parent")
-        .to_owned()
-}
-
-/// The workspace's target directory, shared by every generated project.
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join("target"))
-}
-
-fn cargo_opkit(args: &[&str], cwd: &Path) -> Output {
-    cargo_opkit_with(args, cwd, &[])
-}
-
-fn cargo_opkit_with(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_cargo-opkit"));
-    command
-        .args(args)
-        .current_dir(cwd)
-        .env("CARGO_TARGET_DIR", target_dir());
-    for (key, value) in env {
-        command.env(key, value);
-    }
-    command.output().expect("run cargo-opkit")
-}
-
-/// `cargo <args>` in `dir`, in the shared target directory.
-fn cargo(args: &[&str], dir: &Path) -> Output {
-    cargo_opkit::cargo_command()
-        .args(args)
-        .current_dir(dir)
-        .env("CARGO_TARGET_DIR", target_dir())
-        .output()
-        .expect("run cargo")
-}
+use super::support::{cargo, cargo_opkit, cargo_opkit_with, target_dir, text, workspace};
 
 /// The workspace's Cargo.lock: generated projects resolve to the versions
 /// the workspace was built with (no registry look-up, no rebuild).
@@ -61,15 +22,6 @@ fn lock() -> String {
         .to_str()
         .expect("utf-8")
         .to_owned()
-}
-
-fn text(output: &Output) -> String {
-    format!(
-        "status {}\n--- stdout\n{}\n--- stderr\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stdout),
-        String::from_utf8_lossy(&output.stderr)
-    )
 }
 
 fn entries(dir: &Path) -> Vec<String> {

@@ -25,12 +25,20 @@ pub fn target_dir() -> PathBuf {
 /// Runs `cargo-opkit ARGS` (ARGS start with `opkit`, as cargo passes them)
 /// in `cwd`.
 pub fn cargo_opkit(args: &[&str], cwd: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cargo-opkit"))
+    cargo_opkit_with(args, cwd, &[])
+}
+
+/// [`cargo_opkit`] with more environment variables.
+pub fn cargo_opkit_with(args: &[&str], cwd: &Path, env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cargo-opkit"));
+    command
         .args(args)
         .current_dir(cwd)
-        .env("CARGO_TARGET_DIR", target_dir())
-        .output()
-        .expect("run cargo-opkit")
+        .env("CARGO_TARGET_DIR", target_dir());
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().expect("run cargo-opkit")
 }
 
 /// Runs `cargo ARGS` in `dir` as a shell's cargo would.
