@@ -370,7 +370,14 @@ async fn deploy(
         Some(deployed.project.manager().as_str())
     );
     let container = &spec.containers[0];
-    assert_eq!(container.image.as_deref(), Some(image));
+    // `make deploy` deploys the digest `make image PUSH=1` recorded for IMG.
+    let deployed_image = container.image.as_deref().unwrap_or_default();
+    assert!(
+        deployed_image
+            .strip_prefix(image)
+            .is_some_and(|rest| rest.starts_with("@sha256:")),
+        "deployed {deployed_image}, pushed {image}"
+    );
     assert!(container.readiness_probe.is_some() && container.liveness_probe.is_some());
     let name = pod.metadata.name.clone().expect("pod name");
     deployed.lease_held_by(&name).await;
