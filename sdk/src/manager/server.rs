@@ -90,7 +90,10 @@ pub(crate) async fn serve(
     let serves = bound.serves;
     let addr = bound.local_addr();
     let router = router(serves, endpoints);
-    tracing::info!(server = serves.describe(), address = ?addr, "serving");
+    match addr {
+        Some(addr) => tracing::info!(server = serves.describe(), address = %addr, "serving"),
+        None => tracing::info!(server = serves.describe(), "serving (address unknown)"),
+    }
     axum::serve(bound.listener, router)
         .with_graceful_shutdown(stop.cancelled_owned())
         .await

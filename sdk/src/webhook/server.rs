@@ -257,7 +257,10 @@ impl BoundWebhookServer {
             .map(|injector| tokio::spawn(injector.run(stop.child_token())));
         let mut connections = JoinSet::new();
         self.serving.store(true, Ordering::Release);
-        tracing::info!(server = "webhook", address = ?address, "serving");
+        match address {
+            Some(address) => tracing::info!(server = "webhook", address = %address, "serving"),
+            None => tracing::info!(server = "webhook", "serving (address unknown)"),
+        }
         loop {
             tokio::select! {
                 () = stop.cancelled() => break,
