@@ -90,29 +90,47 @@ fn build_cache() -> Option<PathBuf> {
         .or_else(|| env::var_os("HOME").map(|h| Path::new(&h).join(".cache").join("opkit")))
 }
 
-/// Finds the node assets: `$OPKIT_CLUSTER_ASSETS` when set, else the build
-/// cache. A directory counts once `build-node.sh` marked it complete.
-pub fn find_node_assets() -> Result<NodeAssets> {
-    let (dir, label) = match env::var_os("OPKIT_CLUSTER_ASSETS").filter(|v| !v.is_empty()) {
-        Some(dir) => (PathBuf::from(dir), "$OPKIT_CLUSTER_ASSETS"),
+/// Finds a completed build directory: `$<variable>` when set, else
+/// `<cache>/<kind>/<key>` in the build cache. A directory counts once its
+/// build script marked it complete (`.complete`); otherwise `missing` makes
+/// the error from where it looked.
+fn find_build(
+    variable: &str,
+    kind: &str,
+    key: &str,
+    missing: fn(String) -> EnvtestError,
+) -> Result<PathBuf> {
+    let (dir, label) = match env::var_os(variable).filter(|v| !v.is_empty()) {
+        Some(dir) => (PathBuf::from(dir), format!("${variable}")),
         None => {
-            let cache = build_cache().ok_or_else(|| EnvtestError::MissingNodeAssets {
-                searched: "nowhere ($HOME, OPKIT_CACHE and OPKIT_CLUSTER_ASSETS are all unset)"
-                    .to_owned(),
+            let cache = build_cache().ok_or_else(|| {
+                missing(format!(
+                    "nowhere ($HOME, OPKIT_CACHE and {variable} are all unset)"
+                ))
             })?;
             (
-                cache.join("cluster").join(DEFAULT_NODE_ASSETS),
-                "the opkit build cache",
+                cache.join(kind).join(key),
+                "the opkit build cache".to_owned(),
             )
         }
     };
     if dir.join(".complete").is_file() {
-        Ok(NodeAssets { root: dir })
+        Ok(dir)
     } else {
-        Err(EnvtestError::MissingNodeAssets {
-            searched: format!("{} ({label})", dir.display()),
-        })
+        Err(missing(format!("{} ({label})", dir.display())))
     }
+}
+
+/// Finds the node assets: `$OPKIT_CLUSTER_ASSETS` when set, else the build
+/// cache. A directory counts once `build-node.sh` marked it complete.
+pub fn find_node_assets() -> Result<NodeAssets> {
+    let root = find_build(
+        "OPKIT_CLUSTER_ASSETS",
+        "cluster",
+        DEFAULT_NODE_ASSETS,
+        |searched| EnvtestError::MissingNodeAssets { searched },
+    )?;
+    Ok(NodeAssets { root })
 }
 
 /// What `tests/coredns/build.sh` built: the cluster DNS server's image.
@@ -144,52 +162,25 @@ impl DnsAssets {
 /// Finds the cluster DNS build: `$OPKIT_DNS_ASSETS` when set, else the build
 /// cache. A directory counts once `build.sh` marked it complete.
 pub fn find_dns_assets() -> Result<DnsAssets> {
-    let (dir, label) = match env::var_os("OPKIT_DNS_ASSETS").filter(|v| !v.is_empty()) {
-        Some(dir) => (PathBuf::from(dir), "$OPKIT_DNS_ASSETS"),
-        None => {
-            let cache = build_cache().ok_or_else(|| EnvtestError::MissingDnsAssets {
-                searched: "nowhere ($HOME, OPKIT_CACHE and OPKIT_DNS_ASSETS are all unset)"
-                    .to_owned(),
-            })?;
-            (
-                cache.join("coredns").join(DEFAULT_DNS_ASSETS),
-                "the opkit build cache",
-            )
-        }
-    };
-    if dir.join(".complete").is_file() {
-        Ok(DnsAssets { root: dir })
-    } else {
-        Err(EnvtestError::MissingDnsAssets {
-            searched: format!("{} ({label})", dir.display()),
-        })
-    }
+    let root = find_build(
+        "OPKIT_DNS_ASSETS",
+        "coredns",
+        DEFAULT_DNS_ASSETS,
+        |searched| EnvtestError::MissingDnsAssets { searched },
+    )?;
+    Ok(DnsAssets { root })
 }
 
 /// Finds the directory of image archives: `$OPKIT_CLUSTER_IMAGES` when set,
 /// else `images/<DEFAULT_IMAGES>` in the build cache. A directory counts once
 /// `build-images.sh` marked it complete.
 pub fn find_images_dir() -> Result<PathBuf> {
-    let (dir, label) = match env::var_os("OPKIT_CLUSTER_IMAGES").filter(|v| !v.is_empty()) {
-        Some(dir) => (PathBuf::from(dir), "$OPKIT_CLUSTER_IMAGES"),
-        None => {
-            let cache = build_cache().ok_or_else(|| EnvtestError::MissingImages {
-                searched: "nowhere ($HOME, OPKIT_CACHE and OPKIT_CLUSTER_IMAGES are all unset)"
-                    .to_owned(),
-            })?;
-            (
-                cache.join("images").join(DEFAULT_IMAGES),
-                "the opkit build cache",
-            )
-        }
-    };
-    if dir.join(".complete").is_file() {
-        Ok(dir)
-    } else {
-        Err(EnvtestError::MissingImages {
-            searched: format!("{} ({label})", dir.display()),
-        })
-    }
+    find_build(
+        "OPKIT_CLUSTER_IMAGES",
+        "images",
+        DEFAULT_IMAGES,
+        |searched| EnvtestError::MissingImages { searched },
+    )
 }
 
 #[cfg(test)]
