@@ -6,36 +6,12 @@
 use std::path::Path;
 use std::process::Command;
 
-use super::support::{cargo_opkit, path_with_cargo_opkit, succeeds, target_dir, text, workspace};
+use super::support::{cargo_opkit, new_project, path_with_cargo_opkit, succeeds, target_dir, text};
 
 #[test]
 fn created_webhooks_are_served_rendered_and_tested() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let workspace = workspace();
-    let lock = workspace.join("Cargo.lock");
-    succeeds(
-        cargo_opkit(
-            &[
-                "opkit",
-                "new",
-                "gate-operator",
-                "--group",
-                "gate.example.com",
-                "--kind",
-                "Gate",
-                "--dir",
-                tmp.path().to_str().expect("utf-8"),
-                "--opkit-path",
-                workspace.to_str().expect("utf-8"),
-                "--lock-from",
-                lock.to_str().expect("utf-8"),
-                "--skip-manifests",
-            ],
-            tmp.path(),
-        ),
-        "cargo opkit new",
-    );
-    let project = tmp.path().join("gate-operator");
+    let project = new_project(tmp.path(), "gate-operator", "gate.example.com", "Gate");
     let dir = project.to_str().expect("utf-8");
 
     // Bad input: a kind the project lacks is refused, nothing written.

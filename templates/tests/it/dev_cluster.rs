@@ -12,7 +12,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use super::support::{cargo_opkit, path_with_cargo_opkit, succeeds, target_dir, text, workspace};
+use super::support::{
+    cargo_opkit, new_project, path_with_cargo_opkit, succeeds, target_dir, text, workspace,
+};
 
 /// How long each wait on the cluster may take (images, rollouts).
 const WAIT: &str = "180s";
@@ -33,15 +35,7 @@ fn a_generated_operator_runs_on_make_cluster() {
     // The first image and deploy.
     env.make(&["image", &format!("IMG={image}"), "PUSH=1", "INSECURE=1"]);
     env.make(&["deploy", &format!("IMG={image}")]);
-    env.kubectl_ok(&[
-        "rollout",
-        "status",
-        OPERATOR,
-        "-n",
-        OPERATOR_NAMESPACE,
-        "--timeout",
-        WAIT,
-    ]);
+    env.rolled_out(OPERATOR, OPERATOR_NAMESPACE);
 
     // A StaticSite becomes a page served by name inside the cluster.
     env.kubectl_ok(&["create", "namespace", "sites"]);
@@ -52,25 +46,7 @@ fn a_generated_operator_runs_on_make_cluster() {
         "hello from a static site",
         &cluster.busybox,
     ));
-    env.kubectl_ok(&[
-        "wait",
-        "deployment/hello",
-        "-n",
-        "sites",
-        "--for",
-        "create",
-        "--timeout",
-        WAIT,
-    ]);
-    env.kubectl_ok(&[
-        "rollout",
-        "status",
-        "deployment/hello",
-        "-n",
-        "sites",
-        "--timeout",
-        WAIT,
-    ]);
+    env.rolled_out("deployment/hello", "sites");
     for (pod, url) in [
         ("fetch-short", "http://hello.sites"),
         ("fetch-full", "http://hello.sites.svc.cluster.local"),
@@ -102,15 +78,7 @@ fn a_generated_operator_runs_on_make_cluster() {
     env.make(&["image", &format!("IMG={image}"), "PUSH=1", "INSECURE=1"]);
     let built = started.elapsed();
     env.make(&["deploy", &format!("IMG={image}")]);
-    env.kubectl_ok(&[
-        "rollout",
-        "status",
-        OPERATOR,
-        "-n",
-        OPERATOR_NAMESPACE,
-        "--timeout",
-        WAIT,
-    ]);
+    env.rolled_out(OPERATOR, OPERATOR_NAMESPACE);
     eprintln!(
         "dev loop after a one-line change: make image PUSH=1 {:.1}s, then make deploy and its rollout {:.1}s",
         built.as_secs_f64(),
@@ -131,31 +99,8 @@ fn a_generated_operator_runs_on_make_cluster() {
 /// `cargo opkit new`, the fixture's API and reconciler over the template's,
 /// then `create webhook` and the fixture's webhook over its TODOs.
 fn new_project_with_fixture(dir: &Path) -> PathBuf {
+    let project = new_project(dir, "site-operator", "web.example.com", "StaticSite");
     let workspace = workspace();
-    let lock = workspace.join("Cargo.lock");
-    succeeds(
-        cargo_opkit(
-            &[
-                "opkit",
-                "new",
-                "site-operator",
-                "--group",
-                "web.example.com",
-                "--kind",
-                "StaticSite",
-                "--dir",
-                dir.to_str().expect("utf-8"),
-                "--opkit-path",
-                workspace.to_str().expect("utf-8"),
-                "--lock-from",
-                lock.to_str().expect("utf-8"),
-                "--skip-manifests",
-            ],
-            dir,
-        ),
-        "cargo opkit new",
-    );
-    let project = dir.join("site-operator");
     let fixture = workspace.join("templates/tests/fixtures/static_site");
     for (from, to) in [
         ("api.rs", "src/api/static_site.rs"),
@@ -344,6 +289,29 @@ impl ProjectEnv {
     fn make(&self, args: &[&str]) {
         let output = self.command("make").args(args).output().expect("run make");
         succeeds(output, &format!("make {}", args.join(" ")));
+    }
+
+    /// Waits for `deployment` in `namespace` to exist and finish rolling out.
+    fn rolled_out(&self, deployment: &str, namespace: &str) {
+        self.kubectl_ok(&[
+            "wait",
+            deployment,
+            "-n",
+            namespace,
+            "--for",
+            "create",
+            "--timeout",
+            WAIT,
+        ]);
+        self.kubectl_ok(&[
+            "rollout",
+            "status",
+            deployment,
+            "-n",
+            namespace,
+            "--timeout",
+            WAIT,
+        ]);
     }
 
     fn kubectl(&self, args: &[&str]) -> Output {

@@ -78,3 +78,35 @@ pub fn text(output: &Output) -> String {
 pub fn succeeds(output: Output, what: &str) {
     assert!(output.status.success(), "{what} failed:\n{}", text(&output));
 }
+
+/// `cargo opkit new NAME --group GROUP --kind KIND` in `dir`, depending on
+/// this checkout and resolving to the workspace's Cargo.lock, without
+/// rendering the manifests (the first `create` or `make` does); panics if
+/// it fails. The project's directory.
+pub fn new_project(dir: &Path, name: &str, group: &str, kind: &str) -> PathBuf {
+    let workspace = workspace();
+    let lock = workspace.join("Cargo.lock");
+    succeeds(
+        cargo_opkit(
+            &[
+                "opkit",
+                "new",
+                name,
+                "--group",
+                group,
+                "--kind",
+                kind,
+                "--dir",
+                dir.to_str().expect("utf-8"),
+                "--opkit-path",
+                workspace.to_str().expect("utf-8"),
+                "--lock-from",
+                lock.to_str().expect("utf-8"),
+                "--skip-manifests",
+            ],
+            dir,
+        ),
+        "cargo opkit new",
+    );
+    dir.join(name)
+}
