@@ -47,7 +47,7 @@ use serde_json::json;
 
 use super::apply::name_of;
 use super::error::{ClientError, Target};
-use super::retry::RetryPolicy;
+use super::retry::{RetryPolicy, retry_on_conflict};
 use crate::reconcile::{Action, ReconcileError};
 
 /// Adds `finalizer` to the object (no request if `obj` already lists it).
@@ -149,59 +149,30 @@ where
     let namespace = meta.namespace.clone();
     let get_target = Target::of::<K>("get", namespace.clone(), &name);
     let patch_target = Target::of::<K>("patch", namespace.clone(), &name);
-    let policy = RetryPolicy::default();
-    let attempts = policy.attempts.max(1);
-
-    let mut current = meta.clone();
-    if current.resource_version.is_none() {
-        match api.get_metadata_opt(&name).await {
-            Ok(Some(fresh)) => current = fresh.metadata,
-            Ok(None) => return Ok(None),
-            Err(e) => return Err(ClientError::from_kube(e, &get_target)),
-        }
-    }
-    let mut attempt = 0;
-    loop {
-        let mut finalizers = current.finalizers.clone().unwrap_or_default();
-        let before = finalizers.len();
-        finalizers.retain(|f| f != finalizer);
-        if finalizers.len() == before {
-            return Ok(Some(current));
-        }
-        let patch = json!({
-            "metadata": {
-                "resourceVersion": current.resource_version,
-                "finalizers": finalizers,
+    let (name, get_target, patch_target) = (name.as_str(), &get_target, &patch_target);
+    let written = write_finalizers(
+        meta.clone(),
+        |list: &mut Vec<String>| {
+            let before = list.len();
+            list.retain(|f| f != finalizer);
+            list.len() != before
+        },
+        || async move {
+            match api.get_metadata_opt(name).await {
+                Ok(found) => Ok(found.map(|m| m.metadata)),
+                Err(e) => Err(ClientError::from_kube(e, get_target)),
             }
-        });
-        match api
-            .patch_metadata(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(written) => {
-                tracing::debug!(kind = %K::kind(&()), namespace = ?namespace, %name, %finalizer, ?finalizers, "finalizer removed by metadata");
-                return Ok(Some(written.metadata));
-            }
-            Err(e) => {
-                let error = ClientError::from_kube(e, &patch_target);
-                if error.is_not_found() {
-                    return Ok(None);
-                }
-                if !error.is_conflict() || attempt + 1 >= attempts {
-                    return Err(error);
-                }
-                let wait = policy.backoff(attempt);
-                tracing::debug!(kind = %K::kind(&()), namespace = ?namespace, %name, %finalizer, attempt, ?wait, "finalizer write conflicted; re-reading the metadata");
-                tokio::time::sleep(wait).await;
-                attempt += 1;
-                match api.get_metadata_opt(&name).await {
-                    Ok(Some(fresh)) => current = fresh.metadata,
-                    Ok(None) => return Ok(None),
-                    Err(e) => return Err(ClientError::from_kube(e, &get_target)),
-                }
-            }
-        }
-    }
+        },
+        |patch| async move {
+            api.patch_metadata(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|written| written.metadata)
+                .map_err(|e| ClientError::from_kube(e, patch_target))
+        },
+    )
+    .await?;
+    tracing::debug!(kind = %K::kind(&()), namespace = ?namespace, %name, %finalizer, gone = written.is_none(), "finalizer removed by metadata");
+    Ok(written)
 }
 
 /// Applies `edit` to the finalizers of the freshest copy known, and writes
@@ -220,57 +191,99 @@ where
     let namespace = obj.namespace();
     let get_target = Target::of::<K>("get", namespace.clone(), &name);
     let patch_target = Target::of::<K>("patch", namespace.clone(), &name);
-    let policy = RetryPolicy::default();
-    let attempts = policy.attempts.max(1);
+    let (name, get_target, patch_target) = (name.as_str(), &get_target, &patch_target);
+    let written = write_finalizers(
+        Arc::clone(obj),
+        edit,
+        || async move {
+            match api.get_opt(name).await {
+                Ok(found) => Ok(found.map(Arc::new)),
+                Err(e) => Err(ClientError::from_kube(e, get_target)),
+            }
+        },
+        |patch| async move {
+            api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(Arc::new)
+                .map_err(|e| ClientError::from_kube(e, patch_target))
+        },
+    )
+    .await?;
+    tracing::debug!(kind = %K::kind(&()), namespace = ?namespace, %name, %finalizer, gone = written.is_none(), "finalizers updated");
+    Ok(written)
+}
 
-    let mut current = Arc::clone(obj);
-    if current.meta().resource_version.is_none() {
-        match api.get_opt(&name).await {
-            Ok(Some(fresh)) => current = Arc::new(fresh),
-            Ok(None) => return Ok(None),
-            Err(e) => return Err(ClientError::from_kube(e, &get_target)),
-        }
+/// What a finalizer write reads and writes: a whole object or its metadata.
+trait WithMeta {
+    fn object_meta(&self) -> &ObjectMeta;
+}
+
+impl<K: Resource> WithMeta for Arc<K> {
+    fn object_meta(&self) -> &ObjectMeta {
+        self.meta()
     }
-    let mut attempt = 0;
-    loop {
-        let mut finalizers = current.finalizers().to_vec();
+}
+
+impl WithMeta for ObjectMeta {
+    fn object_meta(&self) -> &ObjectMeta {
+        self
+    }
+}
+
+/// The one read-modify-write of `metadata.finalizers`: `edit` the list of
+/// the freshest copy (`known` when it has a resourceVersion, else `read`),
+/// `write` it as a merge patch guarded by that copy's resourceVersion, and
+/// on a 409 read again and retry ([`retry_on_conflict`] with the default
+/// policy). `Ok(None)`: the object is gone; `edit` returning false: nothing
+/// to write, the copy is returned as it is.
+async fn write_finalizers<T, E, R, RFut, W, WFut>(
+    known: T,
+    edit: E,
+    read: R,
+    write: W,
+) -> Result<Option<T>, ClientError>
+where
+    T: WithMeta,
+    E: Fn(&mut Vec<String>) -> bool,
+    R: Fn() -> RFut,
+    RFut: Future<Output = Result<Option<T>, ClientError>>,
+    W: Fn(serde_json::Value) -> WFut,
+    WFut: Future<Output = Result<T, ClientError>>,
+{
+    let known = std::sync::Mutex::new(Some(known));
+    let (known, edit, read, write) = (&known, &edit, &read, &write);
+    retry_on_conflict(&RetryPolicy::default(), || async move {
+        // The copy passed in serves the first attempt only; a retry re-reads.
+        let given = known
+            .lock()
+            .ok()
+            .and_then(|mut slot| slot.take())
+            .filter(|copy| copy.object_meta().resource_version.is_some());
+        let current = match given {
+            Some(copy) => copy,
+            None => match read().await? {
+                Some(fresh) => fresh,
+                None => return Ok(None),
+            },
+        };
+        let meta = current.object_meta();
+        let mut finalizers = meta.finalizers.clone().unwrap_or_default();
         if !edit(&mut finalizers) {
             return Ok(Some(current));
         }
         let patch = json!({
             "metadata": {
-                "resourceVersion": current.meta().resource_version,
+                "resourceVersion": meta.resource_version,
                 "finalizers": finalizers,
             }
         });
-        match api
-            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-        {
-            Ok(written) => {
-                tracing::debug!(kind = %K::kind(&()), namespace = ?namespace, %name, %finalizer, ?finalizers, "finalizers updated");
-                return Ok(Some(Arc::new(written)));
-            }
-            Err(e) => {
-                let error = ClientError::from_kube(e, &patch_target);
-                if error.is_not_found() {
-                    return Ok(None);
-                }
-                if !error.is_conflict() || attempt + 1 >= attempts {
-                    return Err(error);
-                }
-                let wait = policy.backoff(attempt);
-                tracing::debug!(kind = %K::kind(&()), namespace = ?namespace, %name, %finalizer, attempt, ?wait, "finalizer write conflicted; re-reading");
-                tokio::time::sleep(wait).await;
-                attempt += 1;
-                match api.get_opt(&name).await {
-                    Ok(Some(fresh)) => current = Arc::new(fresh),
-                    Ok(None) => return Ok(None),
-                    Err(e) => return Err(ClientError::from_kube(e, &get_target)),
-                }
-            }
+        match write(patch).await {
+            Ok(written) => Ok(Some(written)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
         }
-    }
+    })
+    .await
 }
 
 /// What [`finalizer`] asks its body to do.
