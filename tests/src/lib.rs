@@ -147,3 +147,26 @@ pub async fn run_to_completion(
         .unwrap_or_else(|e| panic!("the log of pod {name}: {e}"));
     (ended, log)
 }
+
+/// Waits (up to `within`) for an `events.k8s.io/v1` Event in `namespace`
+/// that `matches`, and returns it; `what` names it in the timeout's panic.
+pub async fn wait_for_event(
+    client: &kube::Client,
+    namespace: &str,
+    what: &str,
+    within: Duration,
+    matches: impl Fn(&k8s_openapi::api::events::v1::Event) -> bool,
+) -> k8s_openapi::api::events::v1::Event {
+    let events: Api<k8s_openapi::api::events::v1::Event> =
+        Api::namespaced(client.clone(), namespace);
+    opkit_envtest::eventually(what, within, || async {
+        events
+            .list(&Default::default())
+            .await
+            .ok()?
+            .items
+            .into_iter()
+            .find(|e| matches(e))
+    })
+    .await
+}

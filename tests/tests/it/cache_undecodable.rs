@@ -158,21 +158,17 @@ async fn an_undecodable_object_is_an_error_never_a_deletion_and_its_finalizer_ca
     })
     .await;
     // ... and a Warning Event says so on the object
-    let events: Api<k8s_openapi::api::events::v1::Event> = Api::namespaced(client.clone(), NS);
-    eventually("a Warning Event Undecodable on bad", WAIT, || async {
-        events
-            .list(&Default::default())
-            .await
-            .ok()?
-            .items
-            .iter()
-            .any(|e| {
-                e.reason.as_deref() == Some("Undecodable")
-                    && e.type_.as_deref() == Some("Warning")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("bad")
-            })
-            .then_some(())
-    })
+    opkit_tests::wait_for_event(
+        &client,
+        NS,
+        "a Warning Event Undecodable on bad",
+        WAIT,
+        |e| {
+            e.reason.as_deref() == Some("Undecodable")
+                && e.type_.as_deref() == Some("Warning")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("bad")
+        },
+    )
     .await;
     let first = seen.of("bad")[0].clone();
     assert!(

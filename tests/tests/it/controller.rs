@@ -204,22 +204,17 @@ async fn owned_and_mapped_objects_converge() {
     .await;
 
     // The reconciler's Events, reported by the controller (named after the kind).
-    let events: Api<k8s_openapi::api::events::v1::Event> =
-        Api::namespaced(client.clone(), "ctl-flows");
-    eventually("a Synced Event about red", WAIT, || async {
-        events
-            .list(&Default::default())
-            .await
-            .unwrap()
-            .items
-            .iter()
-            .any(|e| {
-                e.reason.as_deref() == Some("Synced")
-                    && e.reporting_controller.as_deref() == Some("gadget")
-                    && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("red")
-            })
-            .then_some(())
-    })
+    opkit_tests::wait_for_event(
+        &client,
+        "ctl-flows",
+        "a Synced Event about red",
+        WAIT,
+        |e| {
+            e.reason.as_deref() == Some("Synced")
+                && e.reporting_controller.as_deref() == Some("gadget")
+                && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("red")
+        },
+    )
     .await;
 
     token.cancel();
