@@ -712,10 +712,8 @@ mod tests {
         assert!(!t.any_pending());
     }
 
-    #[test]
-    fn a_write_the_informer_applied_before_it_was_recorded_is_not_kept() {
-        let f = Fixture::new();
-        let t = WriteTracker::new();
+    /// `t` records ConfigMap writes and checks them against `f`'s store.
+    fn watch_configmaps_in(t: &WriteTracker, f: &Fixture) {
         let store = Store::new(f.indexer.clone());
         t.watch_kind(
             "v1",
@@ -725,6 +723,13 @@ mod tests {
                 w.observed_in(store.get(k.namespace.as_deref(), &k.name).as_deref())
             }),
         );
+    }
+
+    #[test]
+    fn a_write_the_informer_applied_before_it_was_recorded_is_not_kept() {
+        let f = Fixture::new();
+        let t = WriteTracker::new();
+        watch_configmaps_in(&t, &f);
         // The watch event won the race against the write's answer.
         f.apply(&t, cm("a", "7", "u1"));
         t.record(key("a"), object("7"));
@@ -741,15 +746,7 @@ mod tests {
     async fn a_deletion_applied_before_the_write_was_recorded_counts_as_observed() {
         let f = Arc::new(Fixture::new());
         let t = Arc::new(WriteTracker::new());
-        let store = Store::new(f.indexer.clone());
-        t.watch_kind(
-            "v1",
-            "configmaps",
-            None,
-            Arc::new(move |k: &WriteKey, w: &Written| {
-                w.observed_in(store.get(k.namespace.as_deref(), &k.name).as_deref())
-            }),
-        );
+        watch_configmaps_in(&t, &f);
         f.apply(&t, cm("a", "6", "u1"));
         // The deletion (rv 8) is applied first ...
         f.delete(&t, cm("a", "8", "u1"));

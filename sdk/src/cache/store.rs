@@ -268,7 +268,10 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
             indices,
             undecodable,
         } = &mut *inner;
-        undecodable.remove(&key);
+        // Hot path: no hashing of the key unless some object is undecodable.
+        if !undecodable.is_empty() {
+            undecodable.remove(&key);
+        }
         let old = items.insert(key.clone(), Arc::clone(&obj));
         for index in indices.values_mut() {
             index.update(&key, old.as_deref(), &obj);
@@ -285,7 +288,9 @@ impl<K: Resource + Send + Sync + 'static> Indexer<K> {
             indices,
             undecodable,
         } = &mut *inner;
-        undecodable.remove(key);
+        if !undecodable.is_empty() {
+            undecodable.remove(key);
+        }
         let (key, old) = items.remove_entry(key)?;
         for index in indices.values_mut() {
             index.remove(&key, &old);
