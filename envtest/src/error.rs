@@ -1,6 +1,6 @@
 //! Errors of this crate.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// What can go wrong while starting, using or stopping a local control plane.
@@ -9,10 +9,11 @@ pub enum EnvtestError {
     /// The etcd or kube-apiserver binary was not found in any place searched.
     #[error(
         "{binary} not found; looked in: {searched}.\n\
-         Build the control plane with `make controlplane` (or `tests/controlplane/build.sh`) \
-         in the opkit repository, or point KUBEBUILDER_ASSETS (or OPKIT_ASSETS) at a directory \
-         holding `etcd` and `kube-apiserver`, e.g. one made by \
-         `setup-envtest use -p path 1.36.x`"
+         Build the control plane into that cache with `bash {script}` (shipped in this crate; \
+         `make controlplane` in the opkit repository runs it), or point KUBEBUILDER_ASSETS \
+         (or OPKIT_ASSETS) at a directory holding `etcd` and `kube-apiserver`, e.g. one made by \
+         `setup-envtest use -p path 1.36.x`",
+        script = script("controlplane/build.sh")
     )]
     MissingBinary {
         /// The binary's file name.
@@ -24,8 +25,10 @@ pub enum EnvtestError {
     /// The cluster's node components and images were not found.
     #[error(
         "the local cluster's components were not found; looked in: {searched}.\n\
-         Build them with `make cluster-assets` (or `tests/node/build-node.sh`) in the opkit \
-         repository, or point OPKIT_CLUSTER_ASSETS at the directory that script printed"
+         Build them with `bash {script}` (shipped in this crate; `make cluster-assets` in the \
+         opkit repository runs it), or point OPKIT_CLUSTER_ASSETS at the directory that script \
+         printed",
+        script = script("node/build-node.sh")
     )]
     MissingNodeAssets {
         /// Where they were looked for.
@@ -35,8 +38,9 @@ pub enum EnvtestError {
     /// The cluster DNS (CoreDNS) build was not found.
     #[error(
         "the local cluster's DNS server (CoreDNS) was not found; looked in: {searched}.\n\
-         Build it with `make cluster-assets` (or `tests/coredns/build.sh`) in the opkit \
-         repository, or start the cluster `without_dns()`"
+         Build it with `bash {script}` (shipped in this crate; `make cluster-assets` in the \
+         opkit repository runs it), or start the cluster `without_dns()`",
+        script = script("coredns/build.sh")
     )]
     MissingDnsAssets {
         /// Where it was looked for.
@@ -46,8 +50,10 @@ pub enum EnvtestError {
     /// The image archives the cluster's node imports were not found.
     #[error(
         "the local cluster's images were not found; looked in: {searched}.\n\
-         Build them with `make cluster-assets` (or `tests/node/build-images.sh`) in the opkit \
-         repository, or point OPKIT_CLUSTER_IMAGES at the directory that script printed"
+         Build them with `bash {script}` (shipped in this crate; `make cluster-assets` in the \
+         opkit repository runs it), or point OPKIT_CLUSTER_IMAGES at the directory that script \
+         printed",
+        script = script("node/build-images.sh")
     )]
     MissingImages {
         /// Where they were looked for.
@@ -57,8 +63,9 @@ pub enum EnvtestError {
     /// The OCI registry binary was not found.
     #[error(
         "the OCI registry (distribution) was not found; looked in: {searched}.\n\
-         Build it with `make registry` (or `tests/registry/build.sh`) in the opkit repository, \
-         or point OPKIT_REGISTRY at a `registry` binary"
+         Build it with `bash {script}` (shipped in this crate; `make registry` in the opkit \
+         repository runs it), or point OPKIT_REGISTRY at a `registry` binary",
+        script = script("registry/build.sh")
     )]
     MissingRegistry {
         /// Where it was looked for.
@@ -180,3 +187,57 @@ pub enum EnvtestError {
 
 /// Shorthand for results in this module.
 pub type Result<T, E = EnvtestError> = std::result::Result<T, E>;
+
+/// A build script shipped in this crate (`scripts/`, links to the
+/// repository's `tests/` directories), by its path in this crate's source
+/// directory: the registry's copy for a user of the published crate, the
+/// checkout for opkit's own tests.
+fn script(relative: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("scripts")
+        .join(relative)
+        .display()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every "not found" error names a build script that exists where this
+    /// crate's source is (the same layout ships in the published package).
+    #[test]
+    fn missing_errors_name_a_shipped_script() {
+        let searched = || "/nowhere".to_owned();
+        let errors = [
+            EnvtestError::MissingBinary {
+                binary: "etcd",
+                searched: searched(),
+            },
+            EnvtestError::MissingNodeAssets {
+                searched: searched(),
+            },
+            EnvtestError::MissingDnsAssets {
+                searched: searched(),
+            },
+            EnvtestError::MissingImages {
+                searched: searched(),
+            },
+            EnvtestError::MissingRegistry {
+                searched: searched(),
+            },
+        ];
+        for err in errors {
+            let msg = err.to_string();
+            let script = msg
+                .split('`')
+                .find_map(|part| part.strip_prefix("bash "))
+                .unwrap_or_else(|| panic!("no `bash SCRIPT` in: {msg}"));
+            assert!(
+                script.starts_with(env!("CARGO_MANIFEST_DIR")),
+                "{script}"
+            );
+            assert!(Path::new(script).is_file(), "{script} does not exist");
+        }
+    }
+}

@@ -44,9 +44,11 @@
 //!
 //! `etcd` and `kube-apiserver` are looked for in `$KUBEBUILDER_ASSETS` (the
 //! layout setup-envtest makes), then `$OPKIT_ASSETS`, then the cache that
-//! opkit's `make controlplane` fills:
+//! `scripts/controlplane/build.sh`, shipped in this crate, fills from the Go
+//! module proxy (opkit's `make controlplane` runs it):
 //! `${OPKIT_CACHE:-$HOME/.cache/opkit}/controlplane/v1.36.3/bin`. When none
-//! has them, [`EnvtestError::MissingBinary`] says where it looked and how to get them.
+//! has them, [`EnvtestError::MissingBinary`] says where it looked and names
+//! that script by its path in this crate's source directory.
 //!
 //! # What runs
 //!
