@@ -233,10 +233,7 @@ mod tests {
                 .split('`')
                 .find_map(|part| part.strip_prefix("bash "))
                 .unwrap_or_else(|| panic!("no `bash SCRIPT` in: {msg}"));
-            assert!(
-                script.starts_with(env!("CARGO_MANIFEST_DIR")),
-                "{script}"
-            );
+            assert!(script.starts_with(env!("CARGO_MANIFEST_DIR")), "{script}");
             assert!(Path::new(script).is_file(), "{script} does not exist");
         }
     }
