@@ -8,7 +8,7 @@ export OPKIT_CACHE
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: help demo test controlplane registry cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook
+.PHONY: help demo test check-package controlplane registry cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook
 
 help:
 	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
@@ -19,6 +19,7 @@ help:
 	@echo "make registry      build the OCI registry (distribution) into $(OPKIT_CACHE)/registry"
 	@echo "make cluster-assets build the cluster's components ($(OPKIT_CACHE)/cluster) and images ($(OPKIT_CACHE)/images)"
 	@echo "make lint          cargo fmt --check and clippy with warnings denied"
+	@echo "make check-package the published crates from a local registry: a generated project built and tested (part of make test)"
 	@echo "make bench         run the benchmarks and print ratio tables"
 	@echo "make bench-e2e     one operator in opkit, controller-runtime and kube-runtime, end to end"
 	@echo "make bench-webhook create latency with and without opkit's admission webhooks"
@@ -72,6 +73,12 @@ cluster: cluster-assets registry
 	@$(CARGO) build -p opkit-envtest --example cluster
 	@$(CARGO) run --quiet -p opkit-envtest --example cluster -- \
 	  $(if $(filter 0 no false,$(REGISTRY)),--no-registry)
+
+# The four crates as published (cargo package, a local directory registry,
+# cargo install cargo-opkit, a generated project built and tested), with the
+# MSRV toolchain. `make test` runs it too (cargo-opkit's test published_crates).
+check-package: controlplane
+	@tests/package/check.sh
 
 lint:
 	$(CARGO) fmt --all --check

@@ -54,16 +54,19 @@ for crate in "${crates[@]}"; do
   say "  $(basename "$file"): $size bytes"
 done
 
-# 2. The registry: every crates.io dependency of the workspace (cargo vendor,
-# redone when Cargo.lock changes), plus the four packages, unpacked with the
-# checksums a directory source wants.
+# 2. The registry: every crates.io dependency of the workspace (cargo vendor)
+# and of a generated project (its optional OpenTelemetry crates are in no
+# workspace member), redone when Cargo.lock or the project's Cargo.toml
+# template changes; plus the four packages, unpacked with the checksums a
+# directory source wants.
 vendor="$check/vendor"
-lock_sum=$(sha256sum "$repo/Cargo.lock" | cut -d' ' -f1)
-if [ "$(cat "$vendor/.lock-sha256" 2>/dev/null)" != "$lock_sum" ]; then
-  say "cargo vendor (Cargo.lock changed)"
+vendor_key=$(cat "$repo/Cargo.lock" "$repo/templates/project/Cargo.toml.tmpl" | sha256sum | cut -d' ' -f1)
+vendored=true
+if [ "$(cat "$vendor/.vendor-sha256" 2>/dev/null)" != "$vendor_key" ]; then
+  vendored=false
+  say "cargo vendor (Cargo.lock or the project template changed)"
   rm -rf "$vendor"
   (cd "$repo" && "$cargo" vendor --quiet --locked --versioned-dirs "$vendor" >/dev/null)
-  echo "$lock_sum" >"$vendor/.lock-sha256"
 fi
 for file in "$packages"/package/*.crate; do
   dir="$vendor/$(basename "$file" .crate)"
@@ -107,19 +110,46 @@ fi
 # (the dev profile: its dependencies are the project's, built once). Install
 # reads no project config: the registry's is given as a file.
 say "cargo install cargo-opkit (from the local registry)"
-(cd "$work" && "$cargo" install --config "$work/.cargo/config.toml" --quiet --debug --locked --force cargo-opkit --root "$work/bin")
+(cd "$work" && "$cargo" install --config "$work/.cargo/config.toml" --quiet --debug --locked \
+  --force cargo-opkit --root "$work/bin")
 echo "$sums" >"$CARGO_TARGET_DIR/.packages-sha256"
 
 # 4. A new project: a cargo-opkit from the registry defaults to the
-# published opkit of its own version. `new` builds it to render manifests.
-say "cargo opkit new (builds the project against the registry's opkit)"
+# published opkit of its own version.
+say "cargo opkit new"
 (cd "$work" && "$work/bin/bin/cargo-opkit" opkit new package-check-operator \
-  --group check.opkit.dev --kind Widget)
+  --group check.opkit.dev --kind Widget --skip-manifests)
 project="$work/package-check-operator"
-grep -qx 'opkit = "0.1.0"' "$project/Cargo.toml" ||
+grep -qx "opkit = \"$version\"" "$project/Cargo.toml" ||
   die "the project does not depend on the published opkit: $(grep opkit "$project/Cargo.toml")"
-grep -qx 'opkit-envtest = "0.1.0"' "$project/Cargo.toml" ||
+grep -qx "opkit-envtest = \"$version\"" "$project/Cargo.toml" ||
   die "the project does not depend on the published opkit-envtest"
+
+# The project's own dependencies join the registry: a copy of it that takes
+# the three crates from their unpacked packages ([patch]) resolves against
+# crates.io, starting from the workspace's versions, and is vendored too.
+if ! $vendored; then
+  seed="$check/seed"
+  rm -rf "$seed"
+  cp -r "$project" "$seed"
+  cp "$repo/Cargo.lock" "$seed/Cargo.lock"
+  {
+    echo
+    echo "[patch.crates-io]"
+    for crate in opkit opkit-macros opkit-envtest; do
+      echo "$crate = { path = \"$vendor/$crate-$version\" }"
+    done
+  } >>"$seed/Cargo.toml"
+  (cd "$seed" && "$cargo" metadata --format-version 1 >/dev/null)
+  (cd "$repo" && "$cargo" vendor --quiet --locked --versioned-dirs --no-delete \
+    --sync "$seed/Cargo.toml" "$vendor" >/dev/null)
+  rm -rf "$seed"
+  echo "$vendor_key" >"$vendor/.vendor-sha256"
+fi
+
+# `cargo opkit manifests` builds the project to render its manifests.
+say "cargo opkit manifests (builds the project against the registry's opkit)"
+(cd "$project" && "$work/bin/bin/cargo-opkit" opkit manifests)
 for crate in opkit opkit-macros opkit-envtest; do
   grep -A2 "^name = \"$crate\"$" "$project/Cargo.lock" | grep -q '^source = "registry+' ||
     die "$crate is not resolved from the registry in the project's Cargo.lock"
