@@ -4,7 +4,11 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// What can go wrong while starting, using or stopping a local control plane.
-#[derive(Debug, thiserror::Error)]
+///
+/// Its `Debug` is its message: a test's `.expect("start")` or `.unwrap()`
+/// then prints what is wrong and what to do (e.g. the script that builds the
+/// missing binaries), not the variant's fields.
+#[derive(thiserror::Error)]
 pub enum EnvtestError {
     /// The etcd or kube-apiserver binary was not found in any place searched.
     #[error(
@@ -185,6 +189,12 @@ pub enum EnvtestError {
     SharedUnavailable(String),
 }
 
+impl std::fmt::Debug for EnvtestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}
+
 /// Shorthand for results in this module.
 pub type Result<T, E = EnvtestError> = std::result::Result<T, E>;
 
@@ -229,6 +239,8 @@ mod tests {
         ];
         for err in errors {
             let msg = err.to_string();
+            // What `.expect(..)` in a test prints.
+            assert_eq!(format!("{err:?}"), msg);
             let script = msg
                 .split('`')
                 .find_map(|part| part.strip_prefix("bash "))

@@ -68,6 +68,7 @@ if [ "$(cat "$vendor/.vendor-sha256" 2>/dev/null)" != "$vendor_key" ]; then
   rm -rf "$vendor"
   (cd "$repo" && "$cargo" vendor --quiet --locked --versioned-dirs "$vendor" >/dev/null)
 fi
+contents=()
 for file in "$packages"/package/*.crate; do
   dir="$vendor/$(basename "$file" .crate)"
   rm -rf "$dir"
@@ -76,8 +77,11 @@ for file in "$packages"/package/*.crate; do
     printf '{"files":{'
     sep=
     while IFS= read -r -d '' f; do
-      printf '%s"%s":"%s"' "$sep" "${f#"$dir"/}" "$(sha256sum "$f" | cut -d' ' -f1)"
+      sum=$(sha256sum "$f" | cut -d' ' -f1)
+      printf '%s"%s":"%s"' "$sep" "${f#"$dir"/}" "$sum"
       sep=,
+      # What the packages hold, less the commit they were made at.
+      [ "${f##*/}" = .cargo_vcs_info.json ] || contents+=("${f#"$vendor"/} $sum")
     done < <(find "$dir" -type f -print0 | sort -z)
     printf '},"package":"%s"}' "$(sha256sum "$file" | cut -d' ' -f1)"
   } >"$vendor/.checksum.tmp"
@@ -101,7 +105,7 @@ EOF
 # version, not their contents, so when the packages changed their build
 # records go (their dependencies stay built).
 export CARGO_TARGET_DIR="$check/target"
-sums=$(cat "$packages"/package/*.crate | sha256sum | cut -d' ' -f1)
+sums=$(printf '%s\n' "${contents[@]}" | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$CARGO_TARGET_DIR/.packages-sha256" 2>/dev/null)" != "$sums" ]; then
   rm -rf "$CARGO_TARGET_DIR"/*/.fingerprint/{opkit,cargo-opkit,package-check-operator}-*
 fi
@@ -158,4 +162,19 @@ done
 # 5. Its build and its tests (against a real control plane).
 say "cargo build, cargo test in the project"
 (cd "$project" && "$cargo" build --quiet && "$cargo" test --quiet)
+
+# 6. Without the control plane, the project's tests fail naming the build
+# script opkit-envtest ships, by its path in the registry's copy; and that
+# script runs from there (it finds the cache the tests above used).
+say "the packaged opkit-envtest names its shipped build script, which runs from the package"
+shipped="$vendor/opkit-envtest-$version/scripts/controlplane/build.sh"
+none="$work/no-assets"
+mkdir -p "$none"
+if out=$(cd "$project" && KUBEBUILDER_ASSETS=$none "$cargo" test --quiet 2>&1); then
+  die "the project's tests passed with KUBEBUILDER_ASSETS=$none (no binaries)"
+fi
+grep -qF "bash $shipped" <<<"$out" ||
+  die "the missing-binaries error does not name $shipped:"$'\n'"$out"
+bin=$(bash "$shipped") || die "$shipped failed"
+[ -x "$bin/kube-apiserver" ] && [ -x "$bin/etcd" ] || die "$shipped printed $bin, without the binaries"
 say "ok: the packaged crates build and pass a generated project's tests with Rust $msrv"
