@@ -174,7 +174,7 @@ if out=$(cd "$project" && KUBEBUILDER_ASSETS=$none "$cargo" test --quiet 2>&1); 
   die "the project's tests passed with KUBEBUILDER_ASSETS=$none (no binaries)"
 fi
 grep -qF "bash $shipped" <<<"$out" ||
-  die "the missing-binaries error does not name $shipped:"$'\n'"$out"
+  die "the missing-binaries error does not name $shipped:"$'\n'"$(grep -m 5 -A 3 panicked <<<"$out")"
 bin=$(bash "$shipped") || die "$shipped failed"
 [ -x "$bin/kube-apiserver" ] && [ -x "$bin/etcd" ] || die "$shipped printed $bin, without the binaries"
 say "ok: the packaged crates build and pass a generated project's tests with Rust $msrv"
