@@ -20,7 +20,7 @@ cache=${OPKIT_CACHE:-$HOME/.cache/opkit}
 check="$cache/package-check"
 crates=(opkit-macros opkit opkit-envtest cargo-opkit)
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -n 1)
-say() { echo "package-check: $*" >&2; }
+say() { echo "package-check: [${SECONDS}s] $*" >&2; }
 die() { echo "package-check: error: $*" >&2; exit 1; }
 
 # The declared MSRV, and the toolchain that tests it ("1.95" -> "1.95.0").
