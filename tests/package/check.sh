@@ -43,8 +43,10 @@ flock 9
 packages="$check/packages"
 rm -rf "$packages"
 say "cargo package ${crates[*]}"
-(cd "$repo" && "$cargo" package --quiet --allow-dirty --no-verify \
-  $(printf -- '-p %s ' "${crates[@]}") --target-dir "$packages")
+selection=()
+for crate in "${crates[@]}"; do selection+=(-p "$crate"); done
+(cd "$repo" && "$cargo" package --quiet --allow-dirty --no-verify "${selection[@]}" \
+  --target-dir "$packages")
 for crate in "${crates[@]}"; do
   file="$packages/package/$crate-$version.crate"
   [ -f "$file" ] || die "cargo package made no $file"
@@ -176,5 +178,7 @@ fi
 grep -qF "bash $shipped" <<<"$out" ||
   die "the missing-binaries error does not name $shipped:"$'\n'"$(grep -m 5 -A 3 panicked <<<"$out")"
 bin=$(bash "$shipped") || die "$shipped failed"
-[ -x "$bin/kube-apiserver" ] && [ -x "$bin/etcd" ] || die "$shipped printed $bin, without the binaries"
+if ! [ -x "$bin/kube-apiserver" ] || ! [ -x "$bin/etcd" ]; then
+  die "$shipped printed $bin, without the binaries"
+fi
 say "ok: the packaged crates build and pass a generated project's tests with Rust $msrv"
