@@ -49,9 +49,12 @@ demo: cluster-assets
 
 # Every test, then the leftover check. The run records what it starts in
 # a directory of its own (OPKIT_RUN_DIR), and check-orphans judges only that.
+# tests/run-tests.sh runs what `cargo test --workspace --all-features` runs,
+# with the two journeys binaries side by side (TEST_ARGS go to every binary,
+# e.g. TEST_ARGS=leader for the tests whose names contain "leader").
 test: cluster-assets registry
 	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/opkit-run.XXXXXX"); \
-	OPKIT_RUN_DIR=$$run $(CARGO) test --workspace --all-features; rc=$$?; \
+	OPKIT_RUN_DIR=$$run CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
 	OPKIT_RUN_DIR=$$run tests/check-orphans.sh || rc=1; \
 	rm -rf "$$run"; exit $$rc
 
