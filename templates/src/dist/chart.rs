@@ -47,6 +47,22 @@ pub(super) fn render(mut manifests: Manifests) -> Result<Vec<(String, String)>, 
             let mut doc = doc.clone();
             text.push_str(&template(&mut doc, namespace.as_deref(), &values));
         }
+        if values.webhook
+            && namespace.is_some()
+            && docs.iter().any(|d| WEBHOOK_KINDS.contains(&kind(d)))
+        {
+            // The manager issues its serving certificate for
+            // <service>.<namespace>.svc, the namespace its code names.
+            let namespace = namespace.as_deref().unwrap_or_default();
+            text.insert_str(
+                0,
+                &format!(
+                    "{{{{- if and .Values.webhook.enabled (ne .Release.Namespace \"{namespace}\") }}}}\n\
+                     {{{{- fail \"the webhooks need the release in namespace {namespace} (the manager's certificate names it): helm install --namespace {namespace}, or --set webhook.enabled=false\" }}}}\n\
+                     {{{{- end }}}}\n"
+                ),
+            );
+        }
         if !text.is_empty() {
             files.push((
                 format!("templates/{file}"),

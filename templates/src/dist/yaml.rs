@@ -317,7 +317,7 @@ mod tests {
         let out = emit(&docs[0]);
         assert_eq!(
             out,
-            "b: 1\na:\n- x: \"true\"\n  y:\n  - 1\n  - 2.5\n- plain\nc: {}\nd: \"a: b\"\ne: \"010\"\nf: null\ng: \"line\\nbreak\"\n"
+            "b: 1\na:\n- x: \"true\"\n  \"y\":\n  - 1\n  - 2.5\n- plain\nc: {}\nd: \"a: b\"\ne: \"010\"\nf: null\ng: \"line\\nbreak\"\n"
         );
         assert_eq!(parse(&out).expect("reparse"), vec![docs[0].clone()]);
     }
