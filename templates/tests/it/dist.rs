@@ -296,6 +296,16 @@ fn the_chart_with_its_defaults_renders_what_the_installer_installs() {
     from_helm.sort_by_key(key);
     installed.sort_by_key(key);
     assert_eq!(from_helm, installed);
+    let lint = Command::new(helm())
+        .args(["lint", "--strict"])
+        .arg(&chart)
+        .output()
+        .expect("run helm lint");
+    assert!(
+        lint.status.success(),
+        "helm lint --strict:\n{}",
+        text(&lint)
+    );
     let crd = &rendered(&chart, &[])
         .into_iter()
         .find(|d| d["kind"] == "CustomResourceDefinition")
@@ -490,6 +500,69 @@ fn a_webhook_project_chart_turns_the_webhooks_on_and_off() {
     assert!(
         String::from_utf8_lossy(&output.stderr)
             .contains("the webhooks need the release in namespace hook-operator-system"),
+        "{}",
+        text(&output)
+    );
+}
+
+/// What other changes put in `deploy/` (metrics over HTTPS on 8443 with
+/// `--metrics-secure`, a metrics-reader ClusterRole, a NetworkPolicy) flows
+/// into the chart without a change to `cargo opkit chart`: its defaults
+/// still render `deploy/`, and `metrics.secure` appears.
+#[test]
+fn the_chart_takes_whatever_deploy_holds() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = copy_example(tmp.path());
+    let deployment = project.join("deploy/04-deployment.yaml");
+    let edited = std::fs::read_to_string(&deployment)
+        .expect("read")
+        .replace(
+            "- --metrics-bind-address=:8080",
+            "- --metrics-bind-address=:8443\n            - --metrics-secure",
+        )
+        .replace("containerPort: 8080", "containerPort: 8443")
+        .replace("port: 8080", "port: 8443");
+    assert!(edited.contains("--metrics-secure"), "{edited}");
+    std::fs::write(&deployment, edited).expect("write");
+    std::fs::write(
+        project.join("deploy/06-extras.yaml"),
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: memcached-operator-metrics-reader\nrules:\n- nonResourceURLs: [/metrics]\n  verbs: [get]\n---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: allow-metrics\n  namespace: memcached-operator-system\nspec:\n  podSelector:\n    matchLabels:\n      app.kubernetes.io/component: manager\n  ingress:\n  - ports:\n    - port: 8443\n",
+    )
+    .expect("write 06-extras.yaml");
+    let output = cargo_opkit(&["opkit", "chart"], &project);
+    assert!(output.status.success(), "{}", text(&output));
+    let chart = project.join("dist/chart");
+    let values = std::fs::read_to_string(chart.join("values.yaml")).expect("values.yaml");
+    assert!(
+        values.contains("metrics:\n  enabled: true\n  port: 8443\n  secure: true"),
+        "{values}"
+    );
+    let mut from_helm: Vec<Value> = rendered(&chart, &[])
+        .into_iter()
+        .map(without_release_marks)
+        .collect();
+    let mut installed: Vec<Value> = deploy_docs(&project)
+        .into_iter()
+        .filter(|d| d["kind"] != "Namespace")
+        .collect();
+    from_helm.sort_by_key(key);
+    installed.sort_by_key(key);
+    assert_eq!(from_helm, installed);
+
+    let docs = rendered(&chart, &["--set", "metrics.secure=false,metrics.port=9443"]);
+    let flags = args(&manager(&docs));
+    assert!(
+        flags.contains(&"--metrics-secure=false".to_owned()),
+        "{flags:?}"
+    );
+    assert!(
+        flags.contains(&"--metrics-bind-address=:9443".to_owned()),
+        "{flags:?}"
+    );
+    let output = helm_template(&chart, NAMESPACE, &["--set", "metrics.secure=yes-please"]);
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("at '/metrics/secure'"),
         "{}",
         text(&output)
     );
