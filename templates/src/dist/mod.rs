@@ -77,6 +77,16 @@ pub enum DistError {
         /// What is wrong.
         reason: String,
     },
+    /// The chart's directory holds something `cargo opkit chart` did not
+    /// render, which replacing it would lose.
+    #[error(
+        "refusing to replace {}: it is not empty and holds no Chart.yaml rendered by `cargo opkit chart`; choose another --out or remove it",
+        path.display()
+    )]
+    NotAChart {
+        /// The directory.
+        path: PathBuf,
+    },
     /// Reading or writing a file failed.
     #[error("{}: {source}", path.display())]
     Io {
@@ -236,9 +246,35 @@ pub fn chart(dir: &Path, out: Option<&Path>) -> Result<PathBuf, DistError> {
     let out = out
         .map(Path::to_owned)
         .unwrap_or_else(|| manifests.root.join("dist/chart"));
+    check_replaceable(&out)?;
     write_tree(&out, &files)?;
     tracing::debug!(path = %out.display(), files = files.len(), "wrote the chart");
     Ok(out)
+}
+
+/// Whether `out` may be replaced whole: absent, empty, or a chart this
+/// command rendered.
+fn check_replaceable(out: &Path) -> Result<(), DistError> {
+    if !out.exists() {
+        return Ok(());
+    }
+    let empty = out.is_dir()
+        && std::fs::read_dir(out)
+            .map_err(|source| DistError::Io {
+                path: out.to_owned(),
+                source,
+            })?
+            .next()
+            .is_none();
+    let rendered = std::fs::read_to_string(out.join("Chart.yaml"))
+        .is_ok_and(|text| text.starts_with(&format!("{GENERATED} chart`")));
+    if empty || rendered {
+        Ok(())
+    } else {
+        Err(DistError::NotAChart {
+            path: out.to_owned(),
+        })
+    }
 }
 
 fn write_file(path: &Path, text: &str) -> Result<(), DistError> {

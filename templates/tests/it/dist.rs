@@ -200,6 +200,28 @@ fn the_installer_refuses_a_bad_image_or_a_deploy_without_the_manager_and_writes_
         );
     }
     assert!(!out.exists() && !project.join("dist/chart").exists());
+    // The chart replaces its directory whole: never one it did not render.
+    std::fs::write(
+        &deployment,
+        std::fs::read_to_string(example().join("deploy/04-deployment.yaml")).expect("read"),
+    )
+    .expect("write");
+    let output = cargo_opkit(&["opkit", "chart", "--out", "deploy"], &project);
+    assert!(!output.status.success());
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("refusing to replace deploy"),
+        "{}",
+        text(&output)
+    );
+    assert!(project.join("deploy/04-deployment.yaml").is_file());
+    let output = cargo_opkit(&["opkit", "chart"], &project);
+    assert!(output.status.success(), "{}", text(&output));
+    let output = cargo_opkit(&["opkit", "chart"], &project);
+    assert!(
+        output.status.success(),
+        "a rendered chart is replaced: {}",
+        text(&output)
+    );
     std::fs::write(
         project.join("deploy/02-service-account.yaml"),
         "kind: [unclosed\n",
