@@ -26,6 +26,32 @@ enum Top {
     Create(Create),
     /// Build an OCI image of the manager without a container engine (and push it).
     Image(Image),
+    /// Write every manifest of deploy/ (in apply order) to one file,
+    /// dist/install.yaml, with the manager's image set: what `kubectl apply
+    /// --server-side -f` installs.
+    Installer {
+        /// The project's directory, or any directory inside it.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The manager's image (repository[:tag][@sha256:digest]; default
+        /// <name>:latest, as deploy/ has it).
+        #[arg(long, value_name = "REFERENCE")]
+        image: Option<String>,
+        /// Where to write it (default: <project>/dist/install.yaml).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
+    /// Render a Helm chart from deploy/ into dist/chart (replacing it):
+    /// values for the image, replicas, resources, leader election, metrics,
+    /// webhooks, CRDs and image pull secrets, checked by values.schema.json.
+    Chart {
+        /// The project's directory, or any directory inside it.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The chart's directory (default: <project>/dist/chart).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
     /// Regenerate deploy/01-crds.yaml and deploy/03-rbac.yaml from the code.
     Manifests {
         /// The project's directory, or any directory inside it.
@@ -304,6 +330,16 @@ fn run(command: Top) -> Result<(), ScaffoldError> {
             Ok(())
         }
         Top::Manifests { dir } => cargo_opkit::manifests(&dir),
+        Top::Installer { dir, image, out } => {
+            let path = cargo_opkit::dist::installer(&dir, image.as_deref(), out.as_deref())?;
+            println!("wrote {}", path.display());
+            Ok(())
+        }
+        Top::Chart { dir, out } => {
+            let path = cargo_opkit::dist::chart(&dir, out.as_deref())?;
+            println!("wrote {}", path.display());
+            Ok(())
+        }
         Top::Image(image) => build_image(image),
     }
 }

@@ -4,6 +4,7 @@
 mod create_api;
 mod create_webhook;
 mod dev_cluster;
+mod dist;
 mod example_in_sync;
 mod image;
 mod new_project;

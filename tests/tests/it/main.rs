@@ -13,6 +13,7 @@ mod client_helpers;
 mod cluster;
 mod controller;
 mod deploy;
+mod deploy_helm;
 mod deploy_in_cluster;
 mod envtest;
 mod image;
