@@ -262,26 +262,42 @@ fn explain(error: &OciDistributionError, registry: &str, scheme: &str, found: &F
     let hint = match error {
         e if is_unauthorized(e) => match found.auth {
             Credential::Anonymous => format!(
-                "; {scheme}://{registry} answered 401 Unauthorized: it wants credentials, and                  none were found ({}). Run `docker login {registry}`, or pass --username and                  --password-stdin",
+                "; {scheme}://{registry} answered 401 Unauthorized: it wants credentials, and \
+                 none were found ({}). Run `docker login {registry}`, or pass --username and \
+                 --password-stdin",
                 found.source
             ),
             _ => format!(
-                "; {scheme}://{registry} answered 401 Unauthorized: it refused the credentials                  from {}. Check the user name and password (`docker login {registry}`), or pass                  --username and --password-stdin",
+                "; {scheme}://{registry} answered 401 Unauthorized: it refused the credentials \
+                 from {}. Check the user name and password (`docker login {registry}`), or pass \
+                 --username and --password-stdin",
                 found.source
             ),
         },
         OciDistributionError::RequestError(e) if e.is_connect() || e.is_timeout() => {
             let tls = if scheme == "https" {
-                " If it serves a certificate from a private CA, pass --ca-file (or put the CA in                  /etc/docker/certs.d/<host:port>/ca.crt)."
+                " If it serves a certificate from a private CA, pass --ca-file (or put the CA in \
+                 /etc/docker/certs.d/<host:port>/ca.crt)."
             } else {
                 ""
             };
             format!(
-                "; is a registry listening at {scheme}://{registry}? (plain HTTP is used for                  loopback registries without a CA, and with --insecure){tls}"
+                "; is a registry listening at {scheme}://{registry}? (plain HTTP is used for \
+                 loopback registries without a CA, and with --insecure){tls}"
+            )
+        }
+        OciDistributionError::RequestError(e)
+            if scheme == "http" && e.status() == Some(http::StatusCode::BAD_REQUEST) =>
+        {
+            format!(
+                "; {registry} may speak HTTPS (a TLS server answers plain HTTP with 400): pass \
+                 --ca-file with the CA of its certificate, or put it in \
+                 /etc/docker/certs.d/{registry}/ca.crt"
             )
         }
         OciDistributionError::RequestError(_) if scheme == "https" => {
-            " (for a registry with a certificate from a private CA, pass --ca-file or put it in              /etc/docker/certs.d/<host:port>/ca.crt; for one that speaks plain HTTP, add --insecure)"
+            " (for a registry with a certificate from a private CA, pass --ca-file or put it in \
+                 /etc/docker/certs.d/<host:port>/ca.crt; for one that speaks plain HTTP, add --insecure)"
                 .to_owned()
         }
         _ => String::new(),

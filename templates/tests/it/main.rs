@@ -7,4 +7,5 @@ mod dev_cluster;
 mod example_in_sync;
 mod image;
 mod new_project;
+mod registry_auth;
 mod support;
