@@ -273,8 +273,13 @@ async fn cluster_pulls_from_an_authenticated_registry_with_a_pull_secret() {
     )
     .await;
     println!("without a pull secret: {reason}: {message}");
+    // containerd: "... may require authorization: authorization failed:
+    // no basic auth credentials" (the registry answered 401).
+    let lower = message.to_lowercase();
     assert!(
-        message.contains("401") || message.to_lowercase().contains("unauthorized"),
+        lower.contains("authorization failed")
+            || lower.contains("401")
+            || lower.contains("unauthorized"),
         "{reason}: {message}"
     );
     let phase = pods.get("no-secret").await.unwrap();
