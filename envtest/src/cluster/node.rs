@@ -533,7 +533,10 @@ mod tests {
             toml.starts_with("server = \"https://198.18.1.1:5000\"\n"),
             "{toml}"
         );
-        assert!(toml.contains("[host.\"https://198.18.1.1:5000\"]"), "{toml}");
+        assert!(
+            toml.contains("[host.\"https://198.18.1.1:5000\"]"),
+            "{toml}"
+        );
         assert!(toml.contains("ca = \"/n/ca.crt\""), "{toml}");
     }
 

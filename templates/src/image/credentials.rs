@@ -121,7 +121,9 @@ pub(crate) fn find(registry: &str, login: Option<&Login>) -> Result<Found, Image
         });
     }
     let Some(path) = docker_config_path() else {
-        return Ok(anonymous("no Docker configuration ($HOME and $DOCKER_CONFIG are unset)"));
+        return Ok(anonymous(
+            "no Docker configuration ($HOME and $DOCKER_CONFIG are unset)",
+        ));
     };
     find_in_config(registry, &path)
 }
@@ -393,7 +395,9 @@ mod tests {
             Credential::Basic("alice".into(), "pa:ss".into())
         );
         assert!(
-            found.source.contains("auths[\"https://index.docker.io/v1/\"]"),
+            found
+                .source
+                .contains("auths[\"https://index.docker.io/v1/\"]"),
             "{}",
             found.source
         );

@@ -16,7 +16,8 @@ pub(crate) async fn exchange_identity_token(
     scheme: &str,
     roots: &[Certificate],
 ) -> Result<String, String> {
-    let mut builder = reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(10));
+    let mut builder =
+        reqwest::Client::builder().connect_timeout(std::time::Duration::from_secs(10));
     for root in roots {
         let certificate = reqwest::Certificate::from_pem(&root.data)
             .map_err(|e| format!("a CA certificate is unusable: {e}"))?;
@@ -75,8 +76,12 @@ pub(crate) async fn exchange_identity_token(
             body.trim()
         ));
     }
-    let token: TokenAnswer = serde_json::from_str(&body)
-        .map_err(|e| format!("the token service {} answered no token: {e}", challenge.realm))?;
+    let token: TokenAnswer = serde_json::from_str(&body).map_err(|e| {
+        format!(
+            "the token service {} answered no token: {e}",
+            challenge.realm
+        )
+    })?;
     token
         .access_token
         .or(token.token)

@@ -219,7 +219,10 @@ async fn a_wrong_password_is_a_clear_401_and_pushes_nothing() {
     assert!(!output.status.success(), "{}", text(&output));
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(
-        err.contains(&format!("https://{} answered 401 Unauthorized", registry.host())),
+        err.contains(&format!(
+            "https://{} answered 401 Unauthorized",
+            registry.host()
+        )),
         "{err}"
     );
     assert!(err.contains("refused the credentials from auths["), "{err}");
@@ -228,7 +231,10 @@ async fn a_wrong_password_is_a_clear_401_and_pushes_nothing() {
         "{err}"
     );
     assert!(err.contains("the image is intact in"), "{err}");
-    assert!(!err.contains("wrong"), "the password is never printed: {err}");
+    assert!(
+        !err.contains("wrong"),
+        "the password is never printed: {err}"
+    );
     assert_eq!(pulled_digest(&registry, &reference).await, None);
 
     // No credentials at all.
@@ -244,7 +250,10 @@ async fn a_wrong_password_is_a_clear_401_and_pushes_nothing() {
     let err = String::from_utf8_lossy(&output.stderr);
     assert!(err.contains("401 Unauthorized"), "{err}");
     assert!(err.contains("none were found"), "{err}");
-    assert!(err.contains(&format!("docker login {}", registry.host())), "{err}");
+    assert!(
+        err.contains(&format!("docker login {}", registry.host())),
+        "{err}"
+    );
     assert_eq!(pulled_digest(&registry, &reference).await, None);
 }
 
@@ -276,16 +285,10 @@ async fn a_credential_helper_gives_the_password() {
         ),
     )
     .unwrap();
-    std::fs::set_permissions(
-        &helper,
-        std::os::unix::fs::PermissionsExt::from_mode(0o755),
-    )
-    .unwrap();
-    let path = std::env::join_paths(
-        std::iter::once(bin.clone()).chain(std::env::split_paths(
-            &std::env::var_os("PATH").unwrap_or_default(),
-        )),
-    )
+    std::fs::set_permissions(&helper, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let path = std::env::join_paths(std::iter::once(bin.clone()).chain(std::env::split_paths(
+        &std::env::var_os("PATH").unwrap_or_default(),
+    )))
     .unwrap();
     let config = docker_config(
         home.path(),

@@ -159,7 +159,13 @@ async fn cluster_pulls_and_runs_a_pushed_image() {
     let reference = registry.reference("opkit/tiny", "v1");
     // The host's end of the node link is not loopback: plain HTTP on request.
     image
-        .push(&reference, PushOptions { insecure: true, ..PushOptions::default() })
+        .push(
+            &reference,
+            PushOptions {
+                insecure: true,
+                ..PushOptions::default()
+            },
+        )
         .await
         .unwrap();
 
