@@ -29,8 +29,9 @@
 //! let ca = registry.ca_file().expect("an authenticated registry serves HTTPS");
 //! println!("push to {} trusting {}", registry.reference("demo", "v1"), ca.display());
 //! # Ok(()) }
-//! ``` It is killed and
-//! its directory removed when the [`Registry`] is stopped or dropped (and it
+//! ```
+//!
+//! It is killed and its directory removed when the [`Registry`] is stopped or dropped (and it
 //! dies with the test process on Linux); with `OPKIT_RUN_DIR` set, the
 //! process and the directory are recorded for `tests/check-orphans.sh`.
 //!
