@@ -68,6 +68,19 @@ pub struct RegistryBuilder {
     binary: Option<PathBuf>,
     start_timeout: Duration,
     login: Option<(String, String)>,
+    token: Option<TokenAuth>,
+}
+
+/// distribution's `token` auth: the registry answers `WWW-Authenticate:
+/// Bearer realm=...,service=...` and accepts only JWTs that `issuer` signed
+/// with a key of `jwks` (a JSON Web Key Set file; the token header names the
+/// key by `kid`) for the audience `service`.
+#[derive(Debug, Clone)]
+struct TokenAuth {
+    realm: String,
+    service: String,
+    issuer: String,
+    jwks: PathBuf,
 }
 
 impl Default for RegistryBuilder {
@@ -77,6 +90,7 @@ impl Default for RegistryBuilder {
             binary: None,
             start_timeout: Duration::from_secs(30),
             login: None,
+            token: None,
         }
     }
 }
@@ -111,8 +125,30 @@ impl RegistryBuilder {
         self
     }
 
+    /// Require bearer tokens from a token service (Docker's token
+    /// protocol; distribution's `token` auth), and serve HTTPS as with
+    /// [`htpasswd`](Self::htpasswd). Clients are sent to `realm` for tokens
+    /// for `service`; a token is accepted when `issuer` signed it (ES256 or
+    /// RS256) with a key in the JSON Web Key Set file `jwks`, named by the
+    /// token's `kid`. The token service is the caller's.
+    pub fn token_auth(
+        mut self,
+        realm: impl Into<String>,
+        service: impl Into<String>,
+        issuer: impl Into<String>,
+        jwks: impl Into<PathBuf>,
+    ) -> Self {
+        self.token = Some(TokenAuth {
+            realm: realm.into(),
+            service: service.into(),
+            issuer: issuer.into(),
+            jwks: jwks.into(),
+        });
+        self
+    }
+
     /// Starts the registry and waits until `GET /v2/` answers (200, or 401
-    /// with [`htpasswd`](Self::htpasswd)).
+    /// with [`htpasswd`](Self::htpasswd) or [`token_auth`](Self::token_auth)).
     pub async fn start(self) -> Result<Registry> {
         let binary = match self.binary.clone() {
             Some(path) => path,
@@ -158,14 +194,19 @@ impl RegistryBuilder {
         let address = free_address(self.address)?;
         let mut yaml = config_yaml(address, &dir.join("storage"));
         let mut ca_pem = None;
-        if let Some((username, password)) = &self.login {
+        if self.login.is_some() || self.token.is_some() {
             let pki = Pki::generate(&[address.ip().to_string()])?;
             write(&dir.join(CA_FILE), &pki.ca_pem)?;
             write(&dir.join("tls.crt"), &pki.serving_cert_pem)?;
             write(&dir.join("tls.key"), &pki.serving_key_pem)?;
-            write(&dir.join("htpasswd"), &htpasswd_line(username, password)?)?;
-            yaml.push_str(&auth_yaml(dir));
+            yaml.push_str(&tls_yaml(dir));
             ca_pem = Some(pki.ca_pem);
+        }
+        if let Some((username, password)) = &self.login {
+            write(&dir.join("htpasswd"), &htpasswd_line(username, password)?)?;
+            yaml.push_str(&htpasswd_yaml(dir));
+        } else if let Some(token) = &self.token {
+            yaml.push_str(&token_yaml(token));
         }
         let config = dir.join("config.yml");
         write(&config, &yaml)?;
@@ -214,12 +255,31 @@ fn write(path: &Path, contents: &str) -> Result<()> {
     })
 }
 
-/// The `http.tls` and `auth.htpasswd` sections, for files in `dir`.
-fn auth_yaml(dir: &Path) -> String {
+/// The `http.tls` section, for files in `dir`.
+fn tls_yaml(dir: &Path) -> String {
     format!(
-        "  tls:\n    certificate: {dir}/tls.crt\n    key: {dir}/tls.key\n\
-         auth:\n  htpasswd:\n    realm: opkit-envtest\n    path: {dir}/htpasswd\n",
+        "  tls:\n    certificate: {dir}/tls.crt\n    key: {dir}/tls.key\n",
         dir = dir.display()
+    )
+}
+
+/// The `auth.htpasswd` section, for the file in `dir`.
+fn htpasswd_yaml(dir: &Path) -> String {
+    format!(
+        "auth:\n  htpasswd:\n    realm: opkit-envtest\n    path: {dir}/htpasswd\n",
+        dir = dir.display()
+    )
+}
+
+/// The `auth.token` section (values quoted as YAML takes JSON strings).
+fn token_yaml(token: &TokenAuth) -> String {
+    let quote = |v: &str| serde_json::Value::String(v.to_owned()).to_string();
+    format!(
+        "auth:\n  token:\n    realm: {}\n    service: {}\n    issuer: {}\n    jwks: {}\n",
+        quote(&token.realm),
+        quote(&token.service),
+        quote(&token.issuer),
+        quote(&token.jwks.display().to_string()),
     )
 }
 
@@ -405,9 +465,21 @@ mod tests {
         assert!(hash.starts_with("$2"), "{hash}");
         assert!(bcrypt::verify("s3cret", hash).unwrap());
         assert!(!bcrypt::verify("wrong", hash).unwrap());
-        let yaml = auth_yaml(Path::new("/d"));
+        let yaml = htpasswd_yaml(Path::new("/d"));
         assert!(yaml.contains("path: /d/htpasswd"), "{yaml}");
+        let yaml = tls_yaml(Path::new("/d"));
         assert!(yaml.contains("certificate: /d/tls.crt"), "{yaml}");
+        let yaml = token_yaml(&TokenAuth {
+            realm: "http://127.0.0.1:1/token".into(),
+            service: "svc".into(),
+            issuer: "iss".into(),
+            jwks: "/d/jwks.json".into(),
+        });
+        assert!(
+            yaml.contains("realm: \"http://127.0.0.1:1/token\"")
+                && yaml.contains("jwks: \"/d/jwks.json\""),
+            "{yaml}"
+        );
     }
 
     /// The constant names the version the build script builds.

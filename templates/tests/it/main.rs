@@ -9,3 +9,4 @@ mod image;
 mod new_project;
 mod registry_auth;
 mod support;
+mod token_service;

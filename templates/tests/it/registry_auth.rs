@@ -3,11 +3,10 @@
 //! (HTTP Basic) over HTTPS from a private CA, and the credentials found
 //! where docker and ko find them.
 //!
-//! Needs the registry (`make registry`). Not covered here: the bearer-token
-//! flow. distribution's `token` auth needs a separate token server (it
-//! only verifies tokens someone else signs) and none is built locally, so
-//! the flow (oci-client's for user and password, ours for identity tokens)
-//! is exercised only as far as its parsing (unit tests).
+//! Needs the registry (`make registry`). Also with distribution's `token`
+//! auth: the registry verifies ES256 JWTs from a token service these tests
+//! run (`token_service.rs`), reached by oci-client's token flow with a
+//! password and by ours with an identity token.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -20,6 +19,7 @@ use oci_client::{Client, Reference};
 use opkit_envtest::Registry;
 
 use crate::support::{target_dir, text};
+use crate::token_service::{ISSUER, SERVICE, TokenService};
 
 const USER: &str = "opkit-pusher";
 const PASSWORD: &str = "right-password";
@@ -395,4 +395,109 @@ async fn password_stdin_signs_in() {
         "{}",
         text(&output)
     );
+}
+
+/// A registry with token auth (distribution's `token`, verifying the JWTs
+/// of a token service): a password is exchanged for a token by oci-client's
+/// `GET` with Basic, an `identitytoken` by our OAuth2 `refresh_token` POST;
+/// a wrong password is a clear 401 and tags nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_bearer_token_flow_with_a_password_and_an_identity_token() {
+    let home = tempfile::tempdir().unwrap();
+    let tokens = TokenService::start(home.path(), USER, PASSWORD, "refresh-me").await;
+    let registry = Registry::builder()
+        .token_auth(tokens.realm(), SERVICE, ISSUER, tokens.jwks())
+        .start()
+        .await
+        .unwrap();
+    let ca = registry.ca_file().unwrap();
+    let ca = ca.to_str().unwrap().to_owned();
+    let run =
+        |reference: String, args: Vec<String>, config: serde_json::Value, stdin: Option<String>| {
+            let home = home.path().to_owned();
+            tokio::task::spawn_blocking(move || {
+                let docker = docker_config(&home, &config);
+                let args: Vec<&str> = args.iter().map(String::as_str).collect();
+                push(
+                    &home,
+                    &reference,
+                    &args,
+                    &[("DOCKER_CONFIG", docker.as_os_str())],
+                    stdin.as_deref(),
+                )
+            })
+        };
+
+    // A password, from --password-stdin.
+    let reference = registry.reference("opkit/tiny", "token");
+    let output = run(
+        reference.clone(),
+        vec![
+            "--ca-file".into(),
+            ca.clone(),
+            "--username".into(),
+            USER.into(),
+            "--password-stdin".into(),
+        ],
+        serde_json::json!({}),
+        Some(PASSWORD.to_owned()),
+    )
+    .await
+    .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(
+        pulled_digest(&registry, &reference).await,
+        Some(pushed_digest(&output))
+    );
+    assert!(tokens.seen.lock().unwrap().contains(&"basic".to_owned()));
+
+    // An identity token in config.json.
+    let reference = registry.reference("opkit/tiny", "identity");
+    let output = run(
+        reference.clone(),
+        vec!["--ca-file".into(), ca.clone()],
+        serde_json::json!({ "auths": { registry.host(): { "identitytoken": "refresh-me" } } }),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(output.status.success(), "{}", text(&output));
+    assert_eq!(
+        pulled_digest(&registry, &reference).await,
+        Some(pushed_digest(&output))
+    );
+    assert!(tokens.seen.lock().unwrap().contains(&"refresh".to_owned()));
+
+    // A wrong password: the token service refuses it.
+    let reference = registry.reference("opkit/tiny", "refused");
+    let output = run(
+        reference.clone(),
+        vec!["--ca-file".into(), ca.clone()],
+        serde_json::json!({ "auths": { registry.host(): { "auth": basic(USER, "wrong") } } }),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(!output.status.success(), "{}", text(&output));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(err.contains("401 Unauthorized"), "{err}");
+    assert!(err.contains("refused the credentials from auths["), "{err}");
+    assert_eq!(pulled_digest(&registry, &reference).await, None);
+
+    // A wrong identity token.
+    let output = run(
+        reference.clone(),
+        vec!["--ca-file".into(), ca],
+        serde_json::json!({ "auths": { registry.host(): { "identitytoken": "stale" } } }),
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(!output.status.success(), "{}", text(&output));
+    let err = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        err.contains("refused the identity token (401 Unauthorized)") && err.contains("auths["),
+        "{err}"
+    );
+    assert_eq!(pulled_digest(&registry, &reference).await, None);
 }
