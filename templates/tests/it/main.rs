@@ -8,4 +8,6 @@ mod dist;
 mod example_in_sync;
 mod image;
 mod new_project;
+mod registry_auth;
 mod support;
+mod token_service;
