@@ -6,5 +6,6 @@ mod create_webhook;
 mod dev_cluster;
 mod example_in_sync;
 mod image;
+mod make_test_e2e;
 mod new_project;
 mod support;

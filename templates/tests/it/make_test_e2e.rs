@@ -1,0 +1,45 @@
+//! `make test-e2e` of a generated project, for real: a project fresh from
+//! `cargo opkit new` with a kind (its reconciler the template's TODO body),
+//! whose end-to-end test starts opkit's local cluster with a registry (no
+//! `KUBECONFIG`, as root), pushes the image `cargo opkit image` builds,
+//! `make deploy`s it, sees the sample reconciled and the kind's roles
+//! aggregated into the built-in `view` and `edit`, `make undeploy`s, and
+//! stops the cluster leaving nothing behind. Needs root and the cluster's
+//! assets (`make cluster-assets`), as `make test` in opkit has.
+
+use std::process::{Command, Stdio};
+
+use super::support::{new_project, path_with_cargo_opkit, target_dir, text};
+
+#[test]
+fn make_test_e2e_deploys_a_generated_operator_to_the_local_cluster() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = new_project(tmp.path(), "e2e-operator", "e2e.example.com", "Probe");
+    let mut make = Command::new("make");
+    cargo_opkit::clear_crate_env(&mut make)
+        .arg("test-e2e")
+        .current_dir(&project)
+        .env("PATH", path_with_cargo_opkit())
+        .env("CARGO_TARGET_DIR", target_dir())
+        .env_remove("KUBECONFIG")
+        .env_remove("MAKEFLAGS")
+        .env_remove("MAKELEVEL")
+        .stdin(Stdio::null());
+    let started = std::time::Instant::now();
+    let output = make.output().expect("run make test-e2e");
+    let shown = text(&output);
+    assert!(output.status.success(), "make test-e2e:\n{shown}");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    for line in [
+        "opkit's local cluster started",
+        "samples/probe.yaml: probe-sample reconciled",
+        "test the_operator_deploys_reconciles_the_samples_and_undeploys ... ok",
+        "test result: ok. 1 passed",
+    ] {
+        assert!(stdout.contains(line), "`{line}` missing:\n{shown}");
+    }
+    eprintln!(
+        "make test-e2e (build, cluster, image, deploy, sample, undeploy): {:.0}s",
+        started.elapsed().as_secs_f64()
+    );
+}
