@@ -1263,10 +1263,15 @@ mod tests {
                 .any(|s| s.uses.as_deref() == Some("helm/kind-action@v1"))
         );
         assert!(
-            e2e.steps.iter().filter_map(|s| s.run.as_deref()).any(|r| r
-                .starts_with("make test-e2e IMG=localhost:5000/demo-operator:e2e")),
+            e2e.steps
+                .iter()
+                .filter_map(|s| s.run.as_deref())
+                .any(|r| r.starts_with("make test-e2e IMG=localhost:5000/demo-operator:e2e")),
             "{:?}",
-            e2e.steps.iter().filter_map(|s| s.run.as_deref()).collect::<Vec<_>>()
+            e2e.steps
+                .iter()
+                .filter_map(|s| s.run.as_deref())
+                .collect::<Vec<_>>()
         );
     }
 

@@ -523,10 +523,16 @@ mod tests {
             for (key, value) in selector {
                 assert_eq!(&pod_labels[key], value, "{file}: label {key}");
             }
-            assert_eq!(policy["spec"]["policyTypes"], serde_json::json!(["Ingress"]));
+            assert_eq!(
+                policy["spec"]["policyTypes"],
+                serde_json::json!(["Ingress"])
+            );
             let allowed = &policy["spec"]["ingress"][0]["ports"][0];
             assert_eq!(allowed["port"], port, "{file}");
-            assert!(ports.contains(&port), "{file}: the manager has no port {port}: {ports:?}");
+            assert!(
+                ports.contains(&port),
+                "{file}: the manager has no port {port}: {ports:?}"
+            );
         }
         let metrics = yaml(&policy_dir, "allow-metrics-traffic.yaml");
         assert_eq!(

@@ -21,7 +21,9 @@ const LEVELS: [(&str, &str, &[&str]); 3] = [
     (
         "editor",
         "edit",
-        &["create", "delete", "get", "list", "patch", "update", "watch"],
+        &[
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ],
     ),
     ("viewer", "view", &["get", "list", "watch"]),
 ];
@@ -152,7 +154,11 @@ mod tests {
         );
         for role in &roles {
             let labels = role.metadata.labels.as_ref().expect("labels");
-            assert!(labels.values().all(|v| v == "true" || v == "memcached-operator"));
+            assert!(
+                labels
+                    .values()
+                    .all(|v| v == "true" || v == "memcached-operator")
+            );
         }
     }
 }

@@ -43,3 +43,51 @@ fn make_test_e2e_deploys_a_generated_operator_to_the_local_cluster() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// With no `KUBECONFIG` and no root to start a cluster, `make test-e2e`
+/// stops before building anything and says what to set.
+#[test]
+fn make_test_e2e_without_a_cluster_or_root_says_what_to_set() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let project = new_project(tmp.path(), "lone-operator", "lone.example.com", "Probe");
+    // Readable by `nobody`, who runs make below.
+    for dir in [tmp.path(), project.as_path()] {
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod");
+    }
+    let before = entries(&project);
+    let mut make = Command::new("setpriv");
+    cargo_opkit::clear_crate_env(&mut make)
+        .args([
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            "make",
+            "test-e2e",
+        ])
+        .current_dir(&project)
+        .env("PATH", path_with_cargo_opkit())
+        .env_remove("KUBECONFIG")
+        .env_remove("MAKEFLAGS")
+        .stdin(Stdio::null());
+    let output = make.output().expect("run make test-e2e as nobody");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success(), "{}", text(&output));
+    assert!(
+        stderr.contains("make test-e2e needs a cluster: set KUBECONFIG"),
+        "{}",
+        text(&output)
+    );
+    assert!(!stderr.contains("Compiling"), "{}", text(&output));
+    assert_eq!(entries(&project), before, "nothing is left behind");
+}
+
+fn entries(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .expect("read the project")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
