@@ -1,6 +1,7 @@
 //! The end-to-end test, as kubebuilder's `test/e2e`: the operator built
-//! into its image (`make image PUSH=1`), deployed with `make deploy`, every
-//! object in `samples/` reconciled, the CRDs' admin/editor/viewer roles
+//! into its image (`make image PUSH=1`), deployed with `make deploy
+//! NETWORK_POLICY=1` (each NetworkPolicy selecting the manager's pod, which
+//! still works under them), every object in `samples/` reconciled, the CRDs' admin/editor/viewer roles
 //! aggregated into the built-in `edit` and `view`, then `make undeploy`
 //! leaving nothing behind. `#[ignore]`d, so `make test` skips it; `make
 //! test-e2e` runs it:
@@ -23,7 +24,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
 use k8s_openapi::api::rbac::v1::ClusterRole;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DynamicObject, ListParams};
@@ -45,9 +47,14 @@ async fn the_operator_deploys_reconciles_the_samples_and_undeploys() {
     let project = Project::new(&target);
 
     project.make(&["image", &format!("IMG={}", target.image), "PUSH=1"]);
-    project.make(&["deploy", &format!("IMG={}", target.image)]);
+    project.make(&[
+        "deploy",
+        &format!("IMG={}", target.image),
+        "NETWORK_POLICY=1",
+    ]);
     let deployed = Deployed(&project);
     manager_available(&client).await;
+    network_policies_select_the_manager(&client).await;
 
     roles_aggregate(&project).await;
     samples_reconciled(&client).await;
@@ -278,6 +285,52 @@ async fn manager_available(client: &kube::Client) {
         rolled_out.then_some(())
     })
     .await;
+}
+
+/// Every NetworkPolicy of `deploy/network-policy/` is in the cluster and
+/// its pod selector picks the manager's pod.
+async fn network_policies_select_the_manager(client: &kube::Client) {
+    let policies: Api<NetworkPolicy> = Api::namespaced(client.clone(), NAMESPACE);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/network-policy");
+    let files = std::fs::read_dir(&dir)
+        .map(|entries| entries.flatten().map(|e| e.path()).collect::<Vec<_>>())
+        .unwrap_or_default();
+    for file in files {
+        let text = std::fs::read_to_string(&file).expect("read a NetworkPolicy");
+        for object in opkit::manifest::parse(&text).expect("parse a NetworkPolicy") {
+            let name = object.metadata.name.unwrap_or_default();
+            let policy = policies
+                .get(&name)
+                .await
+                .unwrap_or_else(|e| panic!("NetworkPolicy {name} ({}): {e}", file.display()));
+            let selector = policy
+                .spec
+                .and_then(|s| s.pod_selector.match_labels)
+                .unwrap_or_default()
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(",");
+            assert!(
+                !selector.is_empty(),
+                "NetworkPolicy {name} selects every pod"
+            );
+            let selected = pods
+                .list(&ListParams::default().labels(&selector))
+                .await
+                .expect("list pods");
+            assert!(
+                selected.items.iter().any(|p| p
+                    .metadata
+                    .name
+                    .as_deref()
+                    .is_some_and(|n| n.starts_with(&format!("{NAME}-controller-manager-")))),
+                "NetworkPolicy {name} ({selector}) selects no manager pod"
+            );
+            println!("NetworkPolicy {name} selects the manager's pod");
+        }
+    }
 }
 
 /// A user bound to the built-in `view` can read every kind of the project

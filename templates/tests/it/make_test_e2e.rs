@@ -2,7 +2,9 @@
 //! `cargo opkit new` with a kind (its reconciler the template's TODO body),
 //! whose end-to-end test starts opkit's local cluster with a registry (no
 //! `KUBECONFIG`, as root), pushes the image `cargo opkit image` builds,
-//! `make deploy`s it, sees the sample reconciled and the kind's roles
+//! `make deploy NETWORK_POLICY=1`s it (the metrics NetworkPolicy selecting
+//! the manager's pod: the local cluster does not enforce it), sees the
+//! sample reconciled and the kind's roles
 //! aggregated into the built-in `view` and `edit`, `make undeploy`s, and
 //! stops the cluster leaving nothing behind. Needs root and the cluster's
 //! assets (`make cluster-assets`), as `make test` in opkit has.
@@ -32,6 +34,7 @@ fn make_test_e2e_deploys_a_generated_operator_to_the_local_cluster() {
     let stdout = String::from_utf8_lossy(&output.stdout);
     for line in [
         "opkit's local cluster started",
+        "NetworkPolicy e2e-operator-allow-metrics-traffic selects the manager's pod",
         "samples/probe.yaml: probe-sample reconciled",
         "test the_operator_deploys_reconciles_the_samples_and_undeploys ... ok",
         "test result: ok. 1 passed",
