@@ -306,7 +306,8 @@ async fn network_policies_select_the_manager(client: &kube::Client) {
                 .unwrap_or_else(|e| panic!("NetworkPolicy {name} ({}): {e}", file.display()));
             let selector = policy
                 .spec
-                .and_then(|s| s.pod_selector.match_labels)
+                .and_then(|s| s.pod_selector)
+                .and_then(|s| s.match_labels)
                 .unwrap_or_default()
                 .iter()
                 .map(|(k, v)| format!("{k}={v}"))
