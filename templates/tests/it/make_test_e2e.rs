@@ -41,6 +41,15 @@ fn make_test_e2e_deploys_a_generated_operator_to_the_local_cluster() {
     ] {
         assert!(stdout.contains(line), "`{line}` missing:\n{shown}");
     }
+    // The steps the generated test printed, for the log of this run.
+    for line in stdout.lines().filter(|l| {
+        l.starts_with("make ")
+            || l.starts_with("opkit's local cluster")
+            || l.starts_with("NetworkPolicy")
+            || l.ends_with("reconciled")
+    }) {
+        eprintln!("  {line}");
+    }
     eprintln!(
         "make test-e2e (build, cluster, image, deploy, sample, undeploy): {:.0}s",
         started.elapsed().as_secs_f64()
