@@ -1266,7 +1266,9 @@ mod tests {
             e2e.steps
                 .iter()
                 .filter_map(|s| s.run.as_deref())
-                .any(|r| r.starts_with("make test-e2e IMG=localhost:5000/demo-operator:e2e")),
+                .any(|r| r.starts_with(
+                    "KUBECONFIG=\"$HOME/.kube/config\" make test-e2e IMG=localhost:5000/demo-operator:e2e"
+                )),
             "{:?}",
             e2e.steps
                 .iter()
