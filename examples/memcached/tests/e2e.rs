@@ -149,11 +149,24 @@ impl Target {
 }
 
 /// The project's directory, and how `make` and `kubectl` run in it.
+/// Dropped, it puts back the `.pushed-image` the test's `make image PUSH=1`
+/// overwrote, so a later `make deploy` deploys what it did before.
 struct Project {
     dir: PathBuf,
     kubeconfig: Option<PathBuf>,
     path: OsString,
     insecure: bool,
+    pushed_before: Option<Vec<u8>>,
+}
+
+impl Drop for Project {
+    fn drop(&mut self) {
+        let pushed = self.dir.join(".pushed-image");
+        let _ = match &self.pushed_before {
+            Some(before) => std::fs::write(&pushed, before),
+            None => std::fs::remove_file(&pushed),
+        };
+    }
 }
 
 impl Project {
@@ -167,8 +180,10 @@ impl Project {
                 .chain(std::env::split_paths(&path)),
         )
         .expect("PATH");
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
         Self {
-            dir: PathBuf::from(env!("CARGO_MANIFEST_DIR")),
+            pushed_before: std::fs::read(dir.join(".pushed-image")).ok(),
+            dir,
             kubeconfig: target.kubeconfig.clone(),
             path,
             insecure: target.insecure,

@@ -32,6 +32,9 @@ fn make_test_e2e_deploys_a_generated_operator_to_the_local_cluster() {
     let shown = text(&output);
     assert!(output.status.success(), "make test-e2e:\n{shown}");
     let stdout = String::from_utf8_lossy(&output.stdout);
+    // The project is as it was: the test's push is not what a later
+    // `make deploy` deploys.
+    assert!(!project.join(".pushed-image").exists());
     for line in [
         "opkit's local cluster started",
         "NetworkPolicy e2e-operator-allow-metrics-traffic selects the manager's pod",
