@@ -7,6 +7,7 @@ mod dev_cluster;
 mod dist;
 mod example_in_sync;
 mod image;
+mod make_test_e2e;
 mod new_project;
 mod registry_auth;
 mod support;
