@@ -13,6 +13,7 @@ mod client_helpers;
 mod cluster;
 mod controller;
 mod deploy;
+mod deploy_helm;
 mod deploy_in_cluster;
 mod envtest;
 mod image;
@@ -21,6 +22,7 @@ mod macros_derive;
 mod macros_ui;
 mod manager;
 mod read_your_writes;
+mod user_roles;
 mod webhook;
 
 mod cache_support;
