@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+pub mod metrics_client;
+
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, ObjectMeta, PostParams};
