@@ -80,9 +80,17 @@ impl Decision {
 }
 
 /// Decisions by token hash, each until it expires (on tokio's clock).
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(crate) struct DecisionCache {
     entries: Mutex<HashMap<[u8; 32], (Instant, Decision)>>,
+}
+
+impl std::fmt::Debug for DecisionCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DecisionCache")
+            .field("entries", &self.entries.lock().len())
+            .finish()
+    }
 }
 
 impl DecisionCache {
@@ -202,9 +210,7 @@ impl MetricsAuth {
         let reviewed = Api::<SubjectAccessReview>::all(self.client.clone())
             .create(&PostParams::default(), &access)
             .await
-            .map_err(|error| {
-                unavailable("SubjectAccessReview", "authorization.k8s.io", &error)
-            })?;
+            .map_err(|error| unavailable("SubjectAccessReview", "authorization.k8s.io", &error))?;
         let status = reviewed.status.unwrap_or_default();
         if status.allowed {
             return Ok(Decision::Allowed);

@@ -83,8 +83,9 @@ impl SecureMetrics {
         let error = |source: WebhookError| ManagerError::MetricsCertificate { source };
         let (config, reloader) = match &self.cert_dir {
             Some(dir) => {
-                let reloader = CertificateReloader::load(&dir.join("tls.crt"), &dir.join("tls.key"))
-                    .map_err(error)?;
+                let reloader =
+                    CertificateReloader::load(&dir.join("tls.crt"), &dir.join("tls.key"))
+                        .map_err(error)?;
                 let config = tls::server_config(Arc::clone(&reloader)).map_err(error)?;
                 (config, Some(reloader))
             }

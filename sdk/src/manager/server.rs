@@ -99,7 +99,11 @@ pub(crate) async fn serve(
     let https = bound.secure.is_some();
     match addr {
         Some(addr) => tracing::info!(server = serves.describe(), address = %addr, https, "serving"),
-        None => tracing::info!(server = serves.describe(), https, "serving (address unknown)"),
+        None => tracing::info!(
+            server = serves.describe(),
+            https,
+            "serving (address unknown)"
+        ),
     }
     if let Some(secure) = bound.secure {
         secure.serve(bound.listener, endpoints.metrics, stop).await;

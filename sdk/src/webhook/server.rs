@@ -252,7 +252,14 @@ impl BoundWebhookServer {
             Some(address) => tracing::info!(server = "webhook", address = %address, "serving"),
             None => tracing::info!(server = "webhook", "serving (address unknown)"),
         }
-        https::serve("webhook", self.listener, acceptor, self.router, stop.clone()).await;
+        https::serve(
+            "webhook",
+            self.listener,
+            acceptor,
+            self.router,
+            stop.clone(),
+        )
+        .await;
         self.serving.store(false, Ordering::Release);
         watcher.abort();
         let _ = watcher.await;
