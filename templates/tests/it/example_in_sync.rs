@@ -51,6 +51,7 @@ fn the_memcached_example_deploys_with_the_generated_makefile_and_manifests() {
         "deploy/00-namespace.yaml",
         "deploy/02-service-account.yaml",
         "deploy/04-deployment.yaml",
+        "grafana/controller-runtime-metrics.json",
     ] {
         assert_eq!(
             read(&example, file),

@@ -20,6 +20,7 @@ mod leader;
 mod macros_derive;
 mod macros_ui;
 mod manager;
+mod metrics_dashboard;
 mod metrics_secure;
 mod read_your_writes;
 mod webhook;

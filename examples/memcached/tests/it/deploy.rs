@@ -307,6 +307,7 @@ async fn a_missing_rule_is_a_clear_forbidden_error_naming_verb_and_resource() {
             .types
             .as_ref()
             .is_some_and(|t| t.kind == "ClusterRole")
+            && object.metadata.name.as_deref() == Some(memcached_operator::CLUSTER_ROLE)
         {
             let mut role: ClusterRole =
                 serde_json::from_value(serde_json::to_value(&*object).expect("to JSON"))
