@@ -13,7 +13,9 @@
 //!    finalizer runs, an Event is recorded, owned objects are gone);
 //! 3. the operator pod is deleted: the replacement takes the Lease and
 //!    carries on;
-//! 4. `/metrics` is scraped through the metrics Service from a pod;
+//! 4. `/metrics` is scraped through the metrics Service from a pod, over
+//!    HTTPS: 401 without a token, served with the pod's ServiceAccount
+//!    token once it is bound the generated metrics-reader ClusterRole;
 //! 5. the operator logged no forbidden error; with a rule dropped from its
 //!    ClusterRole, the error it reports names the verb and resource;
 //! 6. `make undeploy` leaves nothing behind.
@@ -28,7 +30,7 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{Namespace, Pod, Service, ServiceAccount};
 use k8s_openapi::api::events::v1::Event;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -165,8 +167,11 @@ impl Deployed<'_> {
         );
     }
 
-    /// `GET /metrics` through the metrics Service, from a busybox pod
-    /// `pod_name` in `namespace` (which this creates).
+    /// `GET /metrics` through the metrics Service (HTTPS, the manager's
+    /// self-signed certificate), from a busybox pod `pod_name` in
+    /// `namespace` (which this creates) running as the ServiceAccount
+    /// `scraper`, bound the generated `<name>-metrics-reader` ClusterRole:
+    /// first without a token (must be 401), then with the pod's token.
     async fn scrape_metrics(&self, namespace: &str, pod_name: &str) -> String {
         let services: Api<Service> = Api::namespaced(self.client.clone(), self.project.namespace);
         let service = services
@@ -179,16 +184,47 @@ impl Deployed<'_> {
             .expect("a cluster IP");
         let busybox = self.cluster.image("busybox").expect("a busybox image");
         create_namespace(&self.client, namespace).await;
+        // The scraper's identity: a ServiceAccount bound the generated
+        // metrics-reader role (the binding is not the operator's: `make
+        // undeploy` leaves it, so it is deleted below).
+        let accounts: Api<ServiceAccount> = Api::namespaced(self.client.clone(), namespace);
+        let account: ServiceAccount =
+            serde_json::from_value(json!({ "metadata": { "name": "scraper" } })).expect("an SA");
+        accounts
+            .create(&PostParams::default(), &account)
+            .await
+            .expect("create the scraper ServiceAccount");
+        let bindings: Api<ClusterRoleBinding> = Api::all(self.client.clone());
+        let binding_name = format!("{namespace}-metrics-reader");
+        let binding = opkit::rbac::cluster_role_binding(
+            &binding_name,
+            &format!("{}-metrics-reader", self.project.name),
+            "scraper",
+            namespace,
+        );
+        bindings
+            .create(&PostParams::default(), &binding)
+            .await
+            .expect("bind the metrics-reader ClusterRole");
+        let url = format!("https://{ip}:8443/metrics");
+        let script = format!(
+            "if wget -q -O - --no-check-certificate {url} 2>/tmp/err; then \
+               echo 'served without a token'; exit 1; fi; \
+             echo \"no token: $(cat /tmp/err)\"; \
+             wget -q -O - --no-check-certificate \
+               --header \"Authorization: Bearer $(cat /var/run/secrets/kubernetes.io/serviceaccount/token)\" {url}"
+        );
         let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let pod: Pod = serde_json::from_value(json!({
             "metadata": { "name": pod_name },
             "spec": {
                 "restartPolicy": "Never",
+                "serviceAccountName": "scraper",
                 "containers": [{
                     "name": "scrape",
                     "image": busybox,
                     "imagePullPolicy": "IfNotPresent",
-                    "command": ["wget", "-q", "-O", "-", format!("http://{ip}:8080/metrics")]
+                    "command": ["sh", "-c", script]
                 }]
             }
         }))
@@ -205,8 +241,17 @@ impl Deployed<'_> {
             .logs(pod_name, &LogParams::default())
             .await
             .expect("the scrape pod's log");
+        bindings
+            .delete(&binding_name, &DeleteParams::default())
+            .await
+            .expect("delete the metrics-reader binding");
         assert_eq!(phase, "Succeeded", "wget /metrics: {output}");
-        output
+        let (first, metrics) = output.split_once('\n').unwrap_or((&output, ""));
+        assert!(
+            first.starts_with("no token:") && first.contains("401"),
+            "without a token: {first}"
+        );
+        metrics.to_owned()
     }
 
     /// `make undeploy`; then the namespace, the CRDs, the ClusterRole and
