@@ -241,8 +241,14 @@ impl ManagerBuilder {
             None => None,
             Some(election) => Some(elector(&client, election)?),
         };
+        // Only when metrics are served at all ("0" turns them off).
+        let serves_metrics = self
+            .metrics_address
+            .as_deref()
+            .and_then(server::parse_address)
+            .is_some();
         let secure = match &self.metrics_secure {
-            Some(secure) if self.metrics_address.is_some() => Some(secure.prepare(&client)?),
+            Some(secure) if serves_metrics => Some(secure.prepare(&client)?),
             _ => None,
         };
         let servers = bind_servers(
