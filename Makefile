@@ -8,7 +8,7 @@ export OPKIT_CACHE
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: help demo test controlplane registry cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook
+.PHONY: help demo test controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook
 
 help:
 	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
@@ -17,6 +17,7 @@ help:
 	@echo "make dev-cluster   start a local control plane and keep it running until Ctrl-C"
 	@echo "make cluster       start a local single-node cluster with a registry until Ctrl-C (REGISTRY=0: without)"
 	@echo "make registry      build the OCI registry (distribution) into $(OPKIT_CACHE)/registry"
+	@echo "make helm          build the Helm CLI into $(OPKIT_CACHE)/helm (the chart tests use it)"
 	@echo "make cluster-assets build the cluster's components ($(OPKIT_CACHE)/cluster) and images ($(OPKIT_CACHE)/images)"
 	@echo "make lint          cargo fmt --check and clippy with warnings denied"
 	@echo "make bench         run the benchmarks and print ratio tables"
@@ -31,6 +32,12 @@ controlplane:
 # (distribution's `registry`, built from the Go module proxy).
 registry:
 	@tests/registry/build.sh >/dev/null
+
+# The Helm CLI the tests of `cargo opkit chart`'s chart run (helm.sh/helm/v4,
+# built from the Go module proxy); generated projects' `make helm-deploy`
+# uses it too.
+helm:
+	@tests/helm/build.sh >/dev/null
 
 # The rest of the local cluster: kube-controller-manager, kube-scheduler,
 # kubelet, kube-proxy, kubectl, containerd, runc, CNI plugins; then the images
@@ -49,9 +56,12 @@ demo: cluster-assets
 
 # Every test, then the leftover check. The run records what it starts in
 # a directory of its own (OPKIT_RUN_DIR), and check-orphans judges only that.
-test: cluster-assets registry
+# tests/run-tests.sh runs what `cargo test --workspace --all-features` runs,
+# with the two journeys binaries side by side (TEST_ARGS go to every binary,
+# e.g. TEST_ARGS=leader for the tests whose names contain "leader").
+test: cluster-assets registry helm
 	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/opkit-run.XXXXXX"); \
-	OPKIT_RUN_DIR=$$run $(CARGO) test --workspace --all-features; rc=$$?; \
+	OPKIT_RUN_DIR=$$run CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
 	OPKIT_RUN_DIR=$$run tests/check-orphans.sh || rc=1; \
 	rm -rf "$$run"; exit $$rc
 

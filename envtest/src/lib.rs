@@ -62,8 +62,10 @@
 //!   node (containerd, kubelet, kube-proxy) as well.
 //!
 //! Images: [`Registry`] runs a real OCI registry (distribution) on loopback
-//! for tests that push images; [`ClusterBuilder::with_registry`] starts one
-//! the cluster's node pulls from.
+//! for tests that push images ([`RegistryBuilder::htpasswd`]: over HTTPS,
+//! with a password, as a private registry); [`ClusterBuilder::with_registry`]
+//! starts one the cluster's node pulls from ([`ClusterBuilder::with_registry_auth`]:
+//! a private one, whose CA the node trusts).
 //!
 //! Webhooks: [`ControlPlane::install_webhooks`] points the apiserver at a
 //! webhook server on loopback (see [`opkit::webhook`]), trusting a

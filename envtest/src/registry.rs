@@ -15,8 +15,23 @@
 //! The registry listens on a free port of a loopback address (or, for a
 //! [`Cluster`](super::Cluster), the host's end of the node link, where
 //! the node's containerd pulls from it), keeps its blobs in a temporary
-//! directory, and speaks plain HTTP without authentication. It is killed and
-//! its directory removed when the [`Registry`] is stopped or dropped (and it
+//! directory, and speaks plain HTTP without authentication — or, with
+//! [`RegistryBuilder::htpasswd`], HTTPS with a certificate from a CA made
+//! for it ([`Registry::ca_file`]) and HTTP Basic authentication against an
+//! htpasswd file (bcrypt, the scheme distribution reads), as a private
+//! production registry behaves:
+//!
+//! ```no_run
+//! use opkit_envtest::Registry;
+//!
+//! # async fn example() -> Result<(), opkit_envtest::EnvtestError> {
+//! let registry = Registry::builder().htpasswd("pusher", "s3cret").start().await?;
+//! let ca = registry.ca_file().expect("an authenticated registry serves HTTPS");
+//! println!("push to {} trusting {}", registry.reference("demo", "v1"), ca.display());
+//! # Ok(()) }
+//! ```
+//!
+//! It is killed and its directory removed when the [`Registry`] is stopped or dropped (and it
 //! dies with the test process on Linux); with `OPKIT_RUN_DIR` set, the
 //! process and the directory are recorded for `tests/check-orphans.sh`.
 //!
@@ -35,6 +50,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use super::control_plane::{is_port_race, remove_stale_dirs, wait_until_ready};
 use super::error::{EnvtestError, Result};
+use super::pki::Pki;
 use super::process::ChildProcess;
 
 /// The distribution release `tests/registry/build.sh` builds (kept in step
@@ -51,6 +67,20 @@ pub struct RegistryBuilder {
     address: IpAddr,
     binary: Option<PathBuf>,
     start_timeout: Duration,
+    login: Option<(String, String)>,
+    token: Option<TokenAuth>,
+}
+
+/// distribution's `token` auth: the registry answers `WWW-Authenticate:
+/// Bearer realm=...,service=...` and accepts only JWTs that `issuer` signed
+/// with a key of `jwks` (a JSON Web Key Set file; the token header names the
+/// key by `kid`) for the audience `service`.
+#[derive(Debug, Clone)]
+struct TokenAuth {
+    realm: String,
+    service: String,
+    issuer: String,
+    jwks: PathBuf,
 }
 
 impl Default for RegistryBuilder {
@@ -59,6 +89,8 @@ impl Default for RegistryBuilder {
             address: IpAddr::V4(Ipv4Addr::LOCALHOST),
             binary: None,
             start_timeout: Duration::from_secs(30),
+            login: None,
+            token: None,
         }
     }
 }
@@ -84,7 +116,39 @@ impl RegistryBuilder {
         self
     }
 
-    /// Starts the registry and waits until `GET /v2/` answers 200.
+    /// Require this user name and password (HTTP Basic against an
+    /// htpasswd file), and serve HTTPS with a certificate for the
+    /// registry's address signed by a CA made for it
+    /// ([`Registry::ca_file`], [`Registry::ca_pem`]).
+    pub fn htpasswd(mut self, username: impl Into<String>, password: impl Into<String>) -> Self {
+        self.login = Some((username.into(), password.into()));
+        self
+    }
+
+    /// Require bearer tokens from a token service (Docker's token
+    /// protocol; distribution's `token` auth), and serve HTTPS as with
+    /// [`htpasswd`](Self::htpasswd). Clients are sent to `realm` for tokens
+    /// for `service`; a token is accepted when `issuer` signed it (ES256 or
+    /// RS256) with a key in the JSON Web Key Set file `jwks`, named by the
+    /// token's `kid`. The token service is the caller's.
+    pub fn token_auth(
+        mut self,
+        realm: impl Into<String>,
+        service: impl Into<String>,
+        issuer: impl Into<String>,
+        jwks: impl Into<PathBuf>,
+    ) -> Self {
+        self.token = Some(TokenAuth {
+            realm: realm.into(),
+            service: service.into(),
+            issuer: issuer.into(),
+            jwks: jwks.into(),
+        });
+        self
+    }
+
+    /// Starts the registry and waits until `GET /v2/` answers (200, or 401
+    /// with [`htpasswd`](Self::htpasswd) or [`token_auth`](Self::token_auth)).
     pub async fn start(self) -> Result<Registry> {
         let binary = match self.binary.clone() {
             Some(path) => path,
@@ -104,11 +168,13 @@ impl RegistryBuilder {
         loop {
             attempt += 1;
             match self.start_once(&binary, dir.path()).await {
-                Ok((process, address)) => {
-                    tracing::info!(%address, dir = %dir.path().display(), "registry ready");
+                Ok((process, address, ca_pem)) => {
+                    tracing::info!(%address, dir = %dir.path().display(), tls = ca_pem.is_some(), "registry ready");
                     return Ok(Registry {
                         process,
                         address,
+                        ca_pem,
+                        login: self.login.clone(),
                         dir,
                     });
                 }
@@ -120,20 +186,38 @@ impl RegistryBuilder {
         }
     }
 
-    async fn start_once(&self, binary: &Path, dir: &Path) -> Result<(ChildProcess, SocketAddr)> {
+    async fn start_once(
+        &self,
+        binary: &Path,
+        dir: &Path,
+    ) -> Result<(ChildProcess, SocketAddr, Option<String>)> {
         let address = free_address(self.address)?;
+        let mut yaml = config_yaml(address, &dir.join("storage"));
+        let mut ca_pem = None;
+        if self.login.is_some() || self.token.is_some() {
+            let pki = Pki::generate(&[address.ip().to_string()])?;
+            write(&dir.join(CA_FILE), &pki.ca_pem)?;
+            write(&dir.join("tls.crt"), &pki.serving_cert_pem)?;
+            write(&dir.join("tls.key"), &pki.serving_key_pem)?;
+            yaml.push_str(&tls_yaml(dir));
+            ca_pem = Some(pki.ca_pem);
+        }
+        if let Some((username, password)) = &self.login {
+            write(&dir.join("htpasswd"), &htpasswd_line(username, password)?)?;
+            yaml.push_str(&htpasswd_yaml(dir));
+        } else if let Some(token) = &self.token {
+            yaml.push_str(&token_yaml(token));
+        }
         let config = dir.join("config.yml");
-        std::fs::write(&config, config_yaml(address, &dir.join("storage"))).map_err(|source| {
-            EnvtestError::Io {
-                what: "writing the registry's configuration",
-                path: config.clone(),
-                source,
-            }
-        })?;
+        write(&config, &yaml)?;
         let args = vec!["serve".to_owned(), config.display().to_string()];
         let process = spawn_registry(binary, &args, dir.join("registry.log"))?;
-        wait_until_ready(&process, None, self.start_timeout, || v2_answers(address)).await?;
-        Ok((process, address))
+        let tls = ca_pem.is_some();
+        wait_until_ready(&process, None, self.start_timeout, || {
+            v2_answers(address, tls)
+        })
+        .await?;
+        Ok((process, address, ca_pem))
     }
 }
 
@@ -160,6 +244,56 @@ fn config_yaml(address: SocketAddr, storage: &Path) -> String {
     )
 }
 
+/// The CA file's name in the registry's directory.
+const CA_FILE: &str = "ca.crt";
+
+fn write(path: &Path, contents: &str) -> Result<()> {
+    std::fs::write(path, contents).map_err(|source| EnvtestError::Io {
+        what: "writing the registry's configuration",
+        path: path.to_owned(),
+        source,
+    })
+}
+
+/// The `http.tls` section, for files in `dir`.
+fn tls_yaml(dir: &Path) -> String {
+    format!(
+        "  tls:\n    certificate: {dir}/tls.crt\n    key: {dir}/tls.key\n",
+        dir = dir.display()
+    )
+}
+
+/// The `auth.htpasswd` section, for the file in `dir`.
+fn htpasswd_yaml(dir: &Path) -> String {
+    format!(
+        "auth:\n  htpasswd:\n    realm: opkit-envtest\n    path: {dir}/htpasswd\n",
+        dir = dir.display()
+    )
+}
+
+/// The `auth.token` section (values quoted as YAML takes JSON strings).
+fn token_yaml(token: &TokenAuth) -> String {
+    let quote = |v: &str| serde_json::Value::String(v.to_owned()).to_string();
+    format!(
+        "auth:\n  token:\n    realm: {}\n    service: {}\n    issuer: {}\n    jwks: {}\n",
+        quote(&token.realm),
+        quote(&token.service),
+        quote(&token.issuer),
+        quote(&token.jwks.display().to_string()),
+    )
+}
+
+/// One htpasswd line, `user:$2y$...` (bcrypt, the only scheme distribution
+/// reads; cost 5 keeps a test's start fast).
+fn htpasswd_line(username: &str, password: &str) -> Result<String> {
+    let hash = bcrypt::hash(password, 5).map_err(|e| EnvtestError::Io {
+        what: "hashing the registry's password",
+        path: PathBuf::from("htpasswd"),
+        source: std::io::Error::other(e.to_string()),
+    })?;
+    Ok(format!("{username}:{hash}\n"))
+}
+
 /// A free port on `ip`, as `ip:port`.
 fn free_address(ip: IpAddr) -> Result<SocketAddr> {
     let listener = TcpListener::bind((ip, 0)).map_err(|source| EnvtestError::Io {
@@ -174,11 +308,15 @@ fn free_address(ip: IpAddr) -> Result<SocketAddr> {
     })
 }
 
-/// `Ok` once `GET /v2/` answers `200`.
-async fn v2_answers(address: SocketAddr) -> std::result::Result<(), String> {
+/// `Ok` once `GET /v2/` answers `200`; with `tls`, once the port accepts
+/// connections (distribution listens only when it is ready to serve).
+async fn v2_answers(address: SocketAddr, tls: bool) -> std::result::Result<(), String> {
     let mut stream = tokio::net::TcpStream::connect(address)
         .await
         .map_err(|e| format!("connecting to {address}: {e}"))?;
+    if tls {
+        return Ok(());
+    }
     let request = format!("GET /v2/ HTTP/1.0\r\nHost: {address}\r\n\r\n");
     stream
         .write_all(request.as_bytes())
@@ -238,6 +376,8 @@ pub struct Registry {
     // Field order is drop order: the process before its directory.
     process: ChildProcess,
     address: SocketAddr,
+    ca_pem: Option<String>,
+    login: Option<(String, String)>,
     dir: TempDir,
 }
 
@@ -273,6 +413,22 @@ impl Registry {
         self.dir.path()
     }
 
+    /// With [`RegistryBuilder::htpasswd`]: the CA (PEM) that signed the
+    /// registry's serving certificate.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    /// With [`RegistryBuilder::htpasswd`]: the file holding [`ca_pem`](Self::ca_pem).
+    pub fn ca_file(&self) -> Option<PathBuf> {
+        self.ca_pem.as_ref().map(|_| self.dir.path().join(CA_FILE))
+    }
+
+    /// With [`RegistryBuilder::htpasswd`]: the user name and password it accepts.
+    pub fn login(&self) -> Option<(&str, &str)> {
+        self.login.as_ref().map(|(u, p)| (u.as_str(), p.as_str()))
+    }
+
     /// The registry's log file.
     pub fn log_path(&self) -> &Path {
         self.process.log_path()
@@ -299,6 +455,31 @@ mod tests {
         let yaml = config_yaml("127.0.0.1:5000".parse().unwrap(), Path::new("/d/storage"));
         assert!(yaml.contains("addr: 127.0.0.1:5000"), "{yaml}");
         assert!(yaml.contains("rootdirectory: /d/storage"), "{yaml}");
+    }
+
+    #[test]
+    fn htpasswd_lines_are_bcrypt_and_verify() {
+        let line = htpasswd_line("pusher", "s3cret").unwrap();
+        let (user, hash) = line.trim_end().split_once(':').unwrap();
+        assert_eq!(user, "pusher");
+        assert!(hash.starts_with("$2"), "{hash}");
+        assert!(bcrypt::verify("s3cret", hash).unwrap());
+        assert!(!bcrypt::verify("wrong", hash).unwrap());
+        let yaml = htpasswd_yaml(Path::new("/d"));
+        assert!(yaml.contains("path: /d/htpasswd"), "{yaml}");
+        let yaml = tls_yaml(Path::new("/d"));
+        assert!(yaml.contains("certificate: /d/tls.crt"), "{yaml}");
+        let yaml = token_yaml(&TokenAuth {
+            realm: "http://127.0.0.1:1/token".into(),
+            service: "svc".into(),
+            issuer: "iss".into(),
+            jwks: "/d/jwks.json".into(),
+        });
+        assert!(
+            yaml.contains("realm: \"http://127.0.0.1:1/token\"")
+                && yaml.contains("jwks: \"/d/jwks.json\""),
+            "{yaml}"
+        );
     }
 
     /// The constant names the version the build script builds.

@@ -28,6 +28,14 @@
 //! [`Rules::cluster_role`] then folds resources of one group that share the
 //! same verbs into one `PolicyRule`, in a stable order, so the rendered YAML
 //! changes only when the code does.
+//!
+//! [`user_roles`] renders the admin, editor and viewer roles of a CRD for
+//! the cluster's users, aggregated into the built-in `admin`, `edit` and
+//! `view`.
+
+mod user_roles;
+
+pub use user_roles::user_roles;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;

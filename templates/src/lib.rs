@@ -29,6 +29,7 @@
 #![warn(clippy::unwrap_used)]
 
 mod cargo_env;
+pub mod dist;
 pub mod image;
 mod names;
 mod project;
@@ -162,6 +163,10 @@ pub enum ScaffoldError {
         #[source]
         source: std::io::Error,
     },
+    /// Rendering the installer or the Helm chart failed (`cargo opkit
+    /// installer`, `cargo opkit chart`).
+    #[error(transparent)]
+    Dist(#[from] dist::DistError),
     /// Building or pushing an image failed (`cargo opkit image`).
     #[error(transparent)]
     Image(#[from] image::ImageError),

@@ -26,6 +26,32 @@ enum Top {
     Create(Create),
     /// Build an OCI image of the manager without a container engine (and push it).
     Image(Image),
+    /// Write every manifest of deploy/ (in apply order) to one file,
+    /// dist/install.yaml, with the manager's image set: what `kubectl apply
+    /// --server-side -f` installs.
+    Installer {
+        /// The project's directory, or any directory inside it.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The manager's image (repository[:tag][@sha256:digest]; default
+        /// <name>:latest, as deploy/ has it).
+        #[arg(long, value_name = "REFERENCE")]
+        image: Option<String>,
+        /// Where to write it (default: <project>/dist/install.yaml).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
+    /// Render a Helm chart from deploy/ into dist/chart (replacing it):
+    /// values for the image, replicas, resources, leader election, metrics,
+    /// webhooks, CRDs and image pull secrets, checked by values.schema.json.
+    Chart {
+        /// The project's directory, or any directory inside it.
+        #[arg(long, default_value = ".")]
+        dir: PathBuf,
+        /// The chart's directory (default: <project>/dist/chart).
+        #[arg(long, short)]
+        out: Option<PathBuf>,
+    },
     /// Regenerate deploy/01-crds.yaml and deploy/03-rbac.yaml from the code.
     Manifests {
         /// The project's directory, or any directory inside it.
@@ -88,11 +114,33 @@ struct Image {
     #[arg(long, value_name = "REFERENCE")]
     tag: Option<String>,
     /// Push the image to a registry as this reference (host[:port]/name:tag).
-    #[arg(long, value_name = "REFERENCE")]
+    ///
+    /// Credentials are found as docker and ko find them: --username with
+    /// --password-stdin; else the Docker configuration
+    /// ($DOCKER_CONFIG/config.json, else ~/.docker/config.json):
+    /// credHelpers["<registry>"] or credsStore (runs
+    /// docker-credential-<name> get), then auths["<registry>"] (as `docker
+    /// login` writes it); else none. The registry's WWW-Authenticate
+    /// decides between HTTP Basic and a bearer token from its token
+    /// service.
+    #[arg(long, value_name = "REFERENCE", verbatim_doc_comment)]
     push: Option<String>,
-    /// Push over plain HTTP (automatic for registries on loopback).
+    /// Push over plain HTTP (automatic for registries on loopback that
+    /// have no CA configured by --ca-file or certs.d).
     #[arg(long, requires = "push")]
     insecure: bool,
+    /// Sign in to the registry as this user (with --password-stdin),
+    /// instead of the credentials in the Docker configuration.
+    #[arg(long, requires = "password_stdin", value_name = "USER")]
+    username: Option<String>,
+    /// Read the password (or access token) for --username from stdin.
+    #[arg(long, requires_all = ["username", "push"])]
+    password_stdin: bool,
+    /// Trust the CA certificates in this PEM file for the registry's HTTPS
+    /// (besides the system's roots and /etc/docker/certs.d/<host:port>/*.crt).
+    /// A loopback registry with a CA is reached over HTTPS.
+    #[arg(long, value_name = "FILE", requires = "push")]
+    ca_file: Option<PathBuf>,
     /// Build what ships: `cargo build --release --target
     /// x86_64-unknown-linux-gnu`, static, reproducible (the project's
     /// release profile: fat LTO, minutes). Without it, the dev profile:
@@ -304,17 +352,35 @@ fn run(command: Top) -> Result<(), ScaffoldError> {
             Ok(())
         }
         Top::Manifests { dir } => cargo_opkit::manifests(&dir),
+        Top::Installer { dir, image, out } => {
+            let path = cargo_opkit::dist::installer(&dir, image.as_deref(), out.as_deref())?;
+            println!("wrote {}", path.display());
+            Ok(())
+        }
+        Top::Chart { dir, out } => {
+            let path = cargo_opkit::dist::chart(&dir, out.as_deref())?;
+            println!("wrote {}", path.display());
+            Ok(())
+        }
         Top::Image(image) => build_image(image),
     }
 }
 
 fn build_image(args: Image) -> Result<(), ScaffoldError> {
     use cargo_opkit::image::{
-        ImageError, ImageOptions, OutputFormat, Profile, PushOptions, check_reference,
+        ImageError, ImageOptions, Login, OutputFormat, Profile, PushOptions, check_reference,
     };
     for reference in [&args.tag, &args.push].into_iter().flatten() {
         check_reference(reference)?;
     }
+    // Read the password before building, as `docker login --password-stdin`.
+    let login = match args.username {
+        Some(username) if args.password_stdin => Some(Login {
+            username,
+            password: read_password_stdin()?,
+        }),
+        _ => None,
+    };
     let image = ImageOptions {
         dir: args.dir,
         bin: args.bin,
@@ -347,6 +413,8 @@ fn build_image(args: Image) -> Result<(), ScaffoldError> {
             .map_err(|e| ImageError::Internal(format!("starting the async runtime: {e}")))?;
         let options = PushOptions {
             insecure: args.insecure,
+            login,
+            ca_file: args.ca_file,
         };
         let digest = runtime
             .block_on(image.push(&reference, options))
@@ -365,4 +433,26 @@ fn build_image(args: Image) -> Result<(), ScaffoldError> {
         }
     }
     Ok(())
+}
+
+/// The password on stdin, without its line end; empty is an error.
+fn read_password_stdin() -> Result<String, ScaffoldError> {
+    use cargo_opkit::image::ImageError;
+    let mut password = String::new();
+    std::io::Read::read_to_string(&mut std::io::stdin(), &mut password).map_err(|source| {
+        ImageError::Io {
+            what: "reading the password from stdin (--password-stdin)",
+            path: PathBuf::from("<stdin>"),
+            source,
+        }
+    })?;
+    let password = password.trim_end_matches(['\n', '\r']).to_owned();
+    if password.is_empty() {
+        return Err(ImageError::Credentials {
+            registry: "the registry".to_owned(),
+            detail: "--password-stdin read an empty password".to_owned(),
+        }
+        .into());
+    }
+    Ok(password)
 }

@@ -1258,6 +1258,32 @@ mod tests {
             runs.iter().any(|r| r.contains("KUBEBUILDER_ASSETS")),
             "{runs:?}"
         );
+        // The end-to-end job: a kind cluster with a registry the image is
+        // pushed to, then `make test-e2e` naming that image.
+        let e2e = &workflow.jobs["test-e2e"];
+        assert!(
+            e2e.steps
+                .iter()
+                .all(|s| s.uses.is_some() != s.run.is_some())
+        );
+        assert!(
+            e2e.steps
+                .iter()
+                .any(|s| s.uses.as_deref() == Some("helm/kind-action@v1"))
+        );
+        assert!(
+            e2e.steps
+                .iter()
+                .filter_map(|s| s.run.as_deref())
+                .any(|r| r.starts_with(
+                    "KUBECONFIG=\"$HOME/.kube/config\" make test-e2e IMG=localhost:5000/demo-operator:e2e"
+                )),
+            "{:?}",
+            e2e.steps
+                .iter()
+                .filter_map(|s| s.run.as_deref())
+                .collect::<Vec<_>>()
+        );
     }
 
     #[test]

@@ -15,6 +15,9 @@ use crate::templates;
 
 /// The generated module holding every webhook of the project.
 const MODULE: &str = "src/webhooks/mod.rs";
+/// The opt-in NetworkPolicy letting webhook calls in (`make deploy
+/// NETWORK_POLICY=1`), written with the first webhook.
+const NETWORK_POLICY: &str = "deploy/network-policy/allow-webhook-traffic.yaml";
 /// Where the manager reads its serving certificate (opkit's default).
 const CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
 
@@ -132,7 +135,7 @@ impl CreateWebhook {
         let mut edits = Vec::new();
         if !admission_exists || self.conversion_spoke.is_none() {
             for (path, text) in render_set(templates::WEBHOOK, &values)? {
-                if path == MODULE && !first {
+                if (path == MODULE || path == NETWORK_POLICY) && !first {
                     continue;
                 }
                 files.push((path, text));
@@ -460,6 +463,92 @@ fn with_dev_cert_feature(text: &str) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The one document of a YAML file of `dir`, as JSON.
+    fn yaml(dir: &std::path::Path, file: &str) -> serde_json::Value {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+        docs.into_iter().find(|d| !d.is_null()).unwrap()
+    }
+
+    /// The opt-in NetworkPolicies (`make deploy NETWORK_POLICY=1`): the
+    /// metrics one from `new`, the webhook one from the first `create
+    /// webhook` (and only then). Each is in the manager's namespace, selects
+    /// its pods by labels the Deployment's pod template carries, and names
+    /// a port the manager's container declares.
+    #[test]
+    fn network_policies_select_the_managers_pods_and_name_its_ports() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = crate::NewProject {
+            name: "netpol-operator".into(),
+            group: "netpol.example.com".into(),
+            version: "v1".into(),
+            kind: Some("Widget".into()),
+            dir: Some(tmp.path().to_owned()),
+            opkit: crate::OpkitDependency::Version("0.1".into()),
+        }
+        .create()
+        .unwrap();
+        let policy_dir = root.join("deploy/network-policy");
+        assert!(!policy_dir.join("allow-webhook-traffic.yaml").exists());
+        let webhook = |kind: &str| CreateWebhook {
+            dir: root.clone(),
+            kind: kind.into(),
+            conversion_spoke: None,
+        };
+        webhook("Widget").create().unwrap();
+        let deployment = yaml(&root, "deploy/04-deployment.yaml");
+        let pod_labels = &deployment["spec"]["template"]["metadata"]["labels"];
+        let ports: Vec<&str> = deployment["spec"]["template"]["spec"]["containers"][0]["ports"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        for (file, port) in [
+            ("allow-metrics-traffic.yaml", "metrics"),
+            ("allow-webhook-traffic.yaml", "webhook"),
+        ] {
+            let policy = yaml(&policy_dir, file);
+            assert_eq!(policy["kind"], "NetworkPolicy", "{file}");
+            assert_eq!(policy["apiVersion"], "networking.k8s.io/v1", "{file}");
+            assert_eq!(
+                policy["metadata"]["namespace"], deployment["metadata"]["namespace"],
+                "{file}"
+            );
+            let selector = policy["spec"]["podSelector"]["matchLabels"]
+                .as_object()
+                .unwrap();
+            assert!(!selector.is_empty(), "{file} selects every pod");
+            for (key, value) in selector {
+                assert_eq!(&pod_labels[key], value, "{file}: label {key}");
+            }
+            assert_eq!(
+                policy["spec"]["policyTypes"],
+                serde_json::json!(["Ingress"])
+            );
+            let allowed = &policy["spec"]["ingress"][0]["ports"][0];
+            assert_eq!(allowed["port"], port, "{file}");
+            assert!(
+                ports.contains(&port),
+                "{file}: the manager has no port {port}: {ports:?}"
+            );
+        }
+        let metrics = yaml(&policy_dir, "allow-metrics-traffic.yaml");
+        assert_eq!(
+            metrics["spec"]["ingress"][0]["from"][0]["namespaceSelector"]["matchLabels"],
+            serde_json::json!({ "metrics": "enabled" })
+        );
+        // A second kind's webhook leaves the policy as it is (and fails on
+        // no existing file).
+        std::fs::write(policy_dir.join("allow-webhook-traffic.yaml"), "# edited\n").unwrap();
+        crate::CreateApi::new(&root, "Gadget").create().unwrap();
+        webhook("Gadget").create().unwrap();
+        assert_eq!(
+            std::fs::read_to_string(policy_dir.join("allow-webhook-traffic.yaml")).unwrap(),
+            "# edited\n"
+        );
+    }
 
     #[test]
     fn inserts_after_the_anchor_with_its_indentation() {

@@ -116,6 +116,7 @@ pub struct ClusterBuilder {
     with_node: bool,
     assets: Option<NodeAssets>,
     with_registry: bool,
+    registry_login: Option<(String, String)>,
     with_dns: bool,
     start_timeout: Duration,
 }
@@ -127,6 +128,7 @@ impl Default for ClusterBuilder {
             with_node: true,
             assets: None,
             with_registry: false,
+            registry_login: None,
             with_dns: true,
             start_timeout: Duration::from_secs(90),
         }
@@ -160,6 +162,31 @@ impl ClusterBuilder {
     /// ```
     pub fn with_registry(mut self) -> Self {
         self.with_registry = true;
+        self
+    }
+
+    /// [`with_registry`](Self::with_registry), the registry a private
+    /// production one: HTTPS with a CA made for it, which the node's
+    /// containerd trusts, and HTTP Basic authentication (htpasswd) for
+    /// `username` and `password`, so a pod pulls from it only with an
+    /// `imagePullSecrets` Secret. See [`RegistryBuilder::htpasswd`](crate::RegistryBuilder::htpasswd).
+    ///
+    /// ```no_run
+    /// use opkit_envtest::Cluster;
+    ///
+    /// # async fn example() -> Result<(), opkit_envtest::EnvtestError> {
+    /// let cluster = Cluster::builder().with_registry_auth("pusher", "s3cret").start().await?;
+    /// let registry = cluster.registry().expect("started with a registry");
+    /// println!("{} trusts {:?}", registry.host(), registry.ca_file());
+    /// # Ok(()) }
+    /// ```
+    pub fn with_registry_auth(
+        mut self,
+        username: impl Into<String>,
+        password: impl Into<String>,
+    ) -> Self {
+        self.with_registry = true;
+        self.registry_login = Some((username.into(), password.into()));
         self
     }
 
@@ -308,11 +335,13 @@ impl ClusterBuilder {
         footprint.add_process(controllers.controller_manager.pid());
         footprint.add_process(controllers.scheduler.pid());
         let registry = if self.with_registry {
-            let registry = Registry::builder()
+            let mut builder = Registry::builder()
                 .address(IpAddr::V4(address))
-                .start_timeout(self.start_timeout)
-                .start()
-                .await?;
+                .start_timeout(self.start_timeout);
+            if let Some((username, password)) = &self.registry_login {
+                builder = builder.htpasswd(username, password);
+            }
+            let registry = builder.start().await?;
             footprint.add_process(registry.pid());
             Some(registry)
         } else {
@@ -459,7 +488,6 @@ impl Cluster {
             .ok()
             .and_then(|c| c.as_ref().map(NodeCgroups::cgroup_root))
             .ok_or(EnvtestError::Stopped)?;
-        let registry = self.registry.as_ref().map(Registry::host);
         let guard = self.namespaces.lock().map_err(|_| EnvtestError::Stopped)?;
         let namespaces = guard.as_ref().ok_or(EnvtestError::Stopped)?;
         let node = Node::start(
@@ -472,7 +500,7 @@ impl Cluster {
             self.network,
             self.with_dns.then(|| self.network.dns_service_ip()),
             &cgroup_root,
-            registry.as_deref(),
+            self.registry.as_ref(),
             self.start_timeout,
         )?;
         drop(guard);

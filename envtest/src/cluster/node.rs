@@ -7,6 +7,7 @@ use std::time::{Duration, Instant};
 
 use crate::error::{EnvtestError, Result};
 use crate::process::ChildProcess;
+use crate::registry::Registry;
 
 use super::NODE_NAME;
 use super::assets::{ImageArchive, NodeAssets};
@@ -133,12 +134,19 @@ disabled_plugins = [
     )
 }
 
-/// containerd's `hosts.toml` for a registry at `host` (`ip:port`) that
-/// speaks plain HTTP: pulls of `host/...` go to `http://host`.
-fn registry_hosts_toml(host: &str) -> String {
-    format!(
-        "server = \"http://{host}\"\n\n[host.\"http://{host}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
-    )
+/// containerd's `hosts.toml` for a registry at `host` (`ip:port`): pulls
+/// of `host/...` go to `http://host`, or, with `ca` (the path of the CA
+/// that signed its certificate), to `https://host` trusting that CA.
+fn registry_hosts_toml(host: &str, ca: Option<&Path>) -> String {
+    match ca {
+        None => format!(
+            "server = \"http://{host}\"\n\n[host.\"http://{host}\"]\n  capabilities = [\"pull\", \"resolve\"]\n"
+        ),
+        Some(ca) => format!(
+            "server = \"https://{host}\"\n\n[host.\"https://{host}\"]\n  capabilities = [\"pull\", \"resolve\"]\n  ca = {ca:?}\n",
+            ca = ca.display().to_string()
+        ),
+    }
 }
 
 fn cni_config(dirs: &NodeDirs, pod_cidr: Ipv4Cidr) -> String {
@@ -266,7 +274,7 @@ impl Node {
         network: ClusterNetwork,
         cluster_dns: Option<Ipv4Addr>,
         cgroup_root: &str,
-        registry: Option<&str>,
+        registry: Option<&Registry>,
         timeout: Duration,
     ) -> Result<Self> {
         for dir in [
@@ -299,14 +307,27 @@ impl Node {
             &cni_config(dirs, network.pod),
         )?;
         write(&dirs.root.join("resolv.conf"), "")?;
-        if let Some(host) = registry {
-            let hosts = dirs.registry_hosts().join(host);
+        if let Some(registry) = registry {
+            let host = registry.host();
+            let hosts = dirs.registry_hosts().join(&host);
             std::fs::create_dir_all(&hosts).map_err(|source| EnvtestError::Io {
                 what: "creating containerd's registry hosts directory",
                 path: hosts.clone(),
                 source,
             })?;
-            write(&hosts.join("hosts.toml"), &registry_hosts_toml(host))?;
+            // containerd trusts an HTTPS registry's CA from beside hosts.toml.
+            let ca = match registry.ca_pem() {
+                Some(pem) => {
+                    let path = hosts.join("ca.crt");
+                    write(&path, pem)?;
+                    Some(path)
+                }
+                None => None,
+            };
+            write(
+                &hosts.join("hosts.toml"),
+                &registry_hosts_toml(&host, ca.as_deref()),
+            )?;
         }
         let kubelet_yaml = dirs.kubelet().join("config.json");
         write(
@@ -496,13 +517,27 @@ mod tests {
 
     #[test]
     fn registry_hosts_use_plain_http() {
-        let toml = registry_hosts_toml("198.18.1.1:5000");
+        let toml = registry_hosts_toml("198.18.1.1:5000", None);
         assert!(
             toml.starts_with("server = \"http://198.18.1.1:5000\"\n"),
             "{toml}"
         );
         assert!(toml.contains("[host.\"http://198.18.1.1:5000\"]"), "{toml}");
         assert!(toml.contains("\"pull\", \"resolve\""), "{toml}");
+    }
+
+    #[test]
+    fn a_tls_registry_is_pulled_over_https_trusting_its_ca() {
+        let toml = registry_hosts_toml("198.18.1.1:5000", Some(Path::new("/n/ca.crt")));
+        assert!(
+            toml.starts_with("server = \"https://198.18.1.1:5000\"\n"),
+            "{toml}"
+        );
+        assert!(
+            toml.contains("[host.\"https://198.18.1.1:5000\"]"),
+            "{toml}"
+        );
+        assert!(toml.contains("ca = \"/n/ca.crt\""), "{toml}");
     }
 
     #[test]

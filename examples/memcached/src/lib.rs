@@ -78,11 +78,12 @@ impl std::fmt::Display for WriteError {
 impl std::error::Error for WriteError {}
 
 /// The generated manifests, as (file name, YAML): the CRDs and the RBAC
-/// rules, rendered from the code.
+/// rules (the operator's, and its CRDs' admin, editor and viewer roles),
+/// rendered from the code.
 pub fn manifests() -> Result<Vec<(&'static str, String)>, ManifestError> {
     const HEADER: &str = "# Generated from the code by `cargo opkit manifests`; do not edit.\n";
     let crds = opkit::manifest::to_yaml(&crds())?;
-    let rbac = Documents::new()
+    let mut rbac = Documents::new()
         .push(&rbac_rules().cluster_role(CLUSTER_ROLE))?
         .push(&rbac::cluster_role_binding(
             &format!("{NAME}-manager-rolebinding"),
@@ -90,8 +91,17 @@ pub fn manifests() -> Result<Vec<(&'static str, String)>, ManifestError> {
             SERVICE_ACCOUNT,
             NAMESPACE,
         ))?
-        .push(&rbac::metrics_reader_role(METRICS_READER_ROLE))?
-        .to_yaml()?;
+        // For scrapers: `get` on the non-resource URL /metrics.
+        .push(&rbac::metrics_reader_role(METRICS_READER_ROLE))?;
+    // For the cluster's users, not the operator: each CRD's admin, editor
+    // and viewer ClusterRoles, aggregated into the built-in admin, edit and
+    // view.
+    for crd in crate::crds() {
+        for role in rbac::user_roles(&crd, NAME) {
+            rbac = rbac.push(&role)?;
+        }
+    }
+    let rbac = rbac.to_yaml()?;
     Ok(vec![
         ("01-crds.yaml", format!("{HEADER}{crds}")),
         ("03-rbac.yaml", format!("{HEADER}{rbac}")),

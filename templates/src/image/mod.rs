@@ -61,6 +61,7 @@
 //! same digest. `created` is set only from `SOURCE_DATE_EPOCH`.
 
 mod binary;
+mod credentials;
 mod digest;
 mod labels;
 mod layer;
@@ -69,11 +70,13 @@ mod libraries;
 mod progress;
 mod push;
 mod rustc_wrapper;
+mod token;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub use binary::TARGET;
+pub use credentials::Login;
 pub use digest::Sha256Digest;
 pub use layer::{MANAGER_PATH, NONROOT_UID};
 pub use layout::{ImageMetadata, OutputFormat};
@@ -154,6 +157,15 @@ pub enum ImageError {
         path: PathBuf,
         /// What is there.
         what: String,
+    },
+    /// The credentials for a registry could not be found or read (a bad
+    /// Docker configuration, a credential helper missing or failing).
+    #[error("credentials for {registry}: {detail}")]
+    Credentials {
+        /// The registry.
+        registry: String,
+        /// What is wrong, and where the credentials were looked for.
+        detail: String,
     },
     /// The image reference cannot be used.
     #[error("invalid image reference {reference:?}: {reason}")]
@@ -383,7 +395,7 @@ impl BuiltImage {
     /// Pushes the image to a registry as `reference` (`host[:port]/name:tag`).
     /// Returns the digest, the same as [`BuiltImage::digest`].
     pub async fn push(&self, reference: &str, options: PushOptions) -> Result<String, ImageError> {
-        push::push(&self.blobs, reference, options).await
+        push::push(&self.blobs, reference, &options).await
     }
 }
 

@@ -2,7 +2,7 @@
 //! only the steps the READMEs list (issue 23): `cargo opkit new`, a small
 //! reconciler written over the template (from `tests/fixtures/static_site`),
 //! `create webhook` with its TODO filled in, `make cluster` (registry and
-//! DNS), `make image PUSH=1`, `make deploy`, a pod fetching the operand by
+//! DNS), `make image PUSH=1`, `make deploy NETWORK_POLICY=1`, a pod fetching the operand by
 //! its Service's name, the webhook (served by the operator's pod, reached by
 //! the apiserver through its Service) refusing a bad object, a one-line
 //! change rolled out, and `make undeploy`. Needs root, as `make cluster`
@@ -32,10 +32,28 @@ fn a_generated_operator_runs_on_make_cluster() {
         kubeconfig: cluster.kubeconfig.clone(),
     };
 
-    // The first image and deploy.
+    // The first image and deploy, with the opt-in NetworkPolicies (the
+    // local cluster's bridge does not enforce them; the apiserver accepts
+    // them and the webhook below is still called).
     env.make(&["image", &format!("IMG={image}"), "PUSH=1", "INSECURE=1"]);
-    env.make(&["deploy", &format!("IMG={image}")]);
+    env.make(&["deploy", &format!("IMG={image}"), "NETWORK_POLICY=1"]);
     env.rolled_out(OPERATOR, OPERATOR_NAMESPACE);
+    let policies = env.kubectl_ok(&[
+        "get",
+        "networkpolicies",
+        "-n",
+        OPERATOR_NAMESPACE,
+        "-o",
+        "name",
+    ]);
+    assert_eq!(
+        policies.lines().collect::<Vec<_>>(),
+        [
+            "networkpolicy.networking.k8s.io/site-operator-allow-metrics-traffic",
+            "networkpolicy.networking.k8s.io/site-operator-allow-webhook-traffic",
+        ],
+        "{policies}"
+    );
 
     // A StaticSite becomes a page served by name inside the cluster.
     env.kubectl_ok(&["create", "namespace", "sites"]);

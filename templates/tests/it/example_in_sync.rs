@@ -1,7 +1,8 @@
 //! `examples/memcached` is what `cargo opkit new memcached-operator --group
 //! cache.example.com --kind Memcached` generates, for the files a user
 //! deploys with: its Makefile (less the shared target directory, since the
-//! example builds in the workspace) and the hand-written part of `deploy/`.
+//! example builds in the workspace), the hand-written part of `deploy/`
+//! (NetworkPolicies included) and the end-to-end test `make test-e2e` runs.
 //! The deploy tests run against the example, so they cover generated
 //! projects only while the two agree.
 
@@ -51,7 +52,9 @@ fn the_memcached_example_deploys_with_the_generated_makefile_and_manifests() {
         "deploy/00-namespace.yaml",
         "deploy/02-service-account.yaml",
         "deploy/04-deployment.yaml",
+        "deploy/network-policy/allow-metrics-traffic.yaml",
         "grafana/controller-runtime-metrics.json",
+        "tests/e2e.rs",
     ] {
         assert_eq!(
             read(&example, file),

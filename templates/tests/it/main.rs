@@ -4,7 +4,11 @@
 mod create_api;
 mod create_webhook;
 mod dev_cluster;
+mod dist;
 mod example_in_sync;
 mod image;
+mod make_test_e2e;
 mod new_project;
+mod registry_auth;
 mod support;
+mod token_service;

@@ -153,6 +153,52 @@ async fn make_run_without_the_crds_says_to_run_make_install() {
     );
 }
 
+/// `make deploy IMAGE_PULL_SECRET=<name>` gives the manager's Deployment
+/// `imagePullSecrets` (a private registry); without it there are none.
+#[tokio::test]
+async fn make_deploy_sets_the_image_pull_secret() {
+    init_tracing();
+    let plane = ControlPlane::start()
+        .await
+        .expect("start etcd and kube-apiserver");
+    let tools = Tools::new(plane.kubeconfig_path());
+    let client = plane.client().expect("admin client");
+    let deployments: Api<Deployment> = Api::namespaced(client, MEMCACHED.namespace);
+    let secrets = |d: &Deployment| -> Vec<String> {
+        d.spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref())
+            .and_then(|s| s.image_pull_secrets.as_ref())
+            .map(|list| list.iter().map(|r| r.name.clone()).collect())
+            .unwrap_or_default()
+    };
+    // CARGO=true: the committed manifests are deployed as they are.
+    let output = tools.make(
+        &MEMCACHED.dir(),
+        &[
+            "deploy",
+            "CARGO=true",
+            "IMG=registry.example:5000/memcached-operator:v1",
+            "IMAGE_PULL_SECRET=regcred",
+        ],
+    );
+    assert!(output.status.success(), "{}", text(&output));
+    assert!(
+        String::from_utf8_lossy(&output.stdout).contains("pulled with the Secret regcred"),
+        "{}",
+        text(&output)
+    );
+    let deployment = deployments.get(&MEMCACHED.manager()).await.expect("get");
+    assert_eq!(secrets(&deployment), vec!["regcred".to_owned()]);
+
+    // Deployed again without it, the field (owned by make deploy's apply)
+    // goes away.
+    let output = tools.make(&MEMCACHED.dir(), &["deploy", "CARGO=true"]);
+    assert!(output.status.success(), "{}", text(&output));
+    let deployment = deployments.get(&MEMCACHED.manager()).await.expect("get");
+    assert!(secrets(&deployment).is_empty(), "{deployment:?}");
+}
+
 /// Whether any object of `api` is named `prefix...` (true if the list
 /// fails: "not known to be gone").
 async fn any_named_with<K>(api: &Api<K>, prefix: &str) -> bool

@@ -159,7 +159,13 @@ async fn cluster_pulls_and_runs_a_pushed_image() {
     let reference = registry.reference("opkit/tiny", "v1");
     // The host's end of the node link is not loopback: plain HTTP on request.
     image
-        .push(&reference, PushOptions { insecure: true })
+        .push(
+            &reference,
+            PushOptions {
+                insecure: true,
+                ..PushOptions::default()
+            },
+        )
         .await
         .unwrap();
 
@@ -191,6 +197,126 @@ async fn cluster_pulls_and_runs_a_pushed_image() {
         image_id.ends_with(&image.digest.to_string()),
         "the node ran the pushed image: {image_id} vs {}",
         image.digest
+    );
+    cluster.stop();
+}
+
+/// A registry that wants credentials (htpasswd over HTTPS from a CA the
+/// node trusts): `cargo opkit image` pushes with them; a pod without an
+/// `imagePullSecrets` Secret cannot pull (ErrImagePull / ImagePullBackOff,
+/// 401), the same pod with one runs. One cluster for both.
+#[tokio::test]
+async fn cluster_pulls_from_an_authenticated_registry_with_a_pull_secret() {
+    use cargo_opkit::image::Login;
+    use k8s_openapi::api::core::v1::Secret;
+    use kube::api::PostParams;
+    use opkit_tests::eventually;
+
+    init_tracing();
+    let dir = tempfile::tempdir().unwrap();
+    let image = tokio::task::spawn_blocking({
+        let dir = dir.path().to_owned();
+        move || build_tiny(&dir)
+    })
+    .await
+    .unwrap();
+    let (user, password) = ("opkit-puller", "pull-Secret-1");
+    let cluster = Cluster::builder()
+        .with_registry_auth(user, password)
+        .start()
+        .await
+        .unwrap();
+    let registry = cluster.registry().expect("started with a registry");
+    let reference = registry.reference("opkit/private", "v1");
+    // HTTPS (the host's end of the node link is not loopback), trusting
+    // the registry's CA, signing in with the user and password.
+    let options = PushOptions {
+        login: Some(Login {
+            username: user.to_owned(),
+            password: password.to_owned(),
+        }),
+        ca_file: registry.ca_file(),
+        ..PushOptions::default()
+    };
+    image.push(&reference, options).await.unwrap();
+
+    let client = cluster.client().unwrap();
+    let ns = "private-image";
+    create_namespace(&client, ns).await;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let pod = |name: &str, secret: Option<&str>| -> Pod {
+        let mut spec = serde_json::json!({
+            "restartPolicy": "Never",
+            "containers": [{ "name": "tiny", "image": reference, "imagePullPolicy": "Always" }]
+        });
+        if let Some(secret) = secret {
+            spec["imagePullSecrets"] = serde_json::json!([{ "name": secret }]);
+        }
+        serde_json::from_value(serde_json::json!({ "metadata": { "name": name }, "spec": spec }))
+            .unwrap()
+    };
+
+    // Without a Secret the node is refused.
+    pods.create(&PostParams::default(), &pod("no-secret", None))
+        .await
+        .unwrap();
+    let (reason, message) = eventually(
+        "pod no-secret to fail pulling",
+        Duration::from_secs(90),
+        || async {
+            let pod = pods.get_opt("no-secret").await.ok().flatten()?;
+            let waiting = pod
+                .status?
+                .container_statuses?
+                .into_iter()
+                .next()?
+                .state?
+                .waiting?;
+            let reason = waiting.reason?;
+            matches!(reason.as_str(), "ErrImagePull" | "ImagePullBackOff")
+                .then(|| (reason, waiting.message.unwrap_or_default()))
+        },
+    )
+    .await;
+    println!("without a pull secret: {reason}: {message}");
+    // containerd: "... may require authorization: authorization failed:
+    // no basic auth credentials" (the registry answered 401).
+    let lower = message.to_lowercase();
+    assert!(
+        lower.contains("authorization failed")
+            || lower.contains("401")
+            || lower.contains("unauthorized"),
+        "{reason}: {message}"
+    );
+    let phase = pods.get("no-secret").await.unwrap();
+    assert_eq!(pod_phase(&phase), "Pending");
+
+    // A docker-registry Secret, as `kubectl create secret docker-registry`
+    // makes it.
+    let secret: Secret = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "registry-login" },
+        "type": "kubernetes.io/dockerconfigjson",
+        "stringData": {
+            ".dockerconfigjson": serde_json::json!({
+                "auths": { registry.host(): { "username": user, "password": password } }
+            }).to_string()
+        }
+    }))
+    .unwrap();
+    Api::<Secret>::namespaced(client, ns)
+        .create(&PostParams::default(), &secret)
+        .await
+        .unwrap();
+    let (ended, logs) = run_to_completion(
+        &pods,
+        &pod("with-secret", Some("registry-login")),
+        Duration::from_secs(120),
+    )
+    .await;
+    assert_eq!(pod_phase(&ended), "Succeeded", "logs: {logs}; {ended:?}");
+    assert_eq!(
+        logs.trim(),
+        "hello from opkit-tiny uid=65532 gid=65532 user=nonroot tmp=true"
     );
     cluster.stop();
 }

@@ -13,6 +13,7 @@ mod client_helpers;
 mod cluster;
 mod controller;
 mod deploy;
+mod deploy_helm;
 mod deploy_in_cluster;
 mod envtest;
 mod image;
@@ -23,6 +24,7 @@ mod manager;
 mod metrics_dashboard;
 mod metrics_secure;
 mod read_your_writes;
+mod user_roles;
 mod webhook;
 
 mod cache_support;

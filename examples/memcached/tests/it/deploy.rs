@@ -301,7 +301,8 @@ async fn a_missing_rule_is_a_clear_forbidden_error_naming_verb_and_resource() {
     let plane = ControlPlane::start()
         .await
         .expect("start etcd and kube-apiserver");
-    // The generated ClusterRole without `patch` on deployments.
+    // The generated ClusterRole without `patch` on deployments (the
+    // operator's; the CRD's user roles are left as they are).
     apply_manifests(&plane, |object| {
         if object
             .types
