@@ -177,6 +177,18 @@ impl Rules {
         )
     }
 
+    /// What [secure metrics](crate::manager::SecureMetrics) needs to check
+    /// a scraper: `create` on `authentication.k8s.io` `tokenreviews` and
+    /// `authorization.k8s.io` `subjectaccessreviews`.
+    pub fn metrics_auth(self) -> Self {
+        self.allow_resource("authentication.k8s.io", "tokenreviews", &[Verb::Create])
+            .allow_resource(
+                "authorization.k8s.io",
+                "subjectaccessreviews",
+                &[Verb::Create],
+            )
+    }
+
     /// What an [`EventRecorder`](crate::client::EventRecorder) needs:
     /// `create` and `patch` on `events.k8s.io` `events`.
     pub fn events(self) -> Self {
@@ -247,6 +259,32 @@ impl Rules {
             rules: Some(self.policy_rules()),
             ..ClusterRole::default()
         }
+    }
+}
+
+/// A `ClusterRole` named `name` allowing `get` on the non-resource URL
+/// `/metrics`: bind it to a scraper's ServiceAccount (Prometheus) to read
+/// [secure metrics](crate::manager::SecureMetrics) (kubebuilder's
+/// `metrics-reader` role).
+///
+/// ```
+/// let role = opkit::rbac::metrics_reader_role("web-operator-metrics-reader");
+/// let rule = &role.rules.as_deref().unwrap_or_default()[0];
+/// assert_eq!(rule.non_resource_urls.as_deref(), Some(&["/metrics".to_owned()][..]));
+/// assert_eq!(rule.verbs, ["get"]);
+/// ```
+pub fn metrics_reader_role(name: &str) -> ClusterRole {
+    ClusterRole {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        rules: Some(vec![PolicyRule {
+            non_resource_urls: Some(vec!["/metrics".to_owned()]),
+            verbs: vec![Verb::Get.as_str().to_owned()],
+            ..PolicyRule::default()
+        }]),
+        ..ClusterRole::default()
     }
 }
 

@@ -24,7 +24,8 @@
 //! `create api`), `templates/controller/` (a controller for a kind the
 //! project does not define, `create api --resource=false`), `templates/webhook/` and `templates/conversion/`
 //! (`create webhook`, `--conversion`); the build embeds them all. Placeholders are `{{key}}`;
-//! a `.tmpl` suffix is dropped and a `dot-` prefix becomes `.`.
+//! a `.tmpl` suffix is dropped and a `dot-` prefix becomes `.`; a file without
+//! the `.tmpl` suffix is copied as it is (`project/grafana/*.json`).
 #![warn(clippy::unwrap_used)]
 
 mod cargo_env;

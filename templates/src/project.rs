@@ -1067,7 +1067,16 @@ pub(crate) fn render_set(
     values: &Values,
 ) -> Result<Vec<(String, String)>, ScaffoldError> {
     set.iter()
-        .map(|(path, text)| Ok((values.output_path(path)?, values.render(path, text)?)))
+        .map(|(path, text)| {
+            // A file without the `.tmpl` suffix is copied as it is (a
+            // Grafana dashboard's `{{label}}` legends are not placeholders).
+            let text = if path.ends_with(".tmpl") {
+                values.render(path, text)?
+            } else {
+                (*text).to_owned()
+            };
+            Ok((values.output_path(path)?, text))
+        })
         .collect()
 }
 

@@ -3,6 +3,8 @@
 
 use std::time::Duration;
 
+pub mod metrics_client;
+
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::api::rbac::v1::{PolicyRule, Role, RoleBinding, RoleRef, Subject};
 use kube::api::{Api, ObjectMeta, PostParams};
@@ -169,4 +171,59 @@ pub async fn wait_for_event(
             .find(|e| matches(e))
     })
     .await
+}
+
+/// Creates the ServiceAccount `name` in `namespace` (if missing) and returns
+/// a token for it from the TokenRequest API (valid for an hour).
+pub async fn service_account_token(admin: &kube::Client, namespace: &str, name: &str) -> String {
+    use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+    use k8s_openapi::api::core::v1::ServiceAccount;
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), namespace);
+    let account = ServiceAccount {
+        metadata: ObjectMeta {
+            name: Some(name.to_owned()),
+            ..ObjectMeta::default()
+        },
+        ..ServiceAccount::default()
+    };
+    match accounts.create(&PostParams::default(), &account).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(e) => panic!("creating ServiceAccount {namespace}/{name}: {e}"),
+    }
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(3600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    accounts
+        .create_token_request(name, &PostParams::default(), &request)
+        .await
+        .unwrap_or_else(|e| panic!("a token for {namespace}/{name}: {e}"))
+        .status
+        .and_then(|s| s.token)
+        .unwrap_or_else(|| panic!("the TokenRequest for {namespace}/{name} returned no token"))
+}
+
+/// Grants the ServiceAccount `namespace/account` the ClusterRole `role`
+/// (which this creates) through a ClusterRoleBinding of the same name.
+pub async fn grant_cluster_role(
+    admin: &kube::Client,
+    role: &k8s_openapi::api::rbac::v1::ClusterRole,
+    namespace: &str,
+    account: &str,
+) {
+    use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+    let name = role.metadata.name.clone().unwrap_or_default();
+    Api::<ClusterRole>::all(admin.clone())
+        .create(&PostParams::default(), role)
+        .await
+        .unwrap_or_else(|e| panic!("creating ClusterRole {name}: {e}"));
+    let binding = opkit::rbac::cluster_role_binding(&name, &name, account, namespace);
+    Api::<ClusterRoleBinding>::all(admin.clone())
+        .create(&PostParams::default(), &binding)
+        .await
+        .unwrap_or_else(|e| panic!("creating ClusterRoleBinding {name}: {e}"));
 }

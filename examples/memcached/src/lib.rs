@@ -25,6 +25,9 @@ pub const NAMESPACE: &str = "memcached-operator-system";
 pub const SERVICE_ACCOUNT: &str = "memcached-operator-controller-manager";
 /// The ClusterRole holding the rules of [`rbac_rules`].
 pub const CLUSTER_ROLE: &str = "memcached-operator-manager-role";
+/// The ClusterRole a scraper's ServiceAccount needs bound to read the secure
+/// `/metrics` (`get` on the non-resource URL `/metrics`).
+pub const METRICS_READER_ROLE: &str = "memcached-operator-metrics-reader";
 /// The Lease replicas elect a leader on.
 pub const LEADER_ELECTION_ID: &str = "memcached-operator-lock";
 
@@ -44,12 +47,14 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
 }
 
 /// The RBAC rules the operator needs: its controllers' (from their
-/// `#[controller(...)]` declarations) and leader election's.
+/// `#[controller(...)]` declarations), leader election's, and secure
+/// metrics' (TokenReviews and SubjectAccessReviews of scrapers' tokens).
 pub fn rbac_rules() -> Rules {
     Rules::new()
         .merge(controllers::memcached::MemcachedReconciler::rbac_rules())
         // opkit:scaffold:rbac
         .leader_election()
+        .metrics_auth()
 }
 
 /// Why the manifests could not be written.
@@ -85,7 +90,9 @@ pub fn manifests() -> Result<Vec<(&'static str, String)>, ManifestError> {
             CLUSTER_ROLE,
             SERVICE_ACCOUNT,
             NAMESPACE,
-        ))?;
+        ))?
+        // For scrapers: `get` on the non-resource URL /metrics.
+        .push(&rbac::metrics_reader_role(METRICS_READER_ROLE))?;
     // For the cluster's users, not the operator: each CRD's admin, editor
     // and viewer ClusterRoles, aggregated into the built-in admin, edit and
     // view.

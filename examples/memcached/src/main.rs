@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand, ValueEnum};
-use opkit::manager::{LeaderElection, Manager};
+use opkit::manager::{LeaderElection, Manager, SecureMetrics};
 use tracing_subscriber::EnvFilter;
 
 /// A Kubernetes operator for Memcached (cache.example.com).
@@ -24,9 +24,17 @@ struct Args {
     /// Namespace of the leader-election Lease (default: the pod's, or the kubeconfig context's).
     #[arg(long)]
     leader_election_namespace: Option<String>,
-    /// Where to serve /metrics ("0" turns it off).
-    #[arg(long, default_value = ":8080")]
+    /// Where to serve /metrics (":8443" over HTTPS, ":8080" is usual with --metrics-secure=false; "0" turns it off).
+    #[arg(long, default_value = ":8443")]
     metrics_bind_address: String,
+    /// Serve /metrics over HTTPS to scrapers whose bearer token may `get /metrics` (TokenReview +
+    /// SubjectAccessReview); false serves plain HTTP to anyone who can connect.
+    #[arg(long, default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
+    metrics_secure: bool,
+    /// Serve the metrics certificate `tls.crt` / `tls.key` from this directory (reloaded when
+    /// they change) instead of a self-signed one.
+    #[arg(long)]
+    metrics_cert_dir: Option<PathBuf>,
     /// Where to serve /healthz and /readyz ("0" turns it off).
     #[arg(long, default_value = ":8081")]
     health_probe_bind_address: String,
@@ -89,6 +97,13 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut builder = Manager::builder()
         .metrics_bind_address(args.metrics_bind_address)
         .health_probe_bind_address(args.health_probe_bind_address);
+    if args.metrics_secure {
+        let mut secure = SecureMetrics::new();
+        if let Some(dir) = args.metrics_cert_dir {
+            secure = secure.cert_dir(dir);
+        }
+        builder = builder.metrics_secure(secure);
+    }
     if let Some(path) = args.kubeconfig {
         builder = builder.kubeconfig(path);
     }

@@ -9,6 +9,7 @@ use super::Manager;
 use super::error::ManagerError;
 use super::health::{self, Checks};
 use super::runnable::BoxError;
+use super::secure_metrics::{SecureMetrics, Secured};
 use super::server::{self, Bound, Serves};
 use crate::cache::SharedCache;
 use crate::config::{self, ConfigSource};
@@ -51,6 +52,7 @@ impl std::fmt::Debug for Connection {
 /// | [`namespace`](Self::namespace) | all namespaces |
 /// | [`leader_election`](Self::leader_election) | off: this replica always reconciles |
 /// | [`metrics_bind_address`](Self::metrics_bind_address) | off |
+/// | [`metrics_secure`](Self::metrics_secure) | off: plain HTTP, no authentication (controller-runtime's default) |
 /// | [`health_probe_bind_address`](Self::health_probe_bind_address) | off |
 /// | [`graceful_shutdown_timeout`](Self::graceful_shutdown_timeout) | 30 s |
 /// | [`cache_sync_timeout`](Self::cache_sync_timeout) | 120 s |
@@ -61,6 +63,7 @@ pub struct ManagerBuilder {
     namespace: Option<String>,
     leader_election: Option<LeaderElection>,
     metrics_address: Option<String>,
+    metrics_secure: Option<SecureMetrics>,
     probe_address: Option<String>,
     graceful_shutdown_timeout: Duration,
     cache_sync_timeout: Duration,
@@ -76,6 +79,7 @@ impl Default for ManagerBuilder {
             namespace: None,
             leader_election: None,
             metrics_address: None,
+            metrics_secure: None,
             probe_address: None,
             graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
@@ -148,6 +152,29 @@ impl ManagerBuilder {
         self
     }
 
+    /// Serve `/metrics` over HTTPS, to scrapers whose bearer token is
+    /// allowed `get` on `/metrics` only (see [`SecureMetrics`]: TLS,
+    /// TokenReview, SubjectAccessReview, a short cache). The generated
+    /// project turns it on (`--metrics-secure`, port 8443). The metrics
+    /// server then never shares the health probes' address.
+    ///
+    /// ```no_run
+    /// use opkit::manager::{Manager, SecureMetrics};
+    ///
+    /// # async fn example() -> Result<(), opkit::manager::ManagerError> {
+    /// let manager = Manager::builder()
+    ///     .metrics_bind_address(":8443")
+    ///     .metrics_secure(SecureMetrics::new().cert_dir("/tmp/k8s-metrics-server/metrics-certs"))
+    ///     .health_probe_bind_address(":8081")
+    ///     .build()
+    ///     .await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn metrics_secure(mut self, secure: SecureMetrics) -> Self {
+        self.metrics_secure = Some(secure);
+        self
+    }
+
     /// Serve `/healthz` and `/readyz` on `address` (same forms as
     /// [`metrics_bind_address`](Self::metrics_bind_address)).
     pub fn health_probe_bind_address(mut self, address: impl Into<String>) -> Self {
@@ -214,9 +241,20 @@ impl ManagerBuilder {
             None => None,
             Some(election) => Some(elector(&client, election)?),
         };
+        // Only when metrics are served at all ("0" turns them off).
+        let serves_metrics = self
+            .metrics_address
+            .as_deref()
+            .and_then(server::parse_address)
+            .is_some();
+        let secure = match &self.metrics_secure {
+            Some(secure) if serves_metrics => Some(secure.prepare(&client)?),
+            _ => None,
+        };
         let servers = bind_servers(
             self.metrics_address.as_deref(),
             self.probe_address.as_deref(),
+            secure,
         )
         .await?;
 
@@ -319,11 +357,21 @@ fn elector(
 async fn bind_servers(
     metrics: Option<&str>,
     probes: Option<&str>,
+    secure: Option<Secured>,
 ) -> Result<Vec<Bound>, ManagerError> {
     let metrics = metrics.and_then(server::parse_address);
     let probes = probes.and_then(server::parse_address);
     let mut bound = Vec::new();
     match (metrics, probes) {
+        (Some(m), Some(p)) if m == p && !m.ends_with(":0") && secure.is_some() => {
+            return Err(ManagerError::Bind {
+                server: Serves::Metrics.describe(),
+                address: m,
+                source: std::io::Error::other(
+                    "secure metrics (HTTPS) cannot share the health probes' plain-HTTP address",
+                ),
+            });
+        }
         // One server for both when the same fixed port is asked for twice;
         // two "any free port" requests get two ports.
         (Some(m), Some(p)) if m == p && !m.ends_with(":0") => {
@@ -331,7 +379,9 @@ async fn bind_servers(
         }
         (m, p) => {
             if let Some(m) = m {
-                bound.push(server::bind(Serves::Metrics, &m).await?);
+                let mut metrics = server::bind(Serves::Metrics, &m).await?;
+                metrics.secure = secure;
+                bound.push(metrics);
             }
             if let Some(p) = p {
                 bound.push(server::bind(Serves::Probes, &p).await?);

@@ -52,6 +52,14 @@ pub enum ManagerError {
         #[source]
         source: std::io::Error,
     },
+    /// The secure metrics server's certificate could not be made or read
+    /// (see [`SecureMetrics`](super::SecureMetrics)).
+    #[error("secure metrics (HTTPS /metrics): {source}")]
+    MetricsCertificate {
+        /// Why (the certificate files are read as the webhook server's are).
+        #[source]
+        source: crate::webhook::WebhookError,
+    },
     /// The webhook server could not be set up (certificate, address) or
     /// failed.
     #[error(transparent)]

@@ -82,7 +82,7 @@
 //!
 //! | path | answers |
 //! |---|---|
-//! | `/metrics` | [`crate::metrics`]: controller-runtime's names, OpenMetrics text |
+//! | `/metrics` | [`crate::metrics`]: controller-runtime's names, OpenMetrics text; over HTTPS to authorized scrapers only with [`metrics_secure`](ManagerBuilder::metrics_secure) ([`SecureMetrics`]) |
 //! | `/healthz` | 200 `ok` while the process serves (check `ping`, plus [`add_healthz_check`](Manager::add_healthz_check)) |
 //! | `/readyz` | 200 once every informer has synced (check `informers`, plus [`add_readyz_check`](Manager::add_readyz_check)) and the [webhook server](ManagerBuilder::webhook_server), if any, serves (check `webhook`); 500 listing the informers that have not, with their last error |
 //! | `/healthz/<check>`, `/readyz/<check>` | one check |
@@ -93,8 +93,10 @@
 mod builder;
 mod error;
 mod health;
+mod metrics_auth;
 mod run;
 mod runnable;
+mod secure_metrics;
 mod server;
 mod signals;
 
@@ -115,6 +117,7 @@ pub use crate::leader::LeaderElection;
 pub use builder::{DEFAULT_CACHE_SYNC_TIMEOUT, DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT, ManagerBuilder};
 pub use error::ManagerError;
 pub use runnable::{BoxError, Runnable};
+pub use secure_metrics::SecureMetrics;
 
 use crate::cache::SharedCache;
 use crate::controller::{Controller, ControllerError, StartGate};

@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::ManagerError;
 use super::health::Checks;
+use super::secure_metrics::Secured;
 use crate::metrics::{CONTENT_TYPE, Metrics};
 
 /// What a server serves.
@@ -39,6 +40,8 @@ impl Serves {
 pub(crate) struct Bound {
     pub(crate) serves: Serves,
     pub(crate) listener: TcpListener,
+    /// HTTPS with authentication and authorization (metrics only).
+    pub(crate) secure: Option<Secured>,
 }
 
 impl Bound {
@@ -69,7 +72,11 @@ pub(crate) async fn bind(serves: Serves, address: &str) -> Result<Bound, Manager
             address: address.to_owned(),
             source,
         })?;
-    Ok(Bound { serves, listener })
+    Ok(Bound {
+        serves,
+        listener,
+        secure: None,
+    })
 }
 
 /// Everything the endpoints answer from.
@@ -89,11 +96,20 @@ pub(crate) async fn serve(
 ) -> Result<(), ManagerError> {
     let serves = bound.serves;
     let addr = bound.local_addr();
-    let router = router(serves, endpoints);
+    let https = bound.secure.is_some();
     match addr {
-        Some(addr) => tracing::info!(server = serves.describe(), address = %addr, "serving"),
-        None => tracing::info!(server = serves.describe(), "serving (address unknown)"),
+        Some(addr) => tracing::info!(server = serves.describe(), address = %addr, https, "serving"),
+        None => tracing::info!(
+            server = serves.describe(),
+            https,
+            "serving (address unknown)"
+        ),
     }
+    if let Some(secure) = bound.secure {
+        secure.serve(bound.listener, endpoints.metrics, stop).await;
+        return Ok(());
+    }
+    let router = router(serves, endpoints);
     axum::serve(bound.listener, router)
         .with_graceful_shutdown(stop.cancelled_owned())
         .await
@@ -132,7 +148,7 @@ pub(crate) fn router(serves: Serves, endpoints: Endpoints) -> Router {
     router
 }
 
-async fn scrape(metrics: Metrics) -> Response {
+pub(crate) async fn scrape(metrics: Metrics) -> Response {
     match metrics.encode() {
         Ok(text) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
         Err(error) => {

@@ -430,3 +430,25 @@ async fn the_caches_informers_stop_with_the_manager() {
         "informer tasks outlived the manager"
     );
 }
+
+#[tokio::test]
+async fn secure_metrics_never_share_the_probes_address_and_stay_off_with_metrics() {
+    let shared = Manager::builder()
+        .client(offline_client())
+        .metrics_bind_address("127.0.0.1:18443")
+        .health_probe_bind_address("127.0.0.1:18443")
+        .metrics_secure(SecureMetrics::new())
+        .build()
+        .await
+        .unwrap_err();
+    assert!(shared.to_string().contains("cannot share"), "{shared}");
+    // Metrics off: the (missing) certificate is never read.
+    let off = Manager::builder()
+        .client(offline_client())
+        .metrics_bind_address("0")
+        .metrics_secure(SecureMetrics::new().cert_dir("/nonexistent"))
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(off.metrics_address(), None);
+}

@@ -85,11 +85,12 @@ mod defaulting;
 #[cfg(feature = "dev-cert")]
 mod dev_cert;
 mod error;
+pub(crate) mod https;
 #[cfg(feature = "dev-cert")]
 mod managed_cert;
 mod manifests;
 mod server;
-mod tls;
+pub(crate) mod tls;
 mod validating;
 mod webhooks;
 

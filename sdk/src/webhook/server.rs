@@ -13,17 +13,15 @@ use axum::extract::DefaultBodyLimit;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use hyper_util::rt::TokioIo;
-use hyper_util::service::TowerToHyperService;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
-use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
 use super::admission::{self, AdmissionHandler};
 use super::conversion::{self, ConvertKind};
 use super::error::WebhookError;
+use super::https;
 use super::tls::{self, CertificateReloader};
 use super::webhooks::{CONVERSION_PATH, Webhooks};
 
@@ -35,14 +33,8 @@ pub const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
 /// How often the certificate files are checked for a change by default.
 pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(2);
 
-/// How long a client gets to finish the TLS handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// How long requests in flight get at shutdown.
-const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 /// The largest review accepted (a conversion of a whole list can be large).
 const BODY_LIMIT: usize = 32 * 1024 * 1024;
-/// The pause after a failed `accept` (out of file descriptors, ...).
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(100);
 
 /// The options of a webhook server. [`bind`](Self::bind) it, or give it to
 /// the manager with
@@ -255,44 +247,20 @@ impl BoundWebhookServer {
         let injector = self
             .injector
             .map(|injector| tokio::spawn(injector.run(stop.child_token())));
-        let mut connections = JoinSet::new();
         self.serving.store(true, Ordering::Release);
         match address {
             Some(address) => tracing::info!(server = "webhook", address = %address, "serving"),
             None => tracing::info!(server = "webhook", "serving (address unknown)"),
         }
-        loop {
-            tokio::select! {
-                () = stop.cancelled() => break,
-                Some(_) = connections.join_next(), if !connections.is_empty() => {}
-                accepted = self.listener.accept() => match accepted {
-                    Ok((tcp, peer)) => {
-                        connections.spawn(connection(
-                            acceptor.clone(),
-                            tcp,
-                            peer,
-                            self.router.clone(),
-                            stop.clone(),
-                        ));
-                    }
-                    Err(error) => {
-                        tracing::warn!(%error, "webhook server: accept failed");
-                        tokio::time::sleep(ACCEPT_BACKOFF).await;
-                    }
-                },
-            }
-        }
+        https::serve(
+            "webhook",
+            self.listener,
+            acceptor,
+            self.router,
+            stop.clone(),
+        )
+        .await;
         self.serving.store(false, Ordering::Release);
-        drop(self.listener);
-        if tokio::time::timeout(DRAIN_TIMEOUT, async {
-            while connections.join_next().await.is_some() {}
-        })
-        .await
-        .is_err()
-        {
-            tracing::warn!("webhook server: abandoning requests still in flight");
-            connections.abort_all();
-        }
         watcher.abort();
         let _ = watcher.await;
         #[cfg(feature = "dev-cert")]
@@ -302,43 +270,6 @@ impl BoundWebhookServer {
         }
         tracing::info!(server = "webhook", "stopped");
         Ok(())
-    }
-}
-
-/// One client connection: TLS, then HTTP/1.1 until it closes or the server
-/// stops.
-async fn connection(
-    acceptor: TlsAcceptor,
-    tcp: TcpStream,
-    peer: SocketAddr,
-    router: Router,
-    stop: CancellationToken,
-) {
-    let stream = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(tcp)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(error)) => {
-            tracing::debug!(%peer, %error, "webhook TLS handshake failed");
-            return;
-        }
-        Err(_) => {
-            tracing::debug!(%peer, "webhook TLS handshake timed out");
-            return;
-        }
-    };
-    let service = TowerToHyperService::new(router);
-    let connection =
-        hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service);
-    let mut connection = std::pin::pin!(connection);
-    tokio::select! {
-        result = connection.as_mut() => {
-            if let Err(error) = result {
-                tracing::debug!(%peer, %error, "webhook connection ended with an error");
-            }
-        }
-        () = stop.cancelled() => {
-            connection.as_mut().graceful_shutdown();
-            let _ = connection.await;
-        }
     }
 }
 

@@ -116,7 +116,7 @@ impl CertificateReloader {
         tracing::info!(
             cert = %self.cert_path.display(),
             key = %self.key_path.display(),
-            "webhook serving certificate reloaded"
+            "serving certificate reloaded"
         );
         Ok(true)
     }
@@ -144,7 +144,7 @@ impl CertificateReloader {
                 Err(error) => {
                     let text = error.to_string();
                     if last_error.as_deref() != Some(text.as_str()) {
-                        tracing::warn!(%error, "webhook certificate not reloaded; serving the previous one");
+                        tracing::warn!(%error, "serving certificate not reloaded; serving the previous one");
                         last_error = Some(text);
                     }
                 }

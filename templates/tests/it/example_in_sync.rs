@@ -53,6 +53,7 @@ fn the_memcached_example_deploys_with_the_generated_makefile_and_manifests() {
         "deploy/02-service-account.yaml",
         "deploy/04-deployment.yaml",
         "deploy/network-policy/allow-metrics-traffic.yaml",
+        "grafana/controller-runtime-metrics.json",
         "tests/e2e.rs",
     ] {
         assert_eq!(

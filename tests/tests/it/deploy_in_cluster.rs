@@ -13,7 +13,10 @@
 //!    finalizer runs, an Event is recorded, owned objects are gone);
 //! 3. the operator pod is deleted: the replacement takes the Lease and
 //!    carries on;
-//! 4. `/metrics` is scraped through the metrics Service from a pod;
+//! 4. `/metrics` is scraped through the metrics Service (from the host,
+//!    by its ClusterIP), over HTTPS: 401 without a token, 403 with a
+//!    ServiceAccount token lacking the role, served to a ServiceAccount
+//!    bound the generated metrics-reader ClusterRole;
 //! 5. the operator logged no forbidden error; with a rule dropped from its
 //!    ClusterRole, the error it reports names the verb and resource;
 //! 6. `make undeploy` leaves nothing behind.
@@ -37,7 +40,8 @@ use kube::api::{
     PostParams,
 };
 use opkit_envtest::Cluster;
-use opkit_tests::{create_namespace, eventually, init_tracing};
+use opkit_tests::metrics_client::{MetricsClient, Trust};
+use opkit_tests::{create_namespace, eventually, init_tracing, service_account_token};
 use serde_json::json;
 
 use deploy_support::{MEMCACHED, Project, Tools, target_dir, text, workspace};
@@ -165,48 +169,72 @@ impl Deployed<'_> {
         );
     }
 
-    /// `GET /metrics` through the metrics Service, from a busybox pod
-    /// `pod_name` in `namespace` (which this creates).
-    async fn scrape_metrics(&self, namespace: &str, pod_name: &str) -> String {
+    /// `GET /metrics` through the metrics Service's ClusterIP (HTTPS, the
+    /// manager's self-signed certificate), from the host (the cluster's
+    /// Service range is routed into the node), as ServiceAccounts of
+    /// `namespace` (which this creates): no token is 401, `stranger` 403,
+    /// and `scraper`, bound the generated `<name>-metrics-reader`
+    /// ClusterRole, gets the metrics, which this returns.
+    ///
+    /// Not from a pod: the cluster's only image with an HTTP client is
+    /// busybox, whose wget speaks TLS 1.2 without the
+    /// `signature_algorithms` extension, which rustls (rightly) refuses.
+    async fn scrape_metrics(&self, namespace: &str) -> String {
         let services: Api<Service> = Api::namespaced(self.client.clone(), self.project.namespace);
         let service = services
             .get(&format!("{}-metrics", self.project.name))
             .await
             .expect("the metrics Service");
-        let ip = service
+        let ip: std::net::IpAddr = service
             .spec
             .and_then(|s| s.cluster_ip)
-            .expect("a cluster IP");
-        let busybox = self.cluster.image("busybox").expect("a busybox image");
+            .expect("a cluster IP")
+            .parse()
+            .expect("an IP address");
+        let addr = std::net::SocketAddr::new(ip, 8443);
         create_namespace(&self.client, namespace).await;
-        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let pod: Pod = serde_json::from_value(json!({
-            "metadata": { "name": pod_name },
-            "spec": {
-                "restartPolicy": "Never",
-                "containers": [{
-                    "name": "scrape",
-                    "image": busybox,
-                    "imagePullPolicy": "IfNotPresent",
-                    "command": ["wget", "-q", "-O", "-", format!("http://{ip}:8080/metrics")]
-                }]
-            }
-        }))
-        .expect("a pod");
-        pods.create(&PostParams::default(), &pod)
+        let stranger = service_account_token(&self.client, namespace, "stranger").await;
+        let scraper = service_account_token(&self.client, namespace, "scraper").await;
+        // The binding is not the operator's (`make undeploy` leaves it):
+        // deleted below.
+        let bindings: Api<ClusterRoleBinding> = Api::all(self.client.clone());
+        let binding_name = format!("{namespace}-metrics-reader");
+        let binding = opkit::rbac::cluster_role_binding(
+            &binding_name,
+            &format!("{}-metrics-reader", self.project.name),
+            "scraper",
+            namespace,
+        );
+        bindings
+            .create(&PostParams::default(), &binding)
             .await
-            .expect("create the scrape pod");
-        let phase = eventually("the scrape pod to finish", POD_WAIT, || async {
-            let phase = pods.get(pod_name).await.ok()?.status?.phase?;
-            matches!(phase.as_str(), "Succeeded" | "Failed").then_some(phase)
+            .expect("bind the metrics-reader ClusterRole");
+
+        let mut client = MetricsClient::connect(addr, Trust::AnyCertificate)
+            .await
+            .unwrap_or_else(|e| panic!("HTTPS to the metrics Service {addr}: {e}"));
+        let (status, body) = client.get("/metrics", None).await.expect("a scrape");
+        assert_eq!(status, 401, "without a token: {body}");
+        let (status, body) = client
+            .get("/metrics", Some(&stranger))
+            .await
+            .expect("a scrape");
+        assert_eq!(status, 403, "as a ServiceAccount without the role: {body}");
+        // The new binding reaches the apiserver's authorizer through an
+        // informer; a refusal is cached for 10 s.
+        let metrics = eventually("the bound scraper to get /metrics", WAIT, || async {
+            let mut client = MetricsClient::connect(addr, Trust::AnyCertificate)
+                .await
+                .ok()?;
+            let (status, body) = client.get("/metrics", Some(&scraper)).await.ok()?;
+            (status == 200).then_some(body)
         })
         .await;
-        let output = pods
-            .logs(pod_name, &LogParams::default())
+        bindings
+            .delete(&binding_name, &DeleteParams::default())
             .await
-            .expect("the scrape pod's log");
-        assert_eq!(phase, "Succeeded", "wget /metrics: {output}");
-        output
+            .expect("delete the metrics-reader binding");
+        metrics
     }
 
     /// `make undeploy`; then the namespace, the CRDs, the ClusterRole and
@@ -650,7 +678,7 @@ async fn memcached_operator_journey(cluster: &Cluster) {
     memcached_finalized(&deployed, "after", &uid).await;
 
     // /metrics through the metrics Service.
-    let metrics = deployed.scrape_metrics("memcached-scrape", "metrics").await;
+    let metrics = deployed.scrape_metrics("memcached-scrape").await;
     assert!(
         metrics.contains("controller_runtime_reconcile_total{controller=\"memcached\""),
         "{metrics}"
@@ -860,7 +888,7 @@ async fn generated_operator_journey(cluster: &Cluster, dir: PathBuf) {
     let pod = replace_operator_pod(&deployed, &pod).await;
     widget_round_trip(&deployed, "two").await;
 
-    let metrics = deployed.scrape_metrics("gen-scrape", "metrics").await;
+    let metrics = deployed.scrape_metrics("gen-scrape").await;
     assert!(
         metrics.contains("controller_runtime_reconcile_total{controller=\"widget\""),
         "{metrics}"

@@ -21,6 +21,8 @@ mod leader;
 mod macros_derive;
 mod macros_ui;
 mod manager;
+mod metrics_dashboard;
+mod metrics_secure;
 mod read_your_writes;
 mod user_roles;
 mod webhook;
