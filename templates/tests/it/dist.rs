@@ -61,8 +61,13 @@ fn copy_example(dir: &Path) -> PathBuf {
     for file in ["PROJECT", "Cargo.toml"] {
         std::fs::copy(example().join(file), project.join(file)).expect("copy");
     }
+    // deploy/*.yaml, what the installer and the chart take (not the opt-in
+    // deploy/network-policy/).
     for entry in std::fs::read_dir(example().join("deploy")).expect("deploy/") {
         let path = entry.expect("entry").path();
+        if path.is_dir() {
+            continue;
+        }
         std::fs::copy(
             &path,
             project.join("deploy").join(path.file_name().expect("name")),
