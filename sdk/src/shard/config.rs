@@ -194,7 +194,7 @@ mod tests {
             Err(ShardError::InvalidRing(_))
         ));
         assert!(matches!(
-            Sharding::new(&"r".repeat(64)).member(ns()),
+            Sharding::new("r".repeat(64)).member(ns()),
             Err(ShardError::InvalidRing(_))
         ));
         assert!(matches!(

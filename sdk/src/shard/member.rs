@@ -75,8 +75,9 @@ struct Runner<S> {
 /// What one read of the ring found.
 struct Observed {
     view: View,
-    /// Whether every other member acknowledged `view`.
-    others_acked: bool,
+    /// Whether every member, this replica's own Lease as last written by
+    /// it included, acknowledged `view` in this read.
+    all_acked: bool,
 }
 
 impl<S: LeaseStore> Runner<S> {
@@ -141,7 +142,10 @@ impl<S: LeaseStore> Runner<S> {
             self.acked = ack;
             self.gate
                 .set_fresh_until(sent + self.member.timing.renew_deadline);
-            let open = self.acked.as_deref() == Some(observed.view.id()) && observed.others_acked;
+            // Opening needs a read that shows this replica's own
+            // acknowledgement too: then any replica that joined later reads
+            // this one's Lease and waits for its acknowledgement in turn.
+            let open = self.acked.as_deref() == Some(observed.view.id()) && observed.all_acked;
             self.gate.set_open(open);
         }
     }
@@ -162,6 +166,11 @@ impl<S: LeaseStore> Runner<S> {
         );
         let mut members = vec![self.member.identity.to_string()];
         let mut acks = Vec::new();
+        let own_version = self
+            .own
+            .as_ref()
+            .and_then(|l| l.metadata.resource_version.as_deref());
+        let mut own_ack = None;
         for lease in leases {
             let (Some(name), Some(version)) = (
                 lease.metadata.name.as_deref(),
@@ -170,6 +179,10 @@ impl<S: LeaseStore> Runner<S> {
                 continue;
             };
             if name == self.member.lease_name {
+                // Only the Lease exactly as this replica last wrote it.
+                if own_version == Some(version) {
+                    own_ack = Some(ack_of(lease));
+                }
                 continue;
             }
             let Some(holder) = lease.spec.as_ref().and_then(|s| s.holder_identity.clone()) else {
@@ -191,18 +204,13 @@ impl<S: LeaseStore> Runner<S> {
                     }
                 }
             }
-            let ack = lease
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(VIEW_ANNOTATION))
-                .cloned();
             members.push(holder);
-            acks.push(ack);
+            acks.push(ack_of(lease));
         }
         let view = View::new(members);
-        let others_acked = acks.iter().all(|a| a.as_deref() == Some(view.id()));
-        Observed { view, others_acked }
+        let all_acked = own_ack.is_some_and(|a| a.as_deref() == Some(view.id()))
+            && acks.iter().all(|a| a.as_deref() == Some(view.id()));
+        Observed { view, all_acked }
     }
 
     /// Creates or renews this replica's Lease acknowledging `ack`. Returns
@@ -331,6 +339,16 @@ impl<S: LeaseStore> Runner<S> {
             }
         }
     }
+}
+
+/// The view id a Lease acknowledges.
+fn ack_of(lease: &Lease) -> Option<String> {
+    lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(VIEW_ANNOTATION))
+        .cloned()
 }
 
 fn set_ack(metadata: &mut ObjectMeta, ack: Option<&str>) {

@@ -61,9 +61,13 @@
 //!   `shard.opkit.dev/view`, the id of the view it acts on. On seeing a new
 //!   view it closes its gate (no new permits), waits until no permit is
 //!   held for a key the new view gives to someone else, and only then
-//!   writes the new id. The gate reopens when a consistent read showed
-//!   every other member's acknowledgement of the same view and this
-//!   replica's own write of it succeeded.
+//!   writes the new id. The gate reopens only when one consistent read
+//!   shows *every* member's acknowledgement of the same view, this
+//!   replica's own Lease (exactly as it last wrote it) included, and this
+//!   round's renew succeeded. Requiring its own acknowledgement in the
+//!   read closes the join race: of two replicas that start at once and
+//!   each first read an empty ring, the one whose read comes later sees
+//!   the other's Lease, so neither can act on a view without the other.
 //! - **Rebalancing.** Say key *k* moves from A to B. B starts *k* only after
 //!   reading A's acknowledgement of the new view, which A wrote only after
 //!   its last permit on *k* was dropped; and A cannot start *k* again under
