@@ -22,6 +22,7 @@ mod macros_derive;
 mod macros_ui;
 mod manager;
 mod read_your_writes;
+mod shard;
 mod webhook;
 
 mod cache_support;
