@@ -23,6 +23,7 @@ mod macros_ui;
 mod manager;
 mod read_your_writes;
 mod shard;
+mod shard_processes;
 mod webhook;
 
 mod cache_support;
