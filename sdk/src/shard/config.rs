@@ -91,6 +91,11 @@ impl Sharding {
         self
     }
 
+    /// Whether [`namespace`](Self::namespace) was set.
+    pub(crate) fn has_namespace(&self) -> bool {
+        self.namespace.is_some()
+    }
+
     /// Validates the options and joins the ring on the current tokio
     /// runtime. Membership runs until [`ShardHandle::shutdown`] or until
     /// the last handle is dropped.

@@ -259,3 +259,153 @@ async fn replicas_split_objects_rebalance_on_join_and_hand_over_on_leave() {
         let _ = r.run.await;
     }
 }
+
+/// GETs `path` on `addr`: status code and body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use http_body_util::{BodyExt, Empty};
+    let client: hyper_util::client::legacy::Client<_, Empty<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http();
+    let uri = format!("http://{addr}{path}").parse().unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), client.get(uri))
+        .await
+        .expect("the server answers")
+        .expect("an HTTP response");
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8(body.to_vec()).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn managers_with_sharding_split_objects_and_report_membership() {
+    const MNS: &str = "shard-manager";
+    const COUNT: usize = 40;
+    let (plane, admin) = plane_with_namespace(MNS).await;
+    let api: Api<ConfigMap> = Api::namespaced(admin.clone(), MNS);
+    for i in 0..COUNT {
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(format!("m-{i}")),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        };
+        api.create(&PostParams::default(), &cm).await.unwrap();
+    }
+
+    // Sharding and leader election exclude each other.
+    let both = opkit::manager::Manager::builder()
+        .client(plane.client().unwrap())
+        .sharding(Sharding::new("x").namespace(MNS))
+        .leader_election(opkit::manager::LeaderElection::new("x").namespace(MNS))
+        .build()
+        .await;
+    assert!(matches!(
+        both,
+        Err(opkit::manager::ManagerError::ShardingWithLeaderElection)
+    ));
+
+    let log: Log = Arc::default();
+    let mut running = Vec::new();
+    for name in ["m1", "m2"] {
+        let mut manager = opkit::manager::Manager::builder()
+            .client(plane.client().unwrap())
+            .namespace(MNS)
+            .sharding(
+                Sharding::new("managed")
+                    .identity(name)
+                    .lease_duration(LEASE)
+                    .renew_deadline(RENEW)
+                    .retry_period(RETRY),
+            )
+            .metrics_bind_address("127.0.0.1:0")
+            .health_probe_bind_address("127.0.0.1:0")
+            .build()
+            .await
+            .unwrap();
+        manager
+            .add(Controller::new(Recorder {
+                replica: name.to_owned(),
+                log: log.clone(),
+            }))
+            .unwrap();
+        let metrics = manager.metrics_address().unwrap();
+        let probes = manager.health_probe_address().unwrap();
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(manager.run_until(stop.clone().cancelled_owned()));
+        running.push((name, metrics, probes, stop, task));
+    }
+    // Both ready with the ring's membership; metrics show two members.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut ok = true;
+        for (_, metrics, probes, _, _) in &running {
+            let (code, _) = http_get(*probes, "/readyz/shard").await;
+            let (_, text) = http_get(*metrics, "/metrics").await;
+            ok &= code == 200
+                && text.contains("opkit_shard_members 2")
+                && text.contains("opkit_shard_active 1");
+        }
+        if ok {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "managers did not both become active members"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Every object reconciled, each by one replica only.
+    let since = Instant::now();
+    for i in 0..COUNT {
+        let patch = serde_json::json!({"metadata": {"annotations": {"touched": "yes"}}});
+        api.patch(
+            &format!("m-{i}"),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let mut by: BTreeMap<String, std::collections::BTreeSet<String>> = BTreeMap::new();
+        for (r, k, start, _) in log.lock().unwrap().iter() {
+            if *start >= since && k.starts_with(&format!("{MNS}/m-")) {
+                by.entry(k.clone()).or_default().insert(r.clone());
+            }
+        }
+        if by.len() == COUNT {
+            assert!(by.values().all(|r| r.len() == 1), "{by:?}");
+            let m1 = by.values().filter(|r| r.contains("m1")).count();
+            assert!(m1 > 0 && m1 < COUNT, "m1 reconciled {m1} of {COUNT}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "only {} of {COUNT} reconciled",
+            by.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // Stopping one manager leaves the ring: the other is alone at once.
+    let (_, _, _, stop, task) = running.remove(0);
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    let (_, metrics, _, stop, task) = running.remove(0);
+    let deadline = Instant::now() + LEASE;
+    loop {
+        let (_, text) = http_get(metrics, "/metrics").await;
+        if text.contains("opkit_shard_members 1") && text.contains("opkit_shard_active 1") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the remaining manager is not alone in time"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    stop.cancel();
+    task.await.unwrap().unwrap();
+    assert_no_overlap(&log);
+}
