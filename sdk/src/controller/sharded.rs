@@ -53,6 +53,7 @@ pub(crate) async fn resync_on_rebalance<R: Reconcile>(
 ) {
     let mut status = shard.subscribe();
     let mut last: Option<(u64, Vec<String>)> = None;
+    let mut previous: Option<hashbrown::HashSet<String>> = None;
     loop {
         let current = status.borrow_and_update().clone();
         let seen = Some((current.rebalances, current.members.clone()));
@@ -60,24 +61,35 @@ pub(crate) async fn resync_on_rebalance<R: Reconcile>(
             last = seen;
             match cache.list::<R::Object>(None) {
                 Ok(objects) => {
-                    let mut owned = 0usize;
+                    let mut owned = hashbrown::HashSet::new();
                     for object in objects {
                         let meta = kube::Resource::meta(&*object);
                         let request = Request {
                             namespace: meta.namespace.clone(),
                             name: meta.name.clone().unwrap_or_default(),
                         };
-                        if shard.owns(&shard_key(&request)) {
-                            owned += 1;
+                        let key = shard_key(&request);
+                        if shard.owns(&key) {
+                            owned.insert(key);
                             queue.add(request);
                         }
                     }
+                    // The first share after joining counts as moved in.
+                    let gained = match &previous {
+                        Some(before) => owned.difference(before).count(),
+                        None => owned.len(),
+                    };
+                    if let Some(families) = shard.shares.get() {
+                        families.record(&controller, owned.len(), gained);
+                    }
                     tracing::info!(
                         controller,
-                        owned,
+                        owned = owned.len(),
+                        moved_in = gained,
                         members = current.members.len(),
                         "shard active; enqueued the objects this replica owns"
                     );
+                    previous = Some(owned);
                 }
                 Err(error) => {
                     tracing::warn!(controller, %error, "could not list the cache to resync a shard")

@@ -13,8 +13,8 @@ use super::server::{self, Bound, Serves};
 use crate::cache::SharedCache;
 use crate::config::{self, ConfigSource};
 use crate::leader::{LeaderElection, LeaderElector};
-use crate::shard::Sharding;
 use crate::metrics::Metrics;
+use crate::shard::Sharding;
 use crate::webhook::WebhookServer;
 
 /// The default graceful shutdown timeout: how long running reconciles and
@@ -241,7 +241,9 @@ impl ManagerBuilder {
                 {
                     sharding = sharding.namespace(namespace.clone());
                 }
-                let shard = sharding.spawn(client.clone()).map_err(ManagerError::Sharding)?;
+                let shard = sharding
+                    .spawn(client.clone())
+                    .map_err(ManagerError::Sharding)?;
                 crate::shard::export_metrics(&shard, &metrics);
                 Some(shard)
             }
@@ -287,7 +289,10 @@ impl ManagerBuilder {
             );
         }
         if let Some(shard) = &shard {
-            readyz.add("shard".to_owned(), health::check(crate::shard::readiness(shard)));
+            readyz.add(
+                "shard".to_owned(),
+                health::check(crate::shard::readiness(shard)),
+            );
         }
         let (leading, _) = watch::channel(false);
         let leading = std::sync::Arc::new(leading);

@@ -31,6 +31,8 @@ pub struct ShardHandle {
     pub(crate) shutdown: CancellationToken,
     pub(crate) task: Arc<AsyncMutex<Option<JoinHandle<()>>>>,
     pub(crate) _drop: Arc<DropGuard>,
+    /// Per-controller share metrics, once a manager exported them.
+    pub(crate) shares: Arc<std::sync::OnceLock<super::observe::ShareFamilies>>,
 }
 
 /// Cancels the membership when the last handle is dropped.

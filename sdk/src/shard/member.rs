@@ -55,6 +55,7 @@ pub(crate) fn spawn_member<S: LeaseStore>(member: Member, store: S) -> ShardHand
         shutdown: shutdown.clone(),
         task: Arc::new(AsyncMutex::new(Some(task))),
         _drop: Arc::new(DropGuard(shutdown)),
+        shares: Arc::default(),
     }
 }
 

@@ -379,6 +379,20 @@ async fn managers_with_sharding_split_objects_and_report_membership() {
             assert!(by.values().all(|r| r.len() == 1), "{by:?}");
             let m1 = by.values().filter(|r| r.contains("m1")).count();
             assert!(m1 > 0 && m1 < COUNT, "m1 reconciled {m1} of {COUNT}");
+            // m1's share of the m-* objects, plus possibly the namespace's
+            // kube-root-ca.crt.
+            let (_, text) = http_get(running[0].1, "/metrics").await;
+            let owned: usize = text
+                .lines()
+                .find_map(|l| {
+                    l.strip_prefix("opkit_shard_owned_objects{controller=\"configmap\"} ")
+                })
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or_else(|| panic!("no owned-objects gauge in {text}"));
+            assert!(
+                owned == m1 || owned == m1 + 1,
+                "owned {owned}, reconciled {m1}"
+            );
             break;
         }
         assert!(
