@@ -97,7 +97,8 @@
 //!
 //! Lease duration 15 s, renew deadline 10 s, retry period 2 s (as leader
 //! election). A replica needs `get`, `list`, `create`, `update` and `delete`
-//! on `leases` in `coordination.k8s.io`, in the Leases' namespace.
+//! on `leases` in `coordination.k8s.io`, in the Leases' namespace
+//! ([`Rules::sharding`](crate::rbac::Rules::sharding)).
 
 mod config;
 mod error;
