@@ -98,6 +98,38 @@ proptest! {
 }
 
 #[test]
+fn shard_selectors_cover_the_hash_space_once() {
+    let ring = Ring::new(["a", "b", "c"]);
+    let one = Ring::new(["only"]);
+    assert_eq!(
+        one.shard_selector("only", "object.metadata.uid").as_deref(),
+        Some("shardRange(object.metadata.uid, '0x0000000000000000', '0x10000000000000000')")
+    );
+    assert_eq!(ring.shard_selector("nobody", "object.metadata.uid"), None);
+    // Parse the terms back: together they tile [0, 2^64) exactly.
+    let mut spans: Vec<(u128, u128)> = Vec::new();
+    for member in ["a", "b", "c"] {
+        let selector = ring.shard_selector(member, "object.metadata.uid").unwrap();
+        for term in selector.split(" || ") {
+            let hex: Vec<u128> = term
+                .split('\'')
+                .filter(|p| p.starts_with("0x"))
+                .map(|p| u128::from_str_radix(&p[2..], 16).unwrap())
+                .collect();
+            spans.push((hex[0], hex[1]));
+        }
+    }
+    spans.sort_unstable();
+    let mut next = 0u128;
+    for (lo, hi) in spans {
+        assert_eq!(lo, next);
+        assert!(hi > lo);
+        next = hi;
+    }
+    assert_eq!(next, 1u128 << 64);
+}
+
+#[test]
 fn an_empty_ring_owns_nothing_and_one_member_owns_everything() {
     assert_eq!(Ring::new(Vec::<String>::new()).owner("ns/a"), None);
     let one = Ring::new(["only"]);

@@ -100,4 +100,30 @@ impl Ring {
         ranges.sort_unstable();
         ranges
     }
+
+    /// The KEP-5866 shard selector for `member` over `field` (e.g.
+    /// `object.metadata.uid`): its ranges, adjacent ones merged, as
+    /// `shardRange(field, 'start', 'end')` terms (end exclusive) joined by
+    /// ` || `. `None` if the member owns nothing. Valid for server-side
+    /// filtering only when keys are hashed as the server hashes them (plain
+    /// FNV-1a of the field; see [`super::hash::fnv1a64`]).
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn shard_selector(&self, member: &str, field: &str) -> Option<String> {
+        let mut merged: Vec<(u64, u128)> = Vec::new();
+        for (lo, hi) in self.ranges(member) {
+            let end = u128::from(hi) + 1;
+            match merged.last_mut() {
+                Some((_, last_end)) if *last_end == u128::from(lo) => *last_end = end,
+                _ => merged.push((lo, end)),
+            }
+        }
+        if merged.is_empty() {
+            return None;
+        }
+        let terms: Vec<String> = merged
+            .iter()
+            .map(|(lo, end)| format!("shardRange({field}, '0x{lo:016x}', '0x{end:016x}')"))
+            .collect();
+        Some(terms.join(" || "))
+    }
 }
