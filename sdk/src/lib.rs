@@ -18,6 +18,7 @@ pub mod metrics;
 pub mod predicate;
 pub mod rbac;
 pub mod reconcile;
+pub mod shard;
 pub mod webhook;
 pub mod workqueue;
 

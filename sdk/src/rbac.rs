@@ -189,6 +189,22 @@ impl Rules {
             )
     }
 
+    /// What sharding needs: `get`, `list`, `create`, `update`, `delete` on
+    /// `coordination.k8s.io` `leases` (see [`crate::shard`]).
+    pub fn sharding(self) -> Self {
+        self.allow_resource(
+            "coordination.k8s.io",
+            "leases",
+            &[
+                Verb::Get,
+                Verb::List,
+                Verb::Create,
+                Verb::Update,
+                Verb::Delete,
+            ],
+        )
+    }
+
     /// What an [`EventRecorder`](crate::client::EventRecorder) needs:
     /// `create` and `patch` on `events.k8s.io` `events`.
     pub fn events(self) -> Self {
@@ -371,6 +387,21 @@ mod tests {
                 r#"["events.k8s.io"] ["events"] ["create", "patch"]"#,
             ]
         );
+    }
+
+    #[test]
+    fn sharding_needs_list_and_delete_on_leases() {
+        let rules = Rules::new().sharding();
+        for verb in [
+            Verb::Get,
+            Verb::List,
+            Verb::Create,
+            Verb::Update,
+            Verb::Delete,
+        ] {
+            assert!(rules.permits("coordination.k8s.io", "leases", verb));
+        }
+        assert!(!rules.permits("coordination.k8s.io", "leases", Verb::Watch));
     }
 
     #[test]

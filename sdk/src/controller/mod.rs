@@ -69,6 +69,7 @@
 //! reconcile decides what happens to the key (see [`crate::reconcile`]).
 
 mod error;
+mod sharded;
 mod stats;
 mod worker;
 
@@ -152,6 +153,7 @@ struct RunSettings {
     cache_sync_timeout: Duration,
     shutdown: ShutdownBound,
     read_your_writes: Option<Duration>,
+    shard: Option<crate::shard::ShardHandle>,
 }
 
 /// Resolves to the leading scope once the workers of a prepared controller
@@ -198,6 +200,7 @@ impl<R: Reconcile> Controller<R> {
                 cache_sync_timeout: Duration::from_secs(120),
                 shutdown: ShutdownBound::Own(Duration::from_secs(30)),
                 read_your_writes: Some(crate::cache::read_your_writes::DEFAULT_WAIT),
+                shard: None,
             },
             reconciler: Arc::new(reconciler),
             indexes: Vec::new(),
@@ -508,6 +511,16 @@ impl<R: Reconcile> Controller<R> {
     /// The controller's name, in logs and metrics (default: the kind, lower case).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.settings.name = name.into();
+        self
+    }
+
+    /// Reconcile only the keys `shard` gives this replica, each under a
+    /// [`ShardPermit`](crate::shard::ShardPermit), so that no key is ever
+    /// reconciled by two replicas at once (see [`crate::shard`]). Keys of
+    /// other replicas are dropped; when this replica's share changes, the
+    /// cached objects it now owns are enqueued.
+    pub fn sharded(mut self, shard: crate::shard::ShardHandle) -> Self {
+        self.settings.shard = Some(shard);
         self
     }
 
@@ -902,7 +915,17 @@ impl<R: Reconcile> Workers<'_, R> {
             read_your_writes: self.settings.read_your_writes,
         });
         let mut tasks = tokio::task::JoinSet::new();
+        let resync = self.settings.shard.clone().map(|shard| {
+            tokio::spawn(sharded::resync_on_rebalance::<R>(
+                shard,
+                self.cache.clone(),
+                self.queue.clone(),
+                self.settings.name.clone(),
+            ))
+        });
+        let _resync = resync.map(AbortOnDrop);
         for _ in 0..self.settings.max_concurrent_reconciles {
+            let shard = self.settings.shard.clone();
             let reconciler = Arc::clone(&self.reconciler);
             let shared = Arc::clone(&shared);
             let queue = self.queue.clone();
@@ -923,6 +946,13 @@ impl<R: Reconcile> Workers<'_, R> {
                             None => break,
                         },
                     };
+                    let permit = match &shard {
+                        Some(shard) => match sharded::admit(shard, &queue, &request.0) {
+                            Some(permit) => Some(permit),
+                            None => continue,
+                        },
+                        None => None,
+                    };
                     worker::process_observed(
                         &*reconciler,
                         &shared,
@@ -933,6 +963,7 @@ impl<R: Reconcile> Workers<'_, R> {
                         request,
                     )
                     .await;
+                    drop(permit);
                 }
             });
         }
@@ -968,6 +999,15 @@ impl<R: Reconcile> Workers<'_, R> {
             tasks.abort_all();
         }
         Ok(())
+    }
+}
+
+/// Aborts a helper task when the workers stop.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

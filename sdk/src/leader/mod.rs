@@ -87,3 +87,4 @@ pub use config::LeaderElection;
 pub(crate) use elector::LeaderElector;
 pub use error::LeaderError;
 pub use handle::{LeaderHandle, LeaderState};
+pub(crate) use identity::default_identity;

@@ -15,6 +15,7 @@ use crate::cache::SharedCache;
 use crate::config::{self, ConfigSource};
 use crate::leader::{LeaderElection, LeaderElector};
 use crate::metrics::Metrics;
+use crate::shard::Sharding;
 use crate::webhook::WebhookServer;
 
 /// The default graceful shutdown timeout: how long running reconciles and
@@ -51,6 +52,7 @@ impl std::fmt::Debug for Connection {
 /// | connection | `KUBECONFIG`, `~/.kube/config`, then in-cluster ([`ConfigSource::Infer`]) |
 /// | [`namespace`](Self::namespace) | all namespaces |
 /// | [`leader_election`](Self::leader_election) | off: this replica always reconciles |
+/// | [`sharding`](Self::sharding) | off: this replica reconciles every object |
 /// | [`metrics_bind_address`](Self::metrics_bind_address) | off |
 /// | [`metrics_secure`](Self::metrics_secure) | off: plain HTTP, no authentication (controller-runtime's default) |
 /// | [`health_probe_bind_address`](Self::health_probe_bind_address) | off |
@@ -62,6 +64,7 @@ pub struct ManagerBuilder {
     connection: Connection,
     namespace: Option<String>,
     leader_election: Option<LeaderElection>,
+    sharding: Option<Sharding>,
     metrics_address: Option<String>,
     metrics_secure: Option<SecureMetrics>,
     probe_address: Option<String>,
@@ -78,6 +81,7 @@ impl Default for ManagerBuilder {
             connection: Connection::Source(ConfigSource::Infer),
             namespace: None,
             leader_election: None,
+            sharding: None,
             metrics_address: None,
             metrics_secure: None,
             probe_address: None,
@@ -133,6 +137,18 @@ impl ManagerBuilder {
     /// so every controller's watches and reads are too.
     pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
         self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// Split the objects across the replicas (see [`crate::shard`]): each
+    /// replica joins the ring at [`build`](Self::build), and every
+    /// controller [`add`](Manager::add)ed reconciles only this replica's
+    /// share. Adds the `/readyz` check `shard` (this replica is a member)
+    /// and the `opkit_shard_*` metrics. Excludes leader election. The ring's
+    /// Leases default to the manager's [`namespace`](Self::namespace), else
+    /// the connection's.
+    pub fn sharding(mut self, sharding: Sharding) -> Self {
+        self.sharding = Some(sharding);
         self
     }
 
@@ -237,6 +253,9 @@ impl ManagerBuilder {
                 instrumented_client(config::load(&source).await?, &metrics)?
             }
         };
+        if self.sharding.is_some() && self.leader_election.is_some() {
+            return Err(ManagerError::ShardingWithLeaderElection);
+        }
         let elector = match self.leader_election {
             None => None,
             Some(election) => Some(elector(&client, election)?),
@@ -250,6 +269,21 @@ impl ManagerBuilder {
         let secure = match &self.metrics_secure {
             Some(secure) if serves_metrics => Some(secure.prepare(&client)?),
             _ => None,
+        };
+        let shard = match self.sharding {
+            None => None,
+            Some(mut sharding) => {
+                if !sharding.has_namespace()
+                    && let Some(namespace) = &self.namespace
+                {
+                    sharding = sharding.namespace(namespace.clone());
+                }
+                let shard = sharding
+                    .spawn(client.clone())
+                    .map_err(ManagerError::Sharding)?;
+                crate::shard::export_metrics(&shard, &metrics);
+                Some(shard)
+            }
         };
         let servers = bind_servers(
             self.metrics_address.as_deref(),
@@ -292,6 +326,12 @@ impl ManagerBuilder {
                 }),
             );
         }
+        if let Some(shard) = &shard {
+            readyz.add(
+                "shard".to_owned(),
+                health::check(crate::shard::readiness(shard)),
+            );
+        }
         let (leading, _) = watch::channel(false);
         let leading = std::sync::Arc::new(leading);
         Ok(Manager {
@@ -300,6 +340,7 @@ impl ManagerBuilder {
             cache,
             metrics,
             elector,
+            shard,
             servers,
             webhook,
             healthz,

@@ -29,6 +29,13 @@ pub enum ManagerError {
          (in a cluster it defaults to the pod's namespace)"
     )]
     NoLeaseNamespace,
+    /// The sharding options are invalid.
+    #[error("invalid sharding options: {0}")]
+    Sharding(#[source] crate::shard::ShardError),
+    /// Both sharding and leader election were asked for: with sharding
+    /// every replica reconciles its share, so there is no leader to elect.
+    #[error("sharding and leader election exclude each other: choose one")]
+    ShardingWithLeaderElection,
     /// An HTTP server address could not be bound.
     #[error(
         "cannot listen on {address} for the {server} server: {source}; \

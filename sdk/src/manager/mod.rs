@@ -159,6 +159,7 @@ pub struct Manager {
     cache: SharedCache,
     metrics: Metrics,
     elector: Option<(LeaderElector, String)>,
+    shard: Option<crate::shard::ShardHandle>,
     servers: Vec<Bound>,
     webhook: Option<BoundWebhookServer>,
     healthz: Checks,
@@ -259,6 +260,10 @@ impl Manager {
         // The manager's graceful shutdown timeout bounds the controller's
         // drain (and reports what it abandons): the controller has no bound
         // of its own.
+        let controller = match &self.shard {
+            Some(shard) => controller.sharded(shard.clone()),
+            None => controller,
+        };
         let controller = controller
             .shutdown_bounded_by_runner()
             .metrics(&self.metrics)

@@ -46,6 +46,7 @@ pub(super) async fn run(
         cache,
         metrics,
         elector,
+        shard,
         servers,
         webhook,
         healthz,
@@ -206,6 +207,11 @@ pub(super) async fn run(
         }
     };
 
+    // Nothing reconciles any more: leave the shard ring (its Lease is
+    // deleted, so the others take this replica's share at once).
+    if let Some(shard) = &shard {
+        shard.shutdown().await;
+    }
     // Nothing reconciles any more: the Lease may go (released if configured).
     if let Some((handle, lease)) = &leader {
         let state = handle.shutdown().await;

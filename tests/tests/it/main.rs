@@ -24,6 +24,8 @@ mod manager;
 mod metrics_dashboard;
 mod metrics_secure;
 mod read_your_writes;
+mod shard;
+mod shard_processes;
 mod user_roles;
 mod webhook;
 

@@ -1,0 +1,103 @@
+//! A sharded controller's side of [`crate::shard`]: a key runs only under
+//! a [`ShardPermit`]; keys of other replicas are dropped, and every time
+//! this replica becomes active on a new member set, the cached objects it
+//! now owns are enqueued again.
+
+use std::time::Duration;
+
+use crate::cache::SharedCache;
+use crate::reconcile::{Reconcile, Request};
+use crate::shard::{ShardHandle, ShardPermit};
+use crate::workqueue::WorkQueue;
+
+/// How soon a key this replica owns but may not start yet (a handover in
+/// progress) is tried again.
+const HANDOVER_RETRY: Duration = Duration::from_millis(500);
+
+/// The shard key of a request: `namespace/name`, or `name` if cluster-scoped.
+pub(crate) fn shard_key(request: &Request) -> String {
+    match &request.namespace {
+        Some(namespace) => format!("{namespace}/{}", request.name),
+        None => request.name.clone(),
+    }
+}
+
+/// A permit for `request`, or `None` after settling the key in the queue:
+/// retried soon if this replica owns it, dropped if another one does.
+pub(crate) fn admit(
+    shard: &ShardHandle,
+    queue: &WorkQueue<Request>,
+    request: &Request,
+) -> Option<ShardPermit> {
+    let key = shard_key(request);
+    if let Some(permit) = shard.try_start(&key) {
+        return Some(permit);
+    }
+    queue.done(request);
+    if shard.owns(&key) {
+        queue.add_after(request.clone(), HANDOVER_RETRY);
+    } else {
+        queue.forget(request);
+        tracing::trace!(key, "not this replica's key; dropped");
+    }
+    None
+}
+
+/// Until `stop`: whenever this replica turns active on a member set it had
+/// not been active on, enqueues every cached primary object it owns.
+pub(crate) async fn resync_on_rebalance<R: Reconcile>(
+    shard: ShardHandle,
+    cache: SharedCache,
+    queue: WorkQueue<Request>,
+    controller: String,
+) {
+    let mut status = shard.subscribe();
+    let mut last: Option<(u64, Vec<String>)> = None;
+    let mut previous: Option<hashbrown::HashSet<String>> = None;
+    loop {
+        let current = status.borrow_and_update().clone();
+        let seen = Some((current.rebalances, current.members.clone()));
+        if current.active && seen != last {
+            last = seen;
+            match cache.list::<R::Object>(None) {
+                Ok(objects) => {
+                    let mut owned = hashbrown::HashSet::new();
+                    for object in objects {
+                        let meta = kube::Resource::meta(&*object);
+                        let request = Request {
+                            namespace: meta.namespace.clone(),
+                            name: meta.name.clone().unwrap_or_default(),
+                        };
+                        let key = shard_key(&request);
+                        if shard.owns(&key) {
+                            owned.insert(key);
+                            queue.add(request);
+                        }
+                    }
+                    // The first share after joining counts as moved in.
+                    let gained = match &previous {
+                        Some(before) => owned.difference(before).count(),
+                        None => owned.len(),
+                    };
+                    if let Some(families) = shard.shares.get() {
+                        families.record(&controller, owned.len(), gained);
+                    }
+                    tracing::info!(
+                        controller,
+                        owned = owned.len(),
+                        moved_in = gained,
+                        members = current.members.len(),
+                        "shard active; enqueued the objects this replica owns"
+                    );
+                    previous = Some(owned);
+                }
+                Err(error) => {
+                    tracing::warn!(controller, %error, "could not list the cache to resync a shard")
+                }
+            }
+        }
+        if status.changed().await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! [`Sharding`]: the options of one ring, validated.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::leader::{DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD};
+
+use super::error::ShardError;
+use super::handle::ShardHandle;
+use super::hash::hash64;
+use super::member::{Member, spawn_member};
+use super::store::KubeLeaseStore;
+
+/// The longest ring name: it is a label value (63) and the prefix of each
+/// member Lease's name, `<ring>-<16 hex digits>`.
+const MAX_RING_LEN: usize = 63;
+
+/// Split one operator's objects across its replicas: each replica holds a
+/// Lease labelled with the ring's name, and owns the keys the ring gives
+/// it (see the [module docs](crate::shard) for the protocol).
+///
+/// ```
+/// use std::time::Duration;
+/// use opkit::shard::Sharding;
+///
+/// let sharding = Sharding::new("memcached-operator")
+///     .namespace("memcached-system")
+///     .lease_duration(Duration::from_secs(15));
+/// ```
+#[derive(Debug, Clone)]
+pub struct Sharding {
+    ring: String,
+    namespace: Option<String>,
+    identity: Option<String>,
+    lease_duration: Duration,
+    renew_deadline: Duration,
+    retry_period: Duration,
+}
+
+/// The validated timing of a ring.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Timing {
+    pub(crate) lease_duration: Duration,
+    pub(crate) renew_deadline: Duration,
+    pub(crate) retry_period: Duration,
+}
+
+impl Sharding {
+    /// A ring named `ring`: the same name on every replica, unique per
+    /// operator (and per sharded controller group).
+    pub fn new(ring: impl Into<String>) -> Self {
+        Self {
+            ring: ring.into(),
+            namespace: None,
+            identity: None,
+            lease_duration: DEFAULT_LEASE_DURATION,
+            renew_deadline: DEFAULT_RENEW_DEADLINE,
+            retry_period: DEFAULT_RETRY_PERIOD,
+        }
+    }
+
+    /// The member Leases' namespace. Default: the client's namespace.
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// This replica's identity (default `<hostname>_<random UUID>`).
+    pub fn identity(mut self, identity: impl Into<String>) -> Self {
+        self.identity = Some(identity.into());
+        self
+    }
+
+    /// How long others wait, from the last change they saw of a member's
+    /// Lease, before removing it (default 15 s).
+    pub fn lease_duration(mut self, duration: Duration) -> Self {
+        self.lease_duration = duration;
+        self
+    }
+
+    /// How long a replica keeps starting reconciles without a successful
+    /// renew (default 10 s; less than the lease duration).
+    pub fn renew_deadline(mut self, deadline: Duration) -> Self {
+        self.renew_deadline = deadline;
+        self
+    }
+
+    /// How often a replica renews its Lease and reads the others (default 2 s).
+    pub fn retry_period(mut self, period: Duration) -> Self {
+        self.retry_period = period;
+        self
+    }
+
+    /// Whether [`namespace`](Self::namespace) was set.
+    pub(crate) fn has_namespace(&self) -> bool {
+        self.namespace.is_some()
+    }
+
+    /// Validates the options and joins the ring on the current tokio
+    /// runtime. Membership runs until [`ShardHandle::shutdown`] or until
+    /// the last handle is dropped.
+    pub fn spawn(self, client: kube::Client) -> Result<ShardHandle, ShardError> {
+        let namespace = match &self.namespace {
+            Some(namespace) => namespace.clone(),
+            None => client.default_namespace().to_owned(),
+        };
+        let member = self.member(namespace)?;
+        let store = KubeLeaseStore::new(client, &member.namespace, &member.ring);
+        Ok(spawn_member(member, store))
+    }
+
+    /// The validated member, not yet running.
+    pub(crate) fn member(self, namespace: String) -> Result<Member, ShardError> {
+        validate_ring(&self.ring)?;
+        if namespace.is_empty() {
+            return Err(ShardError::EmptyNamespace);
+        }
+        let identity = match self.identity {
+            Some(identity) => identity,
+            None => crate::leader::default_identity(),
+        };
+        if identity.is_empty() || identity.len() > 128 {
+            return Err(ShardError::InvalidIdentity(identity));
+        }
+        let timing = Timing {
+            lease_duration: self.lease_duration,
+            renew_deadline: self.renew_deadline,
+            retry_period: self.retry_period,
+        };
+        validate_timing(timing)?;
+        let lease_seconds = i32::try_from(
+            self.lease_duration
+                .as_secs()
+                .saturating_add(u64::from(self.lease_duration.subsec_nanos() > 0))
+                .max(1),
+        )
+        .map_err(|_| ShardError::InvalidTiming("lease_duration is too long"))?;
+        let lease_name = format!("{}-{:016x}", self.ring, hash64(identity.as_bytes()));
+        Ok(Member {
+            ring: self.ring,
+            namespace,
+            lease_name,
+            identity: Arc::from(identity),
+            timing,
+            lease_seconds,
+        })
+    }
+}
+
+fn validate_ring(ring: &str) -> Result<(), ShardError> {
+    let ok = !ring.is_empty()
+        && ring.len() <= MAX_RING_LEN
+        && ring
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !ring.starts_with('-')
+        && !ring.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(ShardError::InvalidRing(ring.to_owned()))
+    }
+}
+
+fn validate_timing(t: Timing) -> Result<(), ShardError> {
+    if t.lease_duration.is_zero() || t.renew_deadline.is_zero() || t.retry_period.is_zero() {
+        return Err(ShardError::InvalidTiming(
+            "durations must be greater than zero",
+        ));
+    }
+    if t.lease_duration <= t.renew_deadline {
+        return Err(ShardError::InvalidTiming(
+            "lease_duration must be greater than renew_deadline, so a replica that cannot renew \
+             stops starting reconciles before others may remove it",
+        ));
+    }
+    if t.renew_deadline <= t.retry_period {
+        return Err(ShardError::InvalidTiming(
+            "renew_deadline must be greater than retry_period, so a replica gets more than one \
+             renew attempt before it stops",
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bad_options_are_rejected_with_the_reason() {
+        let ns = || "ns".to_owned();
+        assert!(matches!(
+            Sharding::new("").member(ns()),
+            Err(ShardError::InvalidRing(_))
+        ));
+        assert!(matches!(
+            Sharding::new("Bad_Ring").member(ns()),
+            Err(ShardError::InvalidRing(_))
+        ));
+        assert!(matches!(
+            Sharding::new("r".repeat(64)).member(ns()),
+            Err(ShardError::InvalidRing(_))
+        ));
+        assert!(matches!(
+            Sharding::new("ring").member(String::new()),
+            Err(ShardError::EmptyNamespace)
+        ));
+        assert!(matches!(
+            Sharding::new("ring").identity("").member(ns()),
+            Err(ShardError::InvalidIdentity(_))
+        ));
+        assert!(matches!(
+            Sharding::new("ring")
+                .lease_duration(Duration::from_secs(5))
+                .renew_deadline(Duration::from_secs(5))
+                .member(ns()),
+            Err(ShardError::InvalidTiming(_))
+        ));
+        assert!(matches!(
+            Sharding::new("ring")
+                .renew_deadline(Duration::from_secs(2))
+                .member(ns()),
+            Err(ShardError::InvalidTiming(_))
+        ));
+        let member = Sharding::new("ring").identity("a").member(ns()).unwrap();
+        assert!(member.lease_name.starts_with("ring-"));
+        assert_eq!(member.lease_name.len(), "ring-".len() + 16);
+        assert_eq!(member.lease_seconds, 15);
+    }
+}

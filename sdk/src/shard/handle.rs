@@ -1,0 +1,87 @@
+//! [`ShardHandle`]: what the rest of the process sees of its membership.
+
+use std::sync::Arc;
+
+use tokio::sync::{Mutex as AsyncMutex, watch};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use super::gate::{Gate, ShardPermit};
+
+/// Where this replica stands in its ring, for metrics, logs and `/readyz`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShardStatus {
+    /// Whether this replica may start reconciles now: its Lease is fresh
+    /// and every member acknowledged the current member set.
+    pub active: bool,
+    /// The members (identities) of the current view, sorted.
+    pub members: Vec<String>,
+    /// How many times the member set changed since this replica joined.
+    pub rebalances: u64,
+}
+
+/// One replica's membership in a ring, from [`Sharding::spawn`](super::Sharding::spawn).
+/// Clones share the membership; it ends at [`shutdown`](Self::shutdown)
+/// or when the last clone is dropped.
+#[derive(Debug, Clone)]
+pub struct ShardHandle {
+    pub(crate) gate: Arc<Gate>,
+    pub(crate) identity: Arc<str>,
+    pub(crate) status: watch::Receiver<ShardStatus>,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) task: Arc<AsyncMutex<Option<JoinHandle<()>>>>,
+    pub(crate) _drop: Arc<DropGuard>,
+    /// Per-controller share metrics, once a manager exported them.
+    pub(crate) shares: Arc<std::sync::OnceLock<super::observe::ShareFamilies>>,
+}
+
+/// Cancels the membership when the last handle is dropped.
+#[derive(Debug)]
+pub(crate) struct DropGuard(pub(crate) CancellationToken);
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        self.0.cancel();
+    }
+}
+
+impl ShardHandle {
+    /// This replica's identity: its name in the ring.
+    pub fn identity(&self) -> &str {
+        &self.identity
+    }
+
+    /// A permit to reconcile `key` (`namespace/name`, or `name` for a
+    /// cluster-scoped object) now, or `None` when another replica owns it
+    /// or this replica may not start anything yet. Hold the permit until
+    /// the reconcile ends.
+    pub fn try_start(&self, key: &str) -> Option<ShardPermit> {
+        self.gate.try_start(key)
+    }
+
+    /// Whether this replica owns `key` in the member set it currently
+    /// sees (it may still have to wait before starting it).
+    pub fn owns(&self, key: &str) -> bool {
+        self.gate.owns(key)
+    }
+
+    /// The current status.
+    pub fn status(&self) -> ShardStatus {
+        self.status.borrow().clone()
+    }
+
+    /// A receiver that sees every status change.
+    pub fn subscribe(&self) -> watch::Receiver<ShardStatus> {
+        self.status.clone()
+    }
+
+    /// Leaves the ring: stops granting permits, waits (up to the renew
+    /// deadline) for held permits to drop, then deletes this replica's
+    /// Lease so the others take its keys at their next read.
+    pub async fn shutdown(&self) {
+        self.shutdown.cancel();
+        if let Some(task) = self.task.lock().await.take() {
+            let _ = task.await;
+        }
+    }
+}

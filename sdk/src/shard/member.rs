@@ -1,0 +1,365 @@
+//! [`Member`] and its loop: every retry period, read the ring's Leases,
+//! compute the view, drain what it takes away, acknowledge it in this
+//! replica's Lease, and open the gate once every member acknowledged it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use k8s_openapi::jiff::Timestamp;
+use tokio::sync::{Mutex as AsyncMutex, watch};
+use tokio::time::{Instant, sleep, sleep_until, timeout};
+use tokio_util::sync::CancellationToken;
+
+use super::config::Timing;
+use super::gate::Gate;
+use super::handle::{DropGuard, ShardHandle, ShardStatus};
+use super::liveness::Liveness;
+use super::store::{LeaseStore, RING_LABEL, VIEW_ANNOTATION};
+use super::view::View;
+
+/// A validated, not yet running, member of a ring.
+#[derive(Debug, Clone)]
+pub(crate) struct Member {
+    pub(crate) ring: String,
+    pub(crate) namespace: String,
+    pub(crate) lease_name: String,
+    pub(crate) identity: Arc<str>,
+    pub(crate) timing: Timing,
+    pub(crate) lease_seconds: i32,
+}
+
+/// Starts the membership loop over any store; the unit tests use an
+/// in-memory one.
+pub(crate) fn spawn_member<S: LeaseStore>(member: Member, store: S) -> ShardHandle {
+    let gate = Gate::new(member.identity.clone());
+    let (status_tx, status_rx) = watch::channel(ShardStatus::default());
+    let shutdown = CancellationToken::new();
+    let identity = member.identity.clone();
+    let runner = Runner {
+        store,
+        member,
+        gate: gate.clone(),
+        liveness: Liveness::default(),
+        own: None,
+        acked: None,
+        status: status_tx,
+        shutdown: shutdown.clone(),
+    };
+    let task = tokio::spawn(runner.run());
+    ShardHandle {
+        gate,
+        identity,
+        status: status_rx,
+        shutdown: shutdown.clone(),
+        task: Arc::new(AsyncMutex::new(Some(task))),
+        _drop: Arc::new(DropGuard(shutdown)),
+        shares: Arc::default(),
+    }
+}
+
+struct Runner<S> {
+    store: S,
+    member: Member,
+    gate: Arc<Gate>,
+    liveness: Liveness,
+    /// This replica's Lease as last written (`None`: not created yet, or
+    /// removed by others, and so to be created anew).
+    own: Option<Lease>,
+    /// The view id this replica's Lease acknowledges.
+    acked: Option<String>,
+    status: watch::Sender<ShardStatus>,
+    shutdown: CancellationToken,
+}
+
+/// What one read of the ring found.
+struct Observed {
+    view: View,
+    /// Whether every member, this replica's own Lease as last written by
+    /// it included, acknowledged `view` in this read.
+    all_acked: bool,
+}
+
+impl<S: LeaseStore> Runner<S> {
+    async fn run(mut self) {
+        let m = &self.member;
+        tracing::info!(ring = %m.ring, namespace = %m.namespace, lease = %m.lease_name, identity = %m.identity, "joining the shard ring");
+        let mut next = Instant::now();
+        loop {
+            tokio::select! {
+                biased;
+                () = self.shutdown.cancelled() => break,
+                () = sleep_until(next) => {}
+            }
+            next = Instant::now() + self.member.timing.retry_period;
+            let sent = Instant::now();
+            let shutdown = self.shutdown.clone();
+            let round = timeout(self.member.timing.renew_deadline, self.round(sent));
+            let outcome = tokio::select! {
+                biased;
+                () = shutdown.cancelled() => break,
+                r = round => r,
+            };
+            if outcome.is_err() {
+                tracing::warn!(ring = %self.member.ring, timeout = ?self.member.timing.renew_deadline, "shard membership round timed out");
+            }
+            self.publish();
+        }
+        self.leave().await;
+    }
+
+    /// One read-decide-write round. Errors are logged; a round that does
+    /// not renew leaves the gate to close at its freshness deadline.
+    async fn round(&mut self, sent: Instant) {
+        let leases = match self.store.list().await {
+            Ok(leases) => leases,
+            Err(error) => {
+                tracing::warn!(ring = %self.member.ring, %error, "failed to list the ring's Leases; not renewing this round");
+                return;
+            }
+        };
+        let observed = self.observe(&leases).await;
+        if self.gate.enter(&observed.view) {
+            let rebalances = self.status.borrow().rebalances + 1;
+            self.status.send_modify(|s| s.rebalances = rebalances);
+            tracing::info!(
+                ring = %self.member.ring,
+                identity = %self.member.identity,
+                view = %observed.view.id(),
+                members = ?observed.view.ring().members(),
+                rebalances,
+                "shard ring membership changed; rebalancing"
+            );
+        }
+        // Acknowledge the new view only when nothing it takes away is
+        // still reconciling here; until then keep acknowledging the old one.
+        let ack = if self.gate.drained_for(Some(&observed.view)) {
+            Some(observed.view.id().to_owned())
+        } else {
+            self.acked.clone()
+        };
+        if self.write(ack.clone()).await {
+            self.acked = ack;
+            self.gate
+                .set_fresh_until(sent + self.member.timing.renew_deadline);
+            // Opening needs a read that shows this replica's own
+            // acknowledgement too: then any replica that joined later reads
+            // this one's Lease and waits for its acknowledgement in turn.
+            let open = self.acked.as_deref() == Some(observed.view.id()) && observed.all_acked;
+            self.gate.set_open(open);
+        }
+    }
+
+    /// Reads liveness off `leases`, removes expired members (a delete
+    /// under the observed resourceVersion: a member that renewed meanwhile
+    /// is kept), and builds the view.
+    async fn observe(&mut self, leases: &[Lease]) -> Observed {
+        let now = Instant::now();
+        self.liveness.observe(
+            now,
+            leases.iter().filter_map(|l| {
+                Some((
+                    l.metadata.name.as_deref()?,
+                    l.metadata.resource_version.as_deref()?,
+                ))
+            }),
+        );
+        let mut members = vec![self.member.identity.to_string()];
+        let mut acks = Vec::new();
+        let own_version = self
+            .own
+            .as_ref()
+            .and_then(|l| l.metadata.resource_version.as_deref());
+        let mut own_ack = None;
+        for lease in leases {
+            let (Some(name), Some(version)) = (
+                lease.metadata.name.as_deref(),
+                lease.metadata.resource_version.as_deref(),
+            ) else {
+                continue;
+            };
+            if name == self.member.lease_name {
+                // Only the Lease exactly as this replica last wrote it.
+                if own_version == Some(version) {
+                    own_ack = Some(ack_of(lease));
+                }
+                continue;
+            }
+            let Some(holder) = lease.spec.as_ref().and_then(|s| s.holder_identity.clone()) else {
+                continue;
+            };
+            let fresh = self
+                .liveness
+                .is_fresh(name, now, self.member.timing.lease_duration);
+            if !fresh {
+                match self.store.delete(name, version).await {
+                    Ok(()) => {
+                        tracing::info!(ring = %self.member.ring, lease = name, member = %holder, "removed a member whose Lease expired");
+                        continue;
+                    }
+                    Err(kube::Error::Api(e)) if e.code == 404 => continue,
+                    Err(error) => {
+                        // Renewed meanwhile (409) or unknown: still a member.
+                        tracing::debug!(ring = %self.member.ring, lease = name, %error, "expired member Lease not removed");
+                    }
+                }
+            }
+            members.push(holder);
+            acks.push(ack_of(lease));
+        }
+        let view = View::new(members);
+        let all_acked = own_ack.is_some_and(|a| a.as_deref() == Some(view.id()))
+            && acks.iter().all(|a| a.as_deref() == Some(view.id()));
+        Observed { view, all_acked }
+    }
+
+    /// Creates or renews this replica's Lease acknowledging `ack`. Returns
+    /// whether the write succeeded. A renew that finds the Lease gone or
+    /// changed means others removed this replica: it leaves (closes the
+    /// gate and forgets its view) and joins anew next round.
+    async fn write(&mut self, ack: Option<String>) -> bool {
+        let now = MicroTime(Timestamp::now());
+        let lease = match self.own.clone() {
+            Some(mut lease) => {
+                let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+                spec.renew_time = Some(now);
+                set_ack(&mut lease.metadata, ack.as_deref());
+                let result = self.store.replace(&lease).await;
+                match result {
+                    Ok(written) => {
+                        self.own = Some(written);
+                        return true;
+                    }
+                    Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => {
+                        tracing::warn!(ring = %self.member.ring, identity = %self.member.identity, code = e.code, "this replica was removed from the ring (its Lease expired); stopping its keys and joining again");
+                        self.expelled();
+                        return false;
+                    }
+                    Err(error) => {
+                        tracing::warn!(ring = %self.member.ring, %error, "failed to renew the member Lease");
+                        return false;
+                    }
+                }
+            }
+            None => self.new_lease(now, ack.as_deref()),
+        };
+        match self.store.create(&lease).await {
+            Ok(written) => {
+                tracing::info!(ring = %self.member.ring, lease = %self.member.lease_name, "created the member Lease");
+                self.own = Some(written);
+                true
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                // A Lease of our name from an earlier life: never reuse its
+                // acknowledgement; delete it and create ours next round.
+                tracing::warn!(ring = %self.member.ring, lease = %self.member.lease_name, "a member Lease of this identity exists; replacing it");
+                if let Ok(leases) = self.store.list().await
+                    && let Some(old) = leases
+                        .iter()
+                        .find(|l| l.metadata.name.as_deref() == Some(&self.member.lease_name))
+                    && let Some(version) = old.metadata.resource_version.as_deref()
+                {
+                    let _ = self.store.delete(&self.member.lease_name, version).await;
+                }
+                false
+            }
+            Err(error) => {
+                tracing::warn!(ring = %self.member.ring, %error, "failed to create the member Lease");
+                false
+            }
+        }
+    }
+
+    fn expelled(&mut self) {
+        self.own = None;
+        self.acked = None;
+        self.gate.leave();
+    }
+
+    fn new_lease(&self, now: MicroTime, ack: Option<&str>) -> Lease {
+        let mut metadata = ObjectMeta {
+            name: Some(self.member.lease_name.clone()),
+            namespace: Some(self.member.namespace.clone()),
+            labels: Some(BTreeMap::from([(
+                RING_LABEL.to_owned(),
+                self.member.ring.clone(),
+            )])),
+            ..ObjectMeta::default()
+        };
+        set_ack(&mut metadata, ack);
+        Lease {
+            metadata,
+            spec: Some(LeaseSpec {
+                holder_identity: Some(self.member.identity.to_string()),
+                lease_duration_seconds: Some(self.member.lease_seconds),
+                acquire_time: Some(now.clone()),
+                renew_time: Some(now),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    fn publish(&self) {
+        let active = self.gate.is_active();
+        let members = self.gate.members();
+        self.status.send_if_modified(|s| {
+            let changed = s.active != active || s.members != members;
+            s.active = active;
+            s.members = members;
+            changed
+        });
+    }
+
+    /// Graceful leave: no new permits; wait up to the renew deadline for
+    /// held ones; then delete the Lease so others need not wait for expiry.
+    async fn leave(&mut self) {
+        self.gate.leave();
+        self.publish();
+        let deadline = Instant::now() + self.member.timing.renew_deadline;
+        while self.gate.in_flight() > 0 && Instant::now() < deadline {
+            sleep(std::time::Duration::from_millis(50)).await;
+        }
+        if self.gate.in_flight() > 0 {
+            tracing::warn!(ring = %self.member.ring, "reconciles still running at shutdown; leaving the member Lease to expire");
+            return;
+        }
+        let Some(version) = self
+            .own
+            .as_ref()
+            .and_then(|l| l.metadata.resource_version.clone())
+        else {
+            return;
+        };
+        match self.store.delete(&self.member.lease_name, &version).await {
+            Ok(()) => {
+                tracing::info!(ring = %self.member.ring, lease = %self.member.lease_name, "left the shard ring")
+            }
+            Err(error) => {
+                tracing::warn!(ring = %self.member.ring, %error, "failed to delete the member Lease; others remove it when it expires")
+            }
+        }
+    }
+}
+
+/// The view id a Lease acknowledges.
+fn ack_of(lease: &Lease) -> Option<String> {
+    lease
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(VIEW_ANNOTATION))
+        .cloned()
+}
+
+fn set_ack(metadata: &mut ObjectMeta, ack: Option<&str>) {
+    let annotations = metadata.annotations.get_or_insert_with(BTreeMap::new);
+    match ack {
+        Some(ack) => {
+            annotations.insert(VIEW_ANNOTATION.to_owned(), ack.to_owned());
+        }
+        None => {
+            annotations.remove(VIEW_ANNOTATION);
+        }
+    }
+}

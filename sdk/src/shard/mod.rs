@@ -1,0 +1,124 @@
+//! Sharding: one operator's objects split across N replicas, each
+//! reconciling only its share, with no object ever reconciled by two
+//! replicas at once.
+//!
+//! ```no_run
+//! use opkit::shard::Sharding;
+//!
+//! # async fn example(client: kube::Client) -> Result<(), opkit::shard::ShardError> {
+//! let shard = Sharding::new("memcached-operator")
+//!     .namespace("memcached-system")
+//!     .spawn(client)?;
+//!
+//! // Before reconciling an object, ask for a permit; hold it until done.
+//! if let Some(permit) = shard.try_start("default/my-memcached") {
+//!     // ... reconcile default/my-memcached ...
+//!     drop(permit);
+//! }
+//!
+//! // For metrics and /readyz.
+//! let status = shard.status();
+//! println!("active: {}, members: {:?}", status.active, status.members);
+//!
+//! // Graceful: stop granting permits, wait for held ones, delete the Lease.
+//! shard.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # Membership
+//!
+//! Each replica holds its own `coordination.k8s.io/v1` Lease named
+//! `<ring>-<16 hex digits of its identity's hash>`, labelled
+//! `shard.opkit.dev/ring=<ring>`, in the operator's namespace, and renews
+//! it every *retry period*. Every round a replica lists the ring's Leases
+//! (a consistent read) and judges each one fresh as leader election does:
+//! by when *it* last saw the Lease change, so clock skew does not matter.
+//! A Lease unchanged for the *lease duration* is removed with a delete
+//! conditioned on the `resourceVersion` that was judged stale, so a member
+//! that renewed meanwhile is never removed. The members are the listed
+//! Leases plus the replica itself; adding a replica needs no configuration.
+//!
+//! # Assignment
+//!
+//! Every replica builds the same consistent-hash ring (128 virtual nodes per
+//! member, over a hash pinned in this crate) from the same member set, and
+//! a key (`namespace/name`) belongs to the member whose point follows the
+//! key's hash. When one of N members joins or leaves, only the keys of the
+//! arcs it gains or loses move: about 1/N of them. A ring rather than
+//! rendezvous hashing, because a ring gives each member contiguous hash
+//! ranges, which a server-side sharded list/watch (KEP-5866
+//! `shardRange`) can select; rendezvous hashing cannot be expressed as
+//! ranges.
+//!
+//! # Handover: why two replicas never reconcile one key at once
+//!
+//! A replica reconciles a key only under a [`ShardPermit`], granted when
+//! (a) the replica owns the key in its current *view* (member set), (b)
+//! *every* member of that view has acknowledged it, and (c) the replica's
+//! last successful renew was *sent* less than the *renew deadline* ago.
+//!
+//! - **Acknowledging.** Each replica writes, in its own Lease's annotation
+//!   `shard.opkit.dev/view`, the id of the view it acts on. On seeing a new
+//!   view it closes its gate (no new permits), waits until no permit is
+//!   held for a key the new view gives to someone else, and only then
+//!   writes the new id. The gate reopens only when one consistent read
+//!   shows *every* member's acknowledgement of the same view, this
+//!   replica's own Lease (exactly as it last wrote it) included, and this
+//!   round's renew succeeded. Requiring its own acknowledgement in the
+//!   read closes the join race: of two replicas that start at once and
+//!   each first read an empty ring, the one whose read comes later sees
+//!   the other's Lease, so neither can act on a view without the other.
+//! - **Rebalancing.** Say key *k* moves from A to B. B starts *k* only after
+//!   reading A's acknowledgement of the new view, which A wrote only after
+//!   its last permit on *k* was dropped; and A cannot start *k* again under
+//!   the new view. A later view change closes both gates again. Because
+//!   reads are consistent (quorum) and every write is conditional on the
+//!   Lease's `resourceVersion`, two replicas cannot both have read the
+//!   other's acknowledgement of different views that give them the same key.
+//! - **Death and pauses.** A member that stops renewing (crashed, paused
+//!   with SIGSTOP, partitioned) is not acknowledged by anyone's wait: the
+//!   others remove its Lease once it was unchanged for the lease duration
+//!   *by their clock*, which is at least the lease duration after the
+//!   member *sent* its last successful renew. The member itself stops
+//!   granting permits at send time + renew deadline, which is earlier
+//!   because `renew_deadline < lease_duration`. A paused member that
+//!   resumes finds its own renew rejected (its Lease is gone or changed:
+//!   404/409), forgets its view and joins again as a new member: it starts
+//!   nothing until every member has acknowledged a view that includes it.
+//!
+//! What the protocol cannot stop is a reconcile *already running* when its
+//! replica freezes or loses the apiserver: such a reconcile may still be
+//! running when others take its key unless it ends within
+//! `lease_duration − renew_deadline` (5 s with the defaults) of the last
+//! renew. Keep sharded reconciles shorter than that, as with leader
+//! election.
+//!
+//! # Defaults and RBAC
+//!
+//! Lease duration 15 s, renew deadline 10 s, retry period 2 s (as leader
+//! election). A replica needs `get`, `list`, `create`, `update` and `delete`
+//! on `leases` in `coordination.k8s.io`, in the Leases' namespace
+//! ([`Rules::sharding`](crate::rbac::Rules::sharding)).
+
+mod config;
+mod error;
+mod gate;
+mod handle;
+mod hash;
+mod liveness;
+mod member;
+mod observe;
+mod ring;
+mod store;
+mod view;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+pub use config::Sharding;
+pub use error::ShardError;
+pub use gate::ShardPermit;
+pub use handle::{ShardHandle, ShardStatus};
+pub(crate) use observe::{export_metrics, readiness};

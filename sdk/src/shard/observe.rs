@@ -1,0 +1,113 @@
+//! What a [`Manager`](crate::manager::Manager) shows of a ring: a
+//! `/readyz` check and `opkit_shard_*` metrics.
+
+use std::sync::Arc;
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+
+use super::handle::ShardHandle;
+use crate::metrics::Metrics;
+
+/// The `controller` label.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+struct ControllerLabel {
+    controller: String,
+}
+
+/// Per sharded controller: the objects this replica owned at the last
+/// rebalance, and how many it gained at rebalances.
+#[derive(Debug, Clone)]
+pub(crate) struct ShareFamilies {
+    owned: Family<ControllerLabel, Gauge>,
+    gained: Family<ControllerLabel, Counter>,
+}
+
+impl ShareFamilies {
+    /// Records a rebalance of `controller`: `owned` objects now, `gained`
+    /// of them new to this replica.
+    pub(crate) fn record(&self, controller: &str, owned: usize, gained: usize) {
+        let label = ControllerLabel {
+            controller: controller.to_owned(),
+        };
+        self.owned
+            .get_or_create(&label)
+            .set(i64::try_from(owned).unwrap_or(i64::MAX));
+        self.gained.get_or_create(&label).inc_by(gained as u64);
+    }
+}
+
+/// Registers `opkit_shard_members`, `opkit_shard_active`,
+/// `opkit_shard_rebalances_total`, `opkit_shard_owned_objects{controller}`
+/// and `opkit_shard_moved_in_objects_total{controller}` on `metrics`, and
+/// keeps the first three current until the membership ends.
+pub(crate) fn export_metrics(shard: &ShardHandle, metrics: &Metrics) {
+    let families = ShareFamilies {
+        owned: Family::default(),
+        gained: Family::default(),
+    };
+    metrics.register(
+        "opkit_shard_owned_objects",
+        "Objects of a sharded controller this replica owned at the last rebalance",
+        families.owned.clone(),
+    );
+    metrics.register(
+        "opkit_shard_moved_in_objects",
+        "Objects a sharded controller took over from other replicas at rebalances",
+        families.gained.clone(),
+    );
+    let _ = shard.shares.set(families);
+    let members: Gauge = Gauge::default();
+    let active: Gauge = Gauge::default();
+    let rebalances: Counter = Counter::default();
+    metrics.register(
+        "opkit_shard_members",
+        "Members of this replica's shard ring, as it currently sees them",
+        members.clone(),
+    );
+    metrics.register(
+        "opkit_shard_active",
+        "1 while this replica may start reconciles of its share, else 0",
+        active.clone(),
+    );
+    metrics.register(
+        "opkit_shard_rebalances",
+        "Member set changes this replica has seen since it joined",
+        rebalances.clone(),
+    );
+    let mut status = shard.subscribe();
+    tokio::spawn(async move {
+        loop {
+            let s = status.borrow_and_update().clone();
+            members.set(i64::try_from(s.members.len()).unwrap_or(i64::MAX));
+            active.set(i64::from(s.active));
+            let seen = rebalances.get();
+            if s.rebalances > seen {
+                rebalances.inc_by(s.rebalances - seen);
+            }
+            if status.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// The `/readyz` check: ready while this replica is a member of the view it
+/// acts on (it may be briefly inactive during a handover and still ready).
+pub(crate) fn readiness(
+    shard: &ShardHandle,
+) -> impl Fn() -> std::future::Ready<Result<(), crate::manager::BoxError>> + Send + Sync + 'static {
+    let shard = shard.clone();
+    let identity: Arc<str> = Arc::from(shard.identity());
+    move || {
+        let status = shard.status();
+        let result = if status.members.iter().any(|m| **m == *identity) {
+            Ok(())
+        } else {
+            Err(format!("replica {identity} is not a member of its shard ring").into())
+        };
+        std::future::ready(result)
+    }
+}

@@ -1,0 +1,117 @@
+//! One replica of a sharded ConfigMap controller, for the multi-process
+//! tests of `tests/tests/it/shard_processes.rs`. Reports on stdout, one line
+//! each (times are Unix nanoseconds):
+//! - `status <active> <member,member,...>` when its shard status changes;
+//! - `start <key> <t>` and `end <key> <t>` around each reconcile.
+//!
+//! Usage: `shard_replica <kubeconfig> <namespace> <identity> <lease-ms> <renew-ms> <retry-ms>`
+
+use std::io::Write;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use opkit::cache::SharedCache;
+use opkit::controller::Controller;
+use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
+use opkit::shard::Sharding;
+
+fn say(line: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = writeln!(out, "{line}");
+    let _ = out.flush();
+}
+
+fn now() -> u128 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or_default()
+}
+
+struct Recorder;
+
+impl Reconcile for Recorder {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        _ctx: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
+        let key = format!("{}/{}", req.namespace.unwrap_or_default(), req.name);
+        say(&format!("start {key} {}", now()));
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        say(&format!("end {key} {}", now()));
+        Ok(Action::done())
+    }
+}
+
+fn millis(arg: &str) -> Duration {
+    Duration::from_millis(arg.parse().expect("a number of milliseconds"))
+}
+
+#[tokio::main]
+async fn main() {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args: Vec<String> = std::env::args().collect();
+    let [_, kubeconfig, namespace, identity, lease, renew, retry] = args.as_slice() else {
+        eprintln!(
+            "usage: shard_replica <kubeconfig> <namespace> <identity> <lease-ms> <renew-ms> <retry-ms>"
+        );
+        std::process::exit(64);
+    };
+    let config = kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(kubeconfig).expect("read the kubeconfig"),
+        &kube::config::KubeConfigOptions::default(),
+    )
+    .await
+    .expect("a kubeconfig");
+    let client = kube::Client::try_from(config).expect("a client");
+    let shard = Sharding::new("replicas")
+        .namespace(namespace.clone())
+        .identity(identity.clone())
+        .lease_duration(millis(lease))
+        .renew_deadline(millis(renew))
+        .retry_period(millis(retry))
+        .spawn(client.clone())
+        .unwrap_or_else(|error| {
+            eprintln!("shard_replica: {error}");
+            std::process::exit(2);
+        });
+    let mut status = shard.subscribe();
+    tokio::spawn(async move {
+        loop {
+            let s = status.borrow_and_update().clone();
+            say(&format!("status {} {}", s.active, s.members.join(",")));
+            if status.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+    let cache = SharedCache::builder(client)
+        .namespace(namespace.clone())
+        .build();
+    let controller = Controller::new(Recorder)
+        .name(format!("recorder-{identity}"))
+        .max_concurrent_reconciles(4)
+        .sharded(shard.clone());
+    if let Err(error) = cache.start() {
+        eprintln!("shard_replica: {error}");
+        std::process::exit(2);
+    }
+    let result = controller
+        .run(&cache, async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await;
+    shard.shutdown().await;
+    if let Err(error) = result {
+        eprintln!("shard_replica: {error}");
+        std::process::exit(1);
+    }
+}
