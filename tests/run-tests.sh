@@ -18,7 +18,19 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 CARGO=${CARGO:-cargo}
-cargo_bin=$(command -v "$CARGO") || { echo "error: $CARGO is not on PATH" >&2; exit 1; }
+command -v "$CARGO" >/dev/null || { echo "error: $CARGO is not on PATH" >&2; exit 1; }
+# What the tests see as CARGO and rustup's variables, as under `cargo test`:
+# the toolchain's own cargo (not rustup's proxy), and RUSTUP_HOME,
+# RUSTUP_TOOLCHAIN and CARGO_HOME set, so a test that gives a command another
+# HOME (e.g. for ~/.docker/config.json) still finds the toolchain.
+cargo_bin=$(command -v "$CARGO")
+if command -v rustup >/dev/null && [ "$(basename "$cargo_bin")" = cargo ]; then
+  cargo_bin=$(rustup which cargo)
+  RUSTUP_HOME=${RUSTUP_HOME:-$(rustup show home)}
+  RUSTUP_TOOLCHAIN=${RUSTUP_TOOLCHAIN:-$(rustup show active-toolchain | cut -d' ' -f1)}
+  export RUSTUP_HOME RUSTUP_TOOLCHAIN
+fi
+export CARGO_HOME=${CARGO_HOME:-$HOME/.cargo}
 command -v jq >/dev/null || {
   echo "run-tests: installing jq (reads cargo's build messages)" >&2
   { apt-get update -qq && apt-get install -y -qq jq; } >/dev/null || { echo "error: jq is missing and could not be installed" >&2; exit 1; }
