@@ -46,9 +46,9 @@ check() {
   run_browser "$log" --dump-dom "$url" >"$tmp/$name.html" || { echo "FAIL $name: chromium failed" >&2; failed=1; }
   run_browser "$log" --window-size=1280,960 --screenshot="$out/$name.png" "$url" >/dev/null ||
     { echo "FAIL $name: no screenshot" >&2; failed=1; }
-  # The first <h1>'s text, tags stripped.
+  # The page's first <h1> (inside <main>, not the menu bar's title), tags stripped.
   local found
-  found=$(tr '\n' ' ' <"$tmp/$name.html" | grep -o '<h1[^>]*>.*</h1>' | head -1 |
+  found=$(tr '\n' ' ' <"$tmp/$name.html" | sed 's/.*<main[ >]//' | grep -o '<h1[^>]*>.*</h1>' | head -1 |
     sed -e 's#</h1>.*##' -e 's/<[^>]*>//g' -e 's/^ *//' -e 's/ *$//' || true)
   if [ "$found" != "$heading" ]; then
     echo "FAIL $name: heading is '$found', expected '$heading'" >&2
@@ -61,7 +61,7 @@ check() {
   fi
   if [ -n "$search" ]; then
     local hits
-    hits=$(tr '\n' ' ' <"$tmp/$name.html" | grep -o 'searchresults"[^>]*>.*' | grep -o '<li' | wc -l || true)
+    hits=$(tr '\n' ' ' <"$tmp/$name.html" | grep -o '[0-9][0-9]* search results for' | head -1 | cut -d' ' -f1 || true)
     if [ "${hits:-0}" -lt 1 ]; then
       echo "FAIL $name: the search for '$search' shows no result" >&2
       failed=1
