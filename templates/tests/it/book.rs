@@ -103,7 +103,11 @@ fn book_controller_reference_is_the_derive_docs() {
             if in_code {
                 page.push_str("```\n");
             } else {
-                let info = if info.is_empty() { "rust".to_owned() } else { format!("rust,{info}") };
+                let info = if info.is_empty() {
+                    "rust".to_owned()
+                } else {
+                    format!("rust,{info}")
+                };
                 page.push_str(&format!("```{info}\n"));
             }
             in_code = !in_code;
@@ -225,7 +229,11 @@ fn anchors(markdown: &str) -> BTreeSet<String> {
             }
         }
         let n = seen.entry(id.clone()).or_insert(0);
-        out.insert(if *n == 0 { id.clone() } else { format!("{id}-{n}") });
+        out.insert(if *n == 0 {
+            id.clone()
+        } else {
+            format!("{id}-{n}")
+        });
         *n += 1;
     }
     out
@@ -288,11 +296,15 @@ fn book_links_anchors_summary_and_includes_resolve() {
                 normalize(&dir.join(file))
             };
             let Ok(body) = std::fs::read_to_string(src.join(&target)) else {
-                problems.push(format!("{page}: link {link}: {target} does not exist in book/src"));
+                problems.push(format!(
+                    "{page}: link {link}: {target} does not exist in book/src"
+                ));
                 continue;
             };
             if !anchor.is_empty() && !anchors(&body).contains(anchor) {
-                problems.push(format!("{page}: link {link}: no heading #{anchor} in {target}"));
+                problems.push(format!(
+                    "{page}: link {link}: no heading #{anchor} in {target}"
+                ));
             }
         }
         for include in includes(&markdown) {
@@ -303,7 +315,8 @@ fn book_links_anchors_summary_and_includes_resolve() {
                 problems.push(format!("{page}: include {include}: no such file"));
                 continue;
             };
-            let is_name = !anchor.is_empty() && !anchor.chars().next().is_some_and(|c| c.is_ascii_digit());
+            let is_name =
+                !anchor.is_empty() && !anchor.chars().next().is_some_and(|c| c.is_ascii_digit());
             if is_name
                 && !(body.contains(&format!("ANCHOR: {anchor}"))
                     && body.contains(&format!("ANCHOR_END: {anchor}")))
@@ -337,7 +350,11 @@ fn book_links_anchors_summary_and_includes_resolve() {
     for link in &external {
         println!("  {link}");
     }
-    assert!(problems.is_empty(), "the book has problems:\n{}", problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "the book has problems:\n{}",
+        problems.join("\n")
+    );
 }
 
 /// `a/../b/./c.md` → `b/c.md`.
@@ -364,7 +381,11 @@ fn book_builds_and_renders_in_chromium() {
     let output = Command::new(workspace().join("book/check-browser.sh"))
         .output()
         .expect("run book/check-browser.sh");
-    assert!(output.status.success(), "book/check-browser.sh failed:\n{}", text(&output));
+    assert!(
+        output.status.success(),
+        "book/check-browser.sh failed:\n{}",
+        text(&output)
+    );
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
         !stderr.contains("WARN") && !stderr.contains("ERROR"),
@@ -407,7 +428,9 @@ fn book_metrics_reference_is_the_metric_names() {
                 let what = plain_intra_doc_links(&doc.join(" "));
                 // "`name{labels}`: what" → ("name{labels}", "what")
                 let (metric, what) = match what.strip_prefix('`').and_then(|w| w.split_once("`:")) {
-                    Some((metric, rest)) if metric.starts_with(name) => (metric.to_owned(), rest.trim().to_owned()),
+                    Some((metric, rest)) if metric.starts_with(name) => {
+                        (metric.to_owned(), rest.trim().to_owned())
+                    }
                     _ => (name.to_owned(), what.clone()),
                 };
                 page.push_str(&format!("| `{metric}` | {} |\n", what.replace('|', "\\|")));
@@ -416,4 +439,45 @@ fn book_metrics_reference_is_the_metric_names() {
         }
     }
     generated_page("reference/metrics.md", &page);
+}
+
+/// The API docs: `cargo doc --no-deps --workspace --all-features` with
+/// warnings denied (broken or private intra-doc links, bad code blocks),
+/// and every published crate denies missing docs and carries docs.rs
+/// metadata.
+#[test]
+fn api_docs_build_without_warnings() {
+    for krate in ["sdk", "macros", "envtest", "templates"] {
+        let lib = std::fs::read_to_string(workspace().join(krate).join("src/lib.rs"))
+            .expect("read lib.rs");
+        assert!(
+            lib.contains("#![deny(missing_docs)]"),
+            "{krate}/src/lib.rs lacks #![deny(missing_docs)]"
+        );
+        let manifest = std::fs::read_to_string(workspace().join(krate).join("Cargo.toml"))
+            .expect("read Cargo.toml");
+        assert!(
+            manifest.contains("[package.metadata.docs.rs]\nall-features = true\nrustdoc-args = [\"--cfg\", \"docsrs\"]"),
+            "{krate}/Cargo.toml lacks the docs.rs metadata"
+        );
+    }
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let output = Command::new(cargo)
+        .args([
+            "doc",
+            "--no-deps",
+            "--workspace",
+            "--all-features",
+            "--keep-going",
+        ])
+        .current_dir(workspace())
+        .env("RUSTDOCFLAGS", "-D warnings")
+        .env("CARGO_TARGET_DIR", crate::support::target_dir())
+        .output()
+        .expect("run cargo doc");
+    assert!(
+        output.status.success(),
+        "cargo doc found problems:\n{}",
+        text(&output)
+    );
 }
