@@ -4,7 +4,7 @@
 #
 #   book/check-browser.sh     # builds the book, checks three pages, prints the screenshots' dir
 #
-# For the landing page, a guide page and a search for "reconcile": a
+# For the landing page, a tutorial page and a search for "reconcile": a
 # screenshot under target/book-screens/ (BOOK_SCREENS moves it), the
 # page's heading text from the rendered DOM (`--dump-dom`, after its
 # scripts ran), no error on the browser console (`--enable-logging=stderr`),
@@ -74,7 +74,7 @@ check() {
 }
 
 check landing index.html "The opkit book"
-check guide quick-start.html "Quick start"
+check tutorial tutorial/api.html "The API: two versions"
 check search index.html "The opkit book" reconcile
 
 [ $failed = 0 ] || exit 1

@@ -247,6 +247,11 @@ fn includes(markdown: &str) -> Vec<String> {
         let body = &rest[at + 3..];
         let end = body.find("}}").unwrap_or(body.len());
         let directive = &body[..end];
+        // `\{{#include ..}}` is mdBook's escape: shown, not included.
+        if rest[..at].ends_with('\\') {
+            rest = &body[end..];
+            continue;
+        }
         if let Some(arg) = directive
             .strip_prefix("include ")
             .or_else(|| directive.strip_prefix("rustdoc_include "))
@@ -373,7 +378,7 @@ fn normalize(path: &Path) -> String {
 }
 
 /// mdBook builds the book without a warning, and headless Chromium shows
-/// it: the landing page, a guide page and a search, each with its heading,
+/// it: the landing page, a tutorial page and a search, each with its heading,
 /// no console error, and a screenshot in target/book-screens/
 /// (book/check-browser.sh, which installs Debian's chromium if missing).
 #[test]
