@@ -11,11 +11,11 @@ use std::process::Command;
 use std::time::Duration;
 
 use kube::api::{Api, Patch, PatchParams, PostParams};
-use opkit::{Controller, ControllerWiring};
 use opkit::cache::SharedCache;
 use opkit::controller::Controller as ControllerBuilder;
 use opkit::rbac::Verb;
 use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
+use opkit::{Controller, ControllerWiring};
 use opkit_envtest::ControlPlane;
 use opkit_tests::{create_namespace, eventually, init_tracing};
 use tokio_util::sync::CancellationToken;
