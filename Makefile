@@ -8,7 +8,7 @@ export OPKIT_CACHE
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: help demo test check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook
+.PHONY: help demo test book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook
 
 help:
 	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
@@ -19,6 +19,7 @@ help:
 	@echo "make registry      build the OCI registry (distribution) into $(OPKIT_CACHE)/registry"
 	@echo "make helm          build the Helm CLI into $(OPKIT_CACHE)/helm (the chart tests use it)"
 	@echo "make cluster-assets build the cluster's components ($(OPKIT_CACHE)/cluster) and images ($(OPKIT_CACHE)/images)"
+	@echo "make book          build the user guide (book/) into book/book/index.html (installs mdbook, pinned)"
 	@echo "make lint          cargo fmt --check and clippy with warnings denied"
 	@echo "make check-package the published crates from a local registry: a generated project built and tested (part of make test)"
 	@echo "make bench         run the benchmarks and print ratio tables"
@@ -89,6 +90,12 @@ cluster: cluster-assets registry
 # MSRV toolchain. `make test` runs it too (cargo-opkit's test published_crates).
 check-package: controlplane
 	@tests/package/check.sh
+
+# The user guide: mdBook (pinned, installed from crates.io into
+# $(OPKIT_CACHE)/mdbook by book/build.sh) builds book/ into book/book/.
+# make test checks it too (templates/tests/it/book.rs, opkit-tests' doc tests).
+book:
+	@book/build.sh >/dev/null && echo "book: book/book/index.html"
 
 lint:
 	$(CARGO) fmt --all --check

@@ -3,6 +3,7 @@
 //!
 //! The attribute reference, with examples that compile, is in the
 //! documentation of `opkit::derive`.
+#![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 
 mod attr;

@@ -1,4 +1,7 @@
 //! opkit: build Kubernetes operators in Rust, controller-runtime style.
+#![deny(missing_docs)]
+// docs.rs: items behind a feature say so (`--cfg docsrs`, nightly).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![forbid(unsafe_code)]
 #![warn(clippy::unwrap_used)]
 

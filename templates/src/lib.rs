@@ -26,6 +26,7 @@
 //! (`create webhook`, `--conversion`); the build embeds them all. Placeholders are `{{key}}`;
 //! a `.tmpl` suffix is dropped and a `dot-` prefix becomes `.`; a file without
 //! the `.tmpl` suffix is copied as it is (`project/grafana/*.json`).
+#![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 
 mod cargo_env;

@@ -1,6 +1,10 @@
 //! Helpers shared by opkit's end-to-end tests: namespaces, RBAC grants,
 //! bounded waits, and test logging.
 
+/// The book's Rust code as doc tests (`book/src`).
+#[cfg(doctest)]
+pub mod book;
+
 use std::time::Duration;
 
 pub mod metrics_client;

@@ -37,6 +37,7 @@ pub const NAMESPACE: &str = "website-system";
 /// The Service the apiserver reaches the webhook server through.
 pub const WEBHOOK_SERVICE: &str = "website-webhook-service";
 
+// ANCHOR: crd
 /// The version the apiserver stores: `v1`, the older one (existing data
 /// stays as it is). Clients of `v2`, the controller's cache included, read
 /// it through the conversion webhook.
@@ -53,9 +54,12 @@ pub fn crd(
     Ok(webhooks.crd_with_conversion(merged, client))
 }
 
+// ANCHOR_END: crd
+
 /// The name of the Website CRD.
 pub const CRD_NAME: &str = "websites.example.opkit.dev";
 
+// ANCHOR: certificate
 /// The certificate the manager issues itself (`--manage-webhook-certificate`):
 /// kept in the Secret `website-webhook-service-cert`, its CA injected into
 /// both webhook configurations and the CRD's conversion webhook.
@@ -65,6 +69,8 @@ pub fn managed_certificate() -> ManagedCertificate {
         .mutating_configuration(NAME)
         .crd(CRD_NAME)
 }
+
+// ANCHOR_END: certificate
 
 /// The objects generated from the code: the CRD (with its conversion
 /// stanza) and the webhook configurations, all reaching the webhook server

@@ -46,12 +46,14 @@ async fn main() -> ExitCode {
             .position(|a| a == name)
             .and_then(|i| args.get(i + 1).cloned())
     };
+    // ANCHOR: server
     let mut server = WebhookServer::new(website_webhooks::webhooks())
         .cert_dir(flag("--webhook-cert-dir").unwrap_or_else(|| DEFAULT_CERT_DIR.to_owned()))
         .bind_address(flag("--webhook-bind-address").unwrap_or_else(|| ":9443".to_owned()));
     if args.iter().any(|a| a == "--manage-webhook-certificate") {
         server = server.managed_certificate(website_webhooks::managed_certificate());
     }
+    // ANCHOR_END: server
     match run(server).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -61,6 +63,7 @@ async fn main() -> ExitCode {
     }
 }
 
+// ANCHOR: run
 async fn run(server: WebhookServer) -> Result<(), Box<dyn std::error::Error>> {
     let mut manager = Manager::builder()
         .webhook_server(server)
@@ -71,3 +74,4 @@ async fn run(server: WebhookServer) -> Result<(), Box<dyn std::error::Error>> {
     manager.run().await?;
     Ok(())
 }
+// ANCHOR_END: run

@@ -7,6 +7,7 @@ use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 
 use crate::api::v2;
 
+// ANCHOR: reconciler
 /// Reconciles Websites (read as v2, whatever version they were written in).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WebsiteReconciler;
@@ -53,3 +54,4 @@ impl Reconcile for WebsiteReconciler {
         Ok(Action::done())
     }
 }
+// ANCHOR_END: reconciler

@@ -15,6 +15,7 @@ pub const MAX_REPLICAS: i32 = 5;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct WebsiteWebhook;
 
+// ANCHOR: webhooks
 /// Every webhook of the operator: validating and defaulting Website v2
 /// (a v1 request reaches them converted, through `matchPolicy:
 /// Equivalent`), and the v1 ⇄ v2 conversion.
@@ -27,6 +28,8 @@ pub fn webhooks() -> Webhooks {
         .defaulting::<v2::Website, _>(WebsiteWebhook)
         .conversion(Conversion::<v2::Website>::new().spoke::<v1::Website>())
 }
+
+// ANCHOR_END: webhooks
 
 fn check_host(host: &str) -> Result<(), Denied> {
     let valid = !host.is_empty()
@@ -49,6 +52,7 @@ fn check_host(host: &str) -> Result<(), Denied> {
     }
 }
 
+// ANCHOR: validator
 impl Validator<v2::Website> for WebsiteWebhook {
     async fn validate_create(&self, site: &v2::Website, _: &AdmissionRequest) -> Verdict {
         check_host(&site.spec.host)?;
@@ -82,6 +86,9 @@ impl Validator<v2::Website> for WebsiteWebhook {
     }
 }
 
+// ANCHOR_END: validator
+
+// ANCHOR: defaulter
 impl Defaulter<v2::Website> for WebsiteWebhook {
     async fn default(&self, site: &mut v2::Website, _: &AdmissionRequest) -> Verdict {
         site.spec.tls.get_or_insert(true);
@@ -89,3 +96,4 @@ impl Defaulter<v2::Website> for WebsiteWebhook {
         Ok(Vec::new())
     }
 }
+// ANCHOR_END: defaulter

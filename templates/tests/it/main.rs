@@ -1,6 +1,7 @@
 //! `cargo opkit`'s tests, in one test binary: one module per subcommand
 //! or promise.
 
+mod book;
 mod create_api;
 mod create_webhook;
 mod dev_cluster;

@@ -16,6 +16,7 @@ mod deploy;
 mod deploy_helm;
 mod deploy_in_cluster;
 mod envtest;
+mod external_kinds;
 mod image;
 mod leader;
 mod macros_derive;

@@ -4,6 +4,7 @@ use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+// ANCHOR: v1
 /// A website, addressed by its URL.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
@@ -16,3 +17,4 @@ pub struct WebsiteSpec {
     /// `https://host` or `http://host`.
     pub url: String,
 }
+// ANCHOR_END: v1

@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::v1;
 
+// ANCHOR: v2
 /// A website served by some replicas.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
@@ -26,6 +27,7 @@ pub struct WebsiteSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub replicas: Option<i32>,
 }
+// ANCHOR_END: v2
 
 /// The annotation that keeps v2's `replicas` on a v1 object, so a round
 /// trip through v1 loses nothing.
@@ -43,6 +45,7 @@ impl Website {
     }
 }
 
+// ANCHOR: conversion
 impl Hub for Website {}
 
 impl Spoke<Website> for v1::Website {
@@ -88,3 +91,4 @@ impl Spoke<Website> for v1::Website {
         })
     }
 }
+// ANCHOR_END: conversion

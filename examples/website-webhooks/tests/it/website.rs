@@ -42,6 +42,7 @@ async fn websites_are_converted_defaulted_validated_and_reconciled() {
         .await
         .unwrap();
 
+    // ANCHOR: envtest
     // The manager binds its webhook server first, so the CRD and the
     // webhook configurations can point at it.
     let certs = tempfile::tempdir().unwrap();
@@ -70,6 +71,8 @@ async fn websites_are_converted_defaulted_validated_and_reconciled() {
     manager.add(Controller::new(WebsiteReconciler)).unwrap();
     let stop = CancellationToken::new();
     let running = tokio::spawn(manager.run_until(stop.clone().cancelled_owned()));
+
+    // ANCHOR_END: envtest
 
     let old: Api<v1::Website> = Api::namespaced(admin.clone(), ns);
     let new: Api<v2::Website> = Api::namespaced(admin.clone(), ns);

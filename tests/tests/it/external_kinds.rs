@@ -1,0 +1,142 @@
+//! A kind the project does not own, as kopium generates it: the types in
+//! `tests/kopium/widget.rs` are kopium's output for the CRD
+//! `tests/kopium/widgets.json`, committed unchanged and used in
+//! `#[controller(...)]` as any other kind (the book's "Kinds you don't
+//! own"). The generated `Condition` and `IntOrString` derive `JsonSchema`
+//! through k8s-openapi's `schemars` feature, which the workspace and
+//! generated projects turn on.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use opkit::cache::SharedCache;
+use opkit::controller::Controller as ControllerBuilder;
+use opkit::rbac::Verb;
+use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
+use opkit::{Controller, ControllerWiring};
+use opkit_envtest::ControlPlane;
+use opkit_tests::{create_namespace, eventually, init_tracing};
+use tokio_util::sync::CancellationToken;
+
+// ANCHOR: controller
+#[allow(clippy::all, missing_docs, dead_code)]
+mod widget {
+    include!("../../kopium/widget.rs");
+}
+use widget::{Widget, WidgetSpec};
+
+/// Marks each Widget Ready in its status (the kopium `Condition` type).
+#[derive(Controller)]
+#[controller(for = Widget, status)]
+struct WidgetReady;
+
+impl Reconcile for WidgetReady {
+    type Object = Widget;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        ctx: &Context<Widget>,
+    ) -> Result<Action, ReconcileError> {
+        let Some(widget) = ctx.object().await? else {
+            return Ok(Action::done());
+        };
+        let status = serde_json::json!({ "status": { "conditions": [{
+            "type": "Ready",
+            "status": "True",
+            "reason": "Reconciled",
+            "message": format!("size {}", widget.spec.size),
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }]}});
+        ctx.object_api()
+            .patch_status(&req.name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .map_err(|e| ReconcileError::retryable(format!("patching the status of {req}: {e}")))?;
+        Ok(Action::done())
+    }
+}
+
+// ANCHOR_END: controller
+
+fn workspace() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+#[test]
+fn kopium_output_is_committed_unchanged() {
+    let install = Command::new(workspace().join("tests/kopium/install.sh"))
+        .output()
+        .expect("run tests/kopium/install.sh");
+    assert!(
+        install.status.success(),
+        "installing kopium failed: {install:?}"
+    );
+    let kopium = String::from_utf8(install.stdout).expect("a path");
+    let generated = Command::new(kopium.trim())
+        .args(["--auto", "-f", "tests/kopium/widgets.json"])
+        .current_dir(workspace())
+        .output()
+        .expect("run kopium");
+    assert!(generated.status.success(), "kopium failed: {generated:?}");
+    let committed =
+        std::fs::read(workspace().join("tests/kopium/widget.rs")).expect("read widget.rs");
+    assert!(
+        committed == generated.stdout,
+        "tests/kopium/widget.rs is not kopium's output; regenerate it with\n  \
+         $(tests/kopium/install.sh) --auto -f tests/kopium/widgets.json > tests/kopium/widget.rs"
+    );
+}
+
+#[tokio::test]
+async fn a_kopium_generated_kind_is_reconciled_unchanged() {
+    init_tracing();
+    let rules = WidgetReady::rbac_rules();
+    assert!(rules.permits("thirdparty.example.com", "widgets", Verb::Watch));
+    assert!(rules.permits("thirdparty.example.com", "widgets/status", Verb::Patch));
+
+    let plane = ControlPlane::shared().await.unwrap();
+    let crd = serde_json::from_str(
+        &std::fs::read_to_string(workspace().join("tests/kopium/widgets.json")).unwrap(),
+    )
+    .unwrap();
+    plane.install_crds(&[crd]).await.unwrap();
+    let client = plane.client().unwrap();
+    let ns = "external-kinds";
+    create_namespace(&client, ns).await;
+    let widgets: Api<Widget> = Api::namespaced(client.clone(), ns);
+
+    let cache = SharedCache::builder(client.clone()).namespace(ns).build();
+    let controller = ControllerBuilder::new(WidgetReady);
+    cache.start().unwrap();
+    let token = CancellationToken::new();
+    let run = tokio::spawn({
+        let token = token.clone();
+        let cache = cache.clone();
+        async move { controller.run(&cache, token.cancelled_owned()).await }
+    });
+
+    let spec: WidgetSpec =
+        serde_json::from_value(serde_json::json!({ "size": 3, "port": "http" })).unwrap();
+    widgets
+        .create(&PostParams::default(), &Widget::new("gear", spec))
+        .await
+        .unwrap();
+    let ready = eventually(
+        "the Widget to be Ready",
+        Duration::from_secs(30),
+        || async {
+            let widget = widgets.get("gear").await.ok()?;
+            let conditions = widget.status?.conditions?;
+            conditions
+                .into_iter()
+                .find(|c| c.type_ == "Ready" && c.status == "True")
+        },
+    )
+    .await;
+    assert_eq!(ready.message, "size 3");
+
+    token.cancel();
+    run.await.unwrap().unwrap();
+}
