@@ -532,25 +532,21 @@ fn a_webhook_project_chart_turns_the_webhooks_on_and_off() {
     );
 }
 
-/// What other changes put in `deploy/` (metrics over HTTPS on 8443 with
-/// `--metrics-secure`, a metrics-reader ClusterRole, a NetworkPolicy) flows
+/// What `deploy/` holds (metrics over HTTPS on 8443 with `--metrics-secure`)
+/// and what a user adds to it (here a ClusterRole and a NetworkPolicy) flows
 /// into the chart without a change to `cargo opkit chart`: its defaults
 /// still render `deploy/`, and `metrics.secure` appears.
 #[test]
 fn the_chart_takes_whatever_deploy_holds() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let project = copy_example(tmp.path());
-    let deployment = project.join("deploy/04-deployment.yaml");
-    let edited = std::fs::read_to_string(&deployment)
-        .expect("read")
-        .replace(
-            "- --metrics-bind-address=:8080",
-            "- --metrics-bind-address=:8443\n            - --metrics-secure",
-        )
-        .replace("containerPort: 8080", "containerPort: 8443")
-        .replace("port: 8080", "port: 8443");
-    assert!(edited.contains("--metrics-secure"), "{edited}");
-    std::fs::write(&deployment, edited).expect("write");
+    // deploy/ serves metrics over HTTPS on 8443 with `--metrics-secure`.
+    let deployment =
+        std::fs::read_to_string(project.join("deploy/04-deployment.yaml")).expect("read");
+    assert!(
+        deployment.contains("- --metrics-bind-address=:8443\n            - --metrics-secure"),
+        "{deployment}"
+    );
     std::fs::write(
         project.join("deploy/06-extras.yaml"),
         "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: memcached-operator-metrics-reader\nrules:\n- nonResourceURLs: [/metrics]\n  verbs: [get]\n---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: allow-metrics\n  namespace: memcached-operator-system\nspec:\n  podSelector:\n    matchLabels:\n      app.kubernetes.io/component: manager\n  ingress:\n  - ports:\n    - port: 8443\n",
