@@ -1,6 +1,7 @@
 //! A keep-alive HTTP/1.1 client for `/metrics`, plain or over TLS (verified
 //! against a CA, or not verified at all as scrapers of a self-signed
-//! certificate do), sending a bearer token when given one.
+//! certificate do), sending a bearer token when given one. The tests use
+//! it from the host; `metrics_scrape` (`src/bin`) from a pod.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -23,12 +24,15 @@ pub enum Trust<'a> {
     PlainHttp,
     /// TLS, trusting any certificate (`insecure_skip_verify`).
     AnyCertificate,
-    /// TLS, trusting this CA (PEM) for the name `127.0.0.1`.
+    /// TLS, trusting this CA (PEM) for the host name connected to
+    /// (`127.0.0.1` for [`MetricsClient::connect`]).
     Ca(&'a str),
 }
 
 /// One connection to a metrics server.
 pub struct MetricsClient {
+    /// The `Host` header sent.
+    host: String,
     sender: SendRequest<Empty<Bytes>>,
     connection: JoinHandle<()>,
     /// The certificate the server presented (DER), over TLS.
@@ -42,13 +46,25 @@ impl Drop for MetricsClient {
 }
 
 impl MetricsClient {
-    /// Connects to `addr`, checking its certificate as `trust` says.
+    /// Connects to `addr` (named `127.0.0.1`), checking its certificate as
+    /// `trust` says.
     pub async fn connect(addr: SocketAddr, trust: Trust<'_>) -> Result<Self, String> {
+        Self::connect_named(addr, "127.0.0.1", trust).await
+    }
+
+    /// Connects to `addr` as the server `host` (an IP address or a DNS
+    /// name: the TLS server name and the `Host` header), checking its
+    /// certificate as `trust` says.
+    pub async fn connect_named(
+        addr: SocketAddr,
+        host: &str,
+        trust: Trust<'_>,
+    ) -> Result<Self, String> {
         let tcp = TcpStream::connect(addr)
             .await
             .map_err(|e| format!("connect {addr}: {e}"))?;
         let config = match trust {
-            Trust::PlainHttp => return Self::handshake(TokioIo::new(tcp), None).await,
+            Trust::PlainHttp => return Self::handshake(TokioIo::new(tcp), host, None).await,
             Trust::AnyCertificate => client_config()
                 .dangerous()
                 .with_custom_certificate_verifier(Arc::new(AnyCertificate))
@@ -66,7 +82,7 @@ impl MetricsClient {
         let mut config = config;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
-        let name = ServerName::try_from("127.0.0.1").map_err(|e| e.to_string())?;
+        let name = ServerName::try_from(host.to_owned()).map_err(|e| format!("{host}: {e}"))?;
         let tls = connector
             .connect(name, tcp)
             .await
@@ -77,10 +93,14 @@ impl MetricsClient {
             .peer_certificates()
             .and_then(|c| c.first())
             .map(|c| c.to_vec());
-        Self::handshake(TokioIo::new(tls), peer).await
+        Self::handshake(TokioIo::new(tls), host, peer).await
     }
 
-    async fn handshake<T>(io: TokioIo<T>, peer_certificate: Option<Vec<u8>>) -> Result<Self, String>
+    async fn handshake<T>(
+        io: TokioIo<T>,
+        host: &str,
+        peer_certificate: Option<Vec<u8>>,
+    ) -> Result<Self, String>
     where
         T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
@@ -91,6 +111,7 @@ impl MetricsClient {
             let _ = connection.await;
         });
         Ok(Self {
+            host: host.to_owned(),
             sender,
             connection,
             peer_certificate,
@@ -99,7 +120,7 @@ impl MetricsClient {
 
     /// `GET path` with `token` as the bearer token; the status and body.
     pub async fn get(&mut self, path: &str, token: Option<&str>) -> Result<(u16, String), String> {
-        let mut request = http::Request::get(path).header(http::header::HOST, "127.0.0.1");
+        let mut request = http::Request::get(path).header(http::header::HOST, &self.host);
         if let Some(token) = token {
             request = request.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
         }

@@ -13,10 +13,14 @@
 //!    finalizer runs, an Event is recorded, owned objects are gone);
 //! 3. the operator pod is deleted: the replacement takes the Lease and
 //!    carries on;
-//! 4. `/metrics` is scraped through the metrics Service (from the host,
-//!    by its ClusterIP), over HTTPS: 401 without a token, 403 with a
+//! 4. `/metrics` is scraped through the metrics Service over HTTPS, from
+//!    the host (by its ClusterIP): 401 without a token, 403 with a
 //!    ServiceAccount token lacking the role, served to a ServiceAccount
-//!    bound the generated metrics-reader ClusterRole;
+//!    bound the generated metrics-reader ClusterRole; and from pods (by
+//!    its name, through the cluster DNS) running `metrics_scrape`
+//!    (`tests/src/bin`, a dev-profile image built and pushed with `cargo
+//!    opkit image`'s library) with their ServiceAccount's token: 403
+//!    without the role, the metrics with it;
 //! 5. the operator logged no forbidden error; with a rule dropped from its
 //!    ClusterRole, the error it reports names the verb and resource;
 //! 6. `make undeploy` leaves nothing behind.
@@ -29,6 +33,7 @@ use super::deploy_support;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use cargo_opkit::image::{BuiltImage, ImageOptions, Profile, PushOptions};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Namespace, Pod, Service};
@@ -41,7 +46,9 @@ use kube::api::{
 };
 use opkit_envtest::Cluster;
 use opkit_tests::metrics_client::{MetricsClient, Trust};
-use opkit_tests::{create_namespace, eventually, init_tracing, service_account_token};
+use opkit_tests::{
+    create_namespace, eventually, init_tracing, pod_phase, run_to_completion, service_account_token,
+};
 use serde_json::json;
 
 use deploy_support::{MEMCACHED, Project, Tools, target_dir, text, workspace};
@@ -77,6 +84,8 @@ struct Deployed<'a> {
     client: kube::Client,
     /// The custom resource kind the journey creates.
     resource: ApiResource,
+    /// The pushed `metrics_scrape` image, by digest.
+    scraper_image: String,
 }
 
 impl Deployed<'_> {
@@ -174,11 +183,9 @@ impl Deployed<'_> {
     /// Service range is routed into the node), as ServiceAccounts of
     /// `namespace` (which this creates): no token is 401, `stranger` 403,
     /// and `scraper`, bound the generated `<name>-metrics-reader`
-    /// ClusterRole, gets the metrics, which this returns.
-    ///
-    /// Not from a pod: the cluster's only image with an HTTP client is
-    /// busybox, whose wget speaks TLS 1.2 without the
-    /// `signature_algorithms` extension, which rustls (rightly) refuses.
+    /// ClusterRole, gets the metrics, which this returns. Then the same
+    /// from pods of `namespace` under those ServiceAccounts
+    /// ([`Deployed::scrape_from_pods`]).
     async fn scrape_metrics(&self, namespace: &str) -> String {
         let services: Api<Service> = Api::namespaced(self.client.clone(), self.project.namespace);
         let service = services
@@ -230,11 +237,56 @@ impl Deployed<'_> {
             (status == 200).then_some(body)
         })
         .await;
+        self.scrape_from_pods(namespace).await;
         bindings
             .delete(&binding_name, &DeleteParams::default())
             .await
             .expect("delete the metrics-reader binding");
         metrics
+    }
+
+    /// `metrics_scrape` in pods of `namespace` (`restartPolicy: Never`),
+    /// by the metrics Service's DNS name, with their ServiceAccount's
+    /// token: as `stranger` it fails with 403; as `scraper` (bound the
+    /// metrics-reader ClusterRole, the binding already in effect) it
+    /// succeeds with a `controller_runtime_` metric.
+    ///
+    /// (busybox's wget, the HTTP client of the cluster's own images,
+    /// cannot: its TLS sends no `signature_algorithms`, which rustls
+    /// requires.)
+    async fn scrape_from_pods(&self, namespace: &str) {
+        let target = format!(
+            "{}-metrics.{}.svc:8443",
+            self.project.name, self.project.namespace
+        );
+        let pods: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let pod = |account: &str| -> Pod {
+            serde_json::from_value(json!({
+                "metadata": { "name": format!("scrape-as-{account}") },
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": account,
+                    "containers": [{
+                        "name": "scrape",
+                        "image": self.scraper_image,
+                        "imagePullPolicy": "IfNotPresent",
+                        "args": [target, "controller_runtime_"]
+                    }]
+                }
+            }))
+            .expect("a pod")
+        };
+
+        let (ended, log) = run_to_completion(&pods, &pod("stranger"), POD_WAIT).await;
+        println!("metrics_scrape in a pod as {namespace}/stranger:\n{log}");
+        assert_eq!(pod_phase(&ended), "Failed", "{log}");
+        assert!(log.contains("status 403"), "{log}");
+
+        let (ended, log) = run_to_completion(&pods, &pod("scraper"), POD_WAIT).await;
+        println!("metrics_scrape in a pod as {namespace}/scraper:\n{log}");
+        assert_eq!(pod_phase(&ended), "Succeeded", "{log}");
+        assert!(log.contains("status 200"), "{log}");
+        assert!(log.contains("\nmetric controller_runtime_"), "{log}");
     }
 
     /// `make undeploy`; then the namespace, the CRDs, the ClusterRole and
@@ -628,7 +680,7 @@ async fn memcached_finalized(deployed: &Deployed<'_>, name: &str, uid: &str) {
 
 /// examples/memcached's journey on `cluster`: namespaces `shop`,
 /// `memcached-scrape` and `memcached-load`.
-async fn memcached_operator_journey(cluster: &Cluster) {
+async fn memcached_operator_journey(cluster: &Cluster, scraper_image: &str) {
     let client = cluster.client().expect("admin client");
     let deployed = Deployed {
         cluster,
@@ -637,6 +689,7 @@ async fn memcached_operator_journey(cluster: &Cluster) {
         dir: MEMCACHED.dir(),
         client: client.clone(),
         resource: memcached_resource(),
+        scraper_image: scraper_image.to_owned(),
     };
     let mut figures = Figures::default();
 
@@ -854,7 +907,7 @@ fn generate_operator(parent: &Path) -> PathBuf {
 
 /// The generated project's journey on `cluster`, from its directory `dir`:
 /// namespaces `default`, `gen-scrape` and `gen-load`.
-async fn generated_operator_journey(cluster: &Cluster, dir: PathBuf) {
+async fn generated_operator_journey(cluster: &Cluster, dir: PathBuf, scraper_image: &str) {
     let client = cluster.client().expect("admin client");
     let deployed = Deployed {
         cluster,
@@ -874,6 +927,7 @@ async fn generated_operator_journey(cluster: &Cluster, dir: PathBuf) {
             kind: "Widget".into(),
             plural: "widgets".into(),
         },
+        scraper_image: scraper_image.to_owned(),
     };
     let mut figures = Figures::default();
 
@@ -927,10 +981,52 @@ async fn generated_operator_journey(cluster: &Cluster, dir: PathBuf) {
     print_figures("a generated operator", &figures);
 }
 
+/// The image of `metrics_scrape` (this package's binary), built as `cargo
+/// opkit image` builds a dev image (`cargo build --bin metrics_scrape`,
+/// with the host's glibc), written to `output`.
+fn build_scraper_image(output: &Path) -> BuiltImage {
+    let started = Instant::now();
+    let image = ImageOptions {
+        dir: workspace().join("tests"),
+        bin: Some("metrics_scrape".to_owned()),
+        output: Some(output.to_owned()),
+        reference: None,
+        profile: Profile::Dev,
+    }
+    .build()
+    .unwrap_or_else(|e| panic!("the metrics_scrape image: {e}"));
+    println!(
+        "the metrics_scrape image {} ({} bytes) in {:.1?}",
+        image.digest,
+        image.size,
+        started.elapsed()
+    );
+    image
+}
+
+/// Pushes `image` to the cluster's registry; its reference by digest.
+async fn push_scraper_image(cluster: &Cluster, image: &BuiltImage) -> String {
+    let registry = cluster
+        .registry()
+        .expect("the cluster was started with_registry");
+    let reference = registry.reference("opkit/metrics-scrape", "e2e");
+    // The host's end of the node link is not loopback: plain HTTP on request.
+    let options = PushOptions {
+        insecure: true,
+        ..PushOptions::default()
+    };
+    let digest = image
+        .push(&reference, options)
+        .await
+        .unwrap_or_else(|e| panic!("pushing {reference}: {e}"));
+    format!("{}/opkit/metrics-scrape@{digest}", registry.host())
+}
+
 /// Both journeys on one cluster (starting one takes a while), one after
 /// the other: the generated operator's first, as it leaves no pods behind
 /// (examples/memcached's load leaves memcached pods terminating). The
-/// project is generated while the cluster starts.
+/// project is generated, and the `metrics_scrape` image built, while the
+/// cluster starts.
 #[tokio::test]
 async fn memcached_and_a_generated_operator_ship_as_pods_and_do_their_job() {
     init_tracing();
@@ -938,6 +1034,8 @@ async fn memcached_and_a_generated_operator_ship_as_pods_and_do_their_job() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let parent = tmp.path().to_owned();
     let generated = tokio::task::spawn_blocking(move || generate_operator(&parent));
+    let scraper_output = tmp.path().join("metrics-scrape-oci");
+    let scraper = tokio::task::spawn_blocking(move || build_scraper_image(&scraper_output));
     let cluster = Cluster::builder()
         .with_registry()
         .start()
@@ -946,6 +1044,10 @@ async fn memcached_and_a_generated_operator_ship_as_pods_and_do_their_job() {
     let dir = generated
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-    generated_operator_journey(&cluster, dir).await;
-    memcached_operator_journey(&cluster).await;
+    let scraper = scraper
+        .await
+        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let scraper_image = push_scraper_image(&cluster, &scraper).await;
+    generated_operator_journey(&cluster, dir, &scraper_image).await;
+    memcached_operator_journey(&cluster, &scraper_image).await;
 }
