@@ -82,12 +82,16 @@ fn push(
     }
     let mut child = command.spawn().unwrap();
     if let Some(input) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(input.as_bytes())
-            .unwrap();
+        // A push that fails before it reads stdin (e.g. at the registry's
+        // address) may have exited already: its output says why.
+        let written = child.stdin.take().unwrap().write_all(input.as_bytes());
+        if let Err(e) = written {
+            assert_eq!(
+                e.kind(),
+                std::io::ErrorKind::BrokenPipe,
+                "writing stdin: {e}"
+            );
+        }
     }
     child.wait_with_output().unwrap()
 }
