@@ -923,7 +923,7 @@ impl<R: Reconcile> Workers<'_, R> {
                 self.settings.name.clone(),
             ))
         });
-        let _resync = resync.map(AbortOnDrop);
+        let _resync = resync.map(tokio_util::task::AbortOnDropHandle::new);
         for _ in 0..self.settings.max_concurrent_reconciles {
             let shard = self.settings.shard.clone();
             let reconciler = Arc::clone(&self.reconciler);
@@ -999,15 +999,6 @@ impl<R: Reconcile> Workers<'_, R> {
             tasks.abort_all();
         }
         Ok(())
-    }
-}
-
-/// Aborts a helper task when the workers stop.
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
     }
 }
 

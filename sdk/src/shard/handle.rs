@@ -30,19 +30,10 @@ pub struct ShardHandle {
     pub(crate) status: watch::Receiver<ShardStatus>,
     pub(crate) shutdown: CancellationToken,
     pub(crate) task: Arc<AsyncMutex<Option<JoinHandle<()>>>>,
-    pub(crate) _drop: Arc<DropGuard>,
+    /// Cancels the membership when the last handle is dropped.
+    pub(crate) _drop: Arc<tokio_util::sync::DropGuard>,
     /// Per-controller share metrics, once a manager exported them.
     pub(crate) shares: Arc<std::sync::OnceLock<super::observe::ShareFamilies>>,
-}
-
-/// Cancels the membership when the last handle is dropped.
-#[derive(Debug)]
-pub(crate) struct DropGuard(pub(crate) CancellationToken);
-
-impl Drop for DropGuard {
-    fn drop(&mut self) {
-        self.0.cancel();
-    }
 }
 
 impl ShardHandle {

@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::config::Timing;
 use super::gate::Gate;
-use super::handle::{DropGuard, ShardHandle, ShardStatus};
+use super::handle::{ShardHandle, ShardStatus};
 use super::liveness::Liveness;
 use super::store::{LeaseStore, RING_LABEL, VIEW_ANNOTATION};
 use super::view::View;
@@ -54,7 +54,7 @@ pub(crate) fn spawn_member<S: LeaseStore>(member: Member, store: S) -> ShardHand
         status: status_rx,
         shutdown: shutdown.clone(),
         task: Arc::new(AsyncMutex::new(Some(task))),
-        _drop: Arc::new(DropGuard(shutdown)),
+        _drop: Arc::new(shutdown.drop_guard()),
         shares: Arc::default(),
     }
 }
