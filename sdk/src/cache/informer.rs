@@ -113,9 +113,9 @@ struct Inner<K> {
     tasks: Tasks,
     /// Given to the reflector at start.
     watch_error_handler: Mutex<Option<WatchErrorHandler>>,
-    /// Bumped after every batch of deltas applied: what a read waiting for
-    /// this process's write wakes on.
-    applied: watch::Sender<u64>,
+    /// Never sent on: a read waiting for this process's write learns from
+    /// its closing that the informer is gone (the write tracker wakes it).
+    alive: watch::Sender<()>,
     writes: Option<WriteHook>,
 }
 
@@ -216,7 +216,7 @@ where
                 cancel,
                 tasks,
                 watch_error_handler: Mutex::new(None),
-                applied: watch::channel(0).0,
+                alive: watch::channel(()).0,
                 writes,
             }),
         }
@@ -319,7 +319,7 @@ where
     pub(crate) fn observed(&self) -> Observed<K> {
         Observed {
             store: self.store(),
-            applied: self.inner.applied.subscribe(),
+            alive: self.inner.alive.subscribe(),
             informer: self.inner.name.clone(),
         }
     }
@@ -511,8 +511,6 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
         {
             self.count_undecodable();
         }
-        // After the store changed: wakes reads waiting for a write.
-        self.applied.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     fn count_undecodable(&self) {
