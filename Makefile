@@ -59,8 +59,10 @@ demo: cluster-assets
 # Every test, then the leftover check. The run records what it starts in
 # a directory of its own (OPKIT_RUN_DIR), and check-orphans judges only that.
 # tests/run-tests.sh runs what `cargo test --workspace --all-features` runs,
-# with the two journeys binaries side by side (TEST_ARGS go to every binary,
-# e.g. TEST_ARGS=leader for the tests whose names contain "leader").
+# cut into jobs (a binary, or one long journey module of one) that four
+# workers take longest first (OPKIT_TEST_JOBS=N for another count); TEST_ARGS
+# go to every binary, e.g. TEST_ARGS=leader for the tests whose names
+# contain "leader".
 test: cluster-assets registry helm
 	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/opkit-run.XXXXXX"); \
 	OPKIT_RUN_DIR=$$run CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
