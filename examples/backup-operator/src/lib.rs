@@ -44,6 +44,7 @@ pub fn add_controllers(manager: &mut Manager) -> Result<(), ManagerError> {
 }
 // ANCHOR_END: add_controllers
 
+// ANCHOR: crds
 /// The CustomResourceDefinitions of this operator's API types.
 pub fn crds() -> Vec<CustomResourceDefinition> {
     vec![
@@ -51,6 +52,7 @@ pub fn crds() -> Vec<CustomResourceDefinition> {
         // opkit:scaffold:crds
     ]
 }
+// ANCHOR_END: crds
 
 /// The RBAC rules the operator needs: its controllers' (from their
 /// `#[controller(...)]` declarations), leader election's, and secure

@@ -47,6 +47,7 @@ pub const MUTATING: &str = "backup-operator-mutating";
 /// `WEBHOOK_CERT_DIR` overrides it.
 pub const CERT_DIR_ENV: &str = "WEBHOOK_CERT_DIR";
 
+// ANCHOR: webhooks
 /// Every webhook of the operator.
 pub fn webhooks() -> Webhooks {
     let webhooks = Webhooks::new();
@@ -58,6 +59,7 @@ pub fn webhooks() -> Webhooks {
     // opkit:scaffold:webhooks
     webhooks
 }
+// ANCHOR_END: webhooks
 
 /// Where the serving certificate is read from: `WEBHOOK_CERT_DIR`, else
 /// opkit's default.
