@@ -180,17 +180,23 @@ impl BackupReconciler {
         let namespace = backup.namespace().unwrap_or_default();
         let jobs_api: Api<Job> = Api::namespaced(ctx.client(), &namespace);
 
-        // 1. The Backup's Jobs, from the cache's index.
+        // 1. The Backup's Jobs, from the cache's index (less those being
+        // deleted already).
         let owned = ctx
             .by_index::<Job>(OWNER_INDEX, &format!("{namespace}/{}", req.name))
             .await?;
-        let jobs: Vec<&Job> = owned.iter().map(|job| &**job).collect();
+        let jobs: Vec<&Job> = owned
+            .iter()
+            .map(|job| &**job)
+            .filter(|job| job.metadata.deletion_timestamp.is_none())
+            .collect();
 
         // 2. History: delete the oldest finished Jobs beyond the limits.
         let doomed = schedule::beyond_history(&backup.spec, &jobs);
         for job in &doomed {
-            delete_job(&jobs_api, &job.name_any()).await?;
-            self.metrics.jobs_deleted.inc();
+            if delete_job(&jobs_api, &job.name_any()).await? {
+                self.metrics.jobs_deleted.inc();
+            }
         }
         let kept: Vec<&Job> = jobs
             .iter()
@@ -306,14 +312,17 @@ impl BackupReconciler {
         let jobs = ctx
             .by_index::<Job>(OWNER_INDEX, &format!("{namespace}/{}", req.name))
             .await?;
+        let mut deleted = 0;
         for job in &jobs {
-            delete_job(&jobs_api, &job.name_any()).await?;
+            if delete_job(&jobs_api, &job.name_any()).await? {
+                deleted += 1;
+            }
         }
         ctx.recorder().normal(
             backup,
             "Finalizing",
             "DeleteJobs",
-            &format!("deleted {} Job(s); removing the finalizer", jobs.len()),
+            &format!("deleted {deleted} Job(s); removing the finalizer"),
         );
         Ok(Action::done())
     }
@@ -370,15 +379,16 @@ fn job_for(backup: &Backup, scheduled: Timestamp) -> Job {
 }
 // ANCHOR_END: job
 
-/// Deletes a Job and, in the background, its Pods; a Job already gone is fine.
-async fn delete_job(api: &Api<Job>, name: &str) -> Result<(), ReconcileError> {
+/// Deletes a Job and, in the background, its Pods: `true` if this call
+/// deleted it, `false` if it was gone already.
+async fn delete_job(api: &Api<Job>, name: &str) -> Result<bool, ReconcileError> {
     let params = DeleteParams {
         propagation_policy: Some(PropagationPolicy::Background),
         ..DeleteParams::default()
     };
     match api.delete(name, &params).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
         Err(e) => Err(ReconcileError::retryable(format!(
             "deleting Job {name}: {e}"
         ))),
