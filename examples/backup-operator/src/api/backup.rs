@@ -66,8 +66,8 @@ pub struct BackupStatus {
     /// When the last successful Job completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_successful_time: Option<Time>,
-    /// `Ready`: the last reconcile succeeded; `Succeeded`: the newest
-    /// finished Job succeeded.
+    /// `Ready`: whether the last reconcile succeeded; `Succeeded`: whether
+    /// the newest finished Job succeeded (absent before a Job finished).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "opkit::conditions::schema")]
     pub conditions: Vec<Condition>,

@@ -281,6 +281,22 @@ impl BackupReconciler {
             )
             .observed_generation(generation),
         );
+        if let Some((job, outcome)) = schedule::newest_finished(&kept) {
+            let (state, reason, verb) = match outcome {
+                Outcome::Succeeded => (ConditionStatus::True, "JobSucceeded", "succeeded"),
+                _ => (ConditionStatus::False, "JobFailed", "failed"),
+            };
+            conditions::set(
+                &mut desired.conditions,
+                conditions::new(
+                    "Succeeded",
+                    state,
+                    reason,
+                    format!("Job {} {verb}", job.name_any()),
+                )
+                .observed_generation(generation),
+            );
+        }
         if desired != status {
             status = desired;
             client::patch_status(&ctx.object_api(), &req.name, &status).await?;

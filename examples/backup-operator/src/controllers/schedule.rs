@@ -58,6 +58,15 @@ pub fn scheduled_at(job: &Job) -> Option<Timestamp> {
         .ok()
 }
 
+/// The newest finished Job (by scheduled time) and how it ended: what
+/// the Backup's `Succeeded` condition reports.
+pub fn newest_finished<'a>(jobs: &[&'a Job]) -> Option<(&'a Job, Outcome)> {
+    jobs.iter()
+        .map(|job| (*job, outcome(job)))
+        .filter(|(_, outcome)| *outcome != Outcome::Active)
+        .max_by_key(|(job, _)| (scheduled_at(job), job.metadata.name.clone()))
+}
+
 // ANCHOR: next
 /// What the schedule asks for now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -251,5 +260,10 @@ mod tests {
             .collect();
         assert_eq!(doomed, ["a", "b"]);
         assert_eq!(outcome(&jobs[5]), Outcome::Active);
+        let (newest, how) = newest_finished(&refs).expect("finished Jobs");
+        assert_eq!(
+            (newest.metadata.name.as_deref(), how),
+            (Some("e"), Outcome::Succeeded)
+        );
     }
 }

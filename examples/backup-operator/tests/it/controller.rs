@@ -169,9 +169,11 @@ async fn backup_runs_jobs_on_its_interval_keeps_its_history_and_cleans_up() {
         )
         .await
         .expect("label the Backup");
-    eventually("the third Job", WAIT, || async {
+    eventually("the third Job, and the failure reported", WAIT, || async {
         let status = backups.get("nightly").await.ok()?.status?;
-        (status.active == [job(2)]).then_some(())
+        let failed = conditions::find(&status.conditions, "Succeeded")
+            .is_some_and(|c| c.status == "False" && c.reason == "JobFailed");
+        (status.active == [job(2)] && failed).then_some(())
     })
     .await;
 
@@ -180,7 +182,9 @@ async fn backup_runs_jobs_on_its_interval_keeps_its_history_and_cleans_up() {
     eventually("the history limit applied", WAIT, || async {
         let mut expected = vec![job(1), job(2)];
         expected.sort();
-        (job_names(&jobs).await == expected).then_some(())
+        let status = backups.get("nightly").await.ok()?.status?;
+        let succeeded = conditions::is_true(&status.conditions, "Succeeded");
+        (succeeded && job_names(&jobs).await == expected).then_some(())
     })
     .await;
     let text = metrics.encode().expect("the metrics");
