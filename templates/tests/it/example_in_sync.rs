@@ -12,7 +12,7 @@ use cargo_opkit::{NewProject, OpkitDependency};
 
 /// The lines of the generated Makefile the example leaves out: it builds in
 /// the workspace's target directory.
-const SHARED_TARGET_DIR: &str =
+pub(crate) const SHARED_TARGET_DIR: &str =
     "# Builds go to a target directory shared by your opkit projects (where
 # `cargo opkit new` compiled this one), so dependencies compile once.
 # `make CARGO_TARGET_DIR=target ...` keeps them in the project instead.

@@ -14,3 +14,4 @@ mod published_crates;
 mod registry_auth;
 mod support;
 mod token_service;
+mod tutorial_in_sync;
