@@ -17,7 +17,7 @@ use super::gate::Gate;
 use super::handle::{ShardHandle, ShardStatus};
 use super::liveness::Liveness;
 use super::store::{LeaseStore, RING_LABEL, VIEW_ANNOTATION};
-use super::view::View;
+use super::view::{KeyScheme, View};
 
 /// A validated, not yet running, member of a ring.
 #[derive(Debug, Clone)]
@@ -28,6 +28,7 @@ pub(crate) struct Member {
     pub(crate) identity: Arc<str>,
     pub(crate) timing: Timing,
     pub(crate) lease_seconds: i32,
+    pub(crate) scheme: KeyScheme,
 }
 
 /// Starts the membership loop over any store; the unit tests use an
@@ -37,6 +38,7 @@ pub(crate) fn spawn_member<S: LeaseStore>(member: Member, store: S) -> ShardHand
     let (status_tx, status_rx) = watch::channel(ShardStatus::default());
     let shutdown = CancellationToken::new();
     let identity = member.identity.clone();
+    let scheme = member.scheme;
     let runner = Runner {
         store,
         member,
@@ -56,6 +58,7 @@ pub(crate) fn spawn_member<S: LeaseStore>(member: Member, store: S) -> ShardHand
         task: Arc::new(AsyncMutex::new(Some(task))),
         _drop: Arc::new(shutdown.drop_guard()),
         shares: Arc::default(),
+        scheme,
     }
 }
 
@@ -208,7 +211,7 @@ impl<S: LeaseStore> Runner<S> {
             members.push(holder);
             acks.push(ack_of(lease));
         }
-        let view = View::new(members);
+        let view = View::with_scheme(members, self.member.scheme);
         let all_acked = own_ack.is_some_and(|a| a.as_deref() == Some(view.id()))
             && acks.iter().all(|a| a.as_deref() == Some(view.id()));
         Observed { view, all_acked }
