@@ -336,3 +336,173 @@ async fn without_the_gate_every_replica_caches_everything_and_reconciles_its_sha
         stop(replica).await;
     }
 }
+
+/// One `shard_replica` process (`SHARD_BY_NAMESPACE=1`); its `cache` and
+/// `status` lines.
+struct Process {
+    child: tokio::process::Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Process {
+    fn start(plane: &ControlPlane, lease_ns: &str, name: &str) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_shard_replica"))
+            .arg(plane.kubeconfig_path())
+            .arg(lease_ns)
+            .arg(name)
+            .args(["3000", "2000", "500"])
+            .env("SHARD_BY_NAMESPACE", "1")
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start shard_replica");
+        let stdout = child.stdout.take().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        tokio::spawn({
+            let lines = lines.clone();
+            async move {
+                let mut reader = tokio::io::BufReader::new(stdout).lines();
+                while let Ok(Some(line)) = reader.next_line().await {
+                    if line.starts_with("cache ") || line.starts_with("status ") {
+                        lines.lock().unwrap().push(line);
+                    }
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// The last `cache` line: (objects, RSS KiB), and the most objects seen.
+    fn cache(&self) -> ((usize, u64), usize) {
+        let lines = self.lines.lock().unwrap();
+        let parsed: Vec<(usize, u64)> = lines
+            .iter()
+            .filter_map(|l| {
+                let mut it = l.strip_prefix("cache ")?.split(' ');
+                Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+            })
+            .collect();
+        let peak = parsed.iter().map(|(n, _)| *n).max().unwrap_or(0);
+        (parsed.last().copied().unwrap_or((0, 0)), peak)
+    }
+
+    fn status(&self) -> String {
+        let lines = self.lines.lock().unwrap();
+        lines
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("status "))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    async fn stop(mut self) {
+        let pid = self.child.id().unwrap().to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+    }
+}
+
+/// Starts `names` on `plane`, waits until they are all active together and
+/// their caches hold `total` ConfigMaps between them, unchanged for 2 s;
+/// prints one row per replica.
+async fn measure(plane: &ControlPlane, lease_ns: &str, names: &[&str], total: usize, mode: &str) {
+    let procs: Vec<Process> = names
+        .iter()
+        .map(|n| Process::start(plane, lease_ns, n))
+        .collect();
+    let want = format!("status true {}", names.join(","));
+    let started = Instant::now();
+    let mut stable_since: Option<(Instant, Vec<(usize, u64)>)> = None;
+    loop {
+        let now: Vec<(usize, u64)> = procs.iter().map(|p| p.cache().0).collect();
+        let active = procs.iter().all(|p| p.status() == want);
+        let covered = now.iter().map(|(n, _)| *n).sum::<usize>() >= total;
+        let counts: Vec<usize> = now.iter().map(|(n, _)| *n).collect();
+        match &stable_since {
+            Some((since, before))
+                if active
+                    && covered
+                    && before.iter().map(|(n, _)| *n).collect::<Vec<_>>() == counts =>
+            {
+                if since.elapsed() > Duration::from_secs(2) {
+                    break;
+                }
+            }
+            _ => stable_since = (active && covered).then(|| (Instant::now(), now.clone())),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no stable division: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for (name, p) in names.iter().zip(&procs) {
+        let ((objects, rss), peak) = p.cache();
+        println!(
+            "| {mode} | {} | {name} | {objects} of {total} | {peak} | {:.1} |",
+            names.len(),
+            rss as f64 / 1024.0
+        );
+    }
+    for p in procs {
+        p.stop().await;
+    }
+}
+
+/// The per-replica cache of 1 and 3 replicas, in `shard_replica`
+/// processes, over 3 000 ConfigMaps of 4 KiB in 60 namespaces: with the
+/// gate on (server-side) and off (filter at the queue). Prints a table:
+/// `cargo test -p opkit-tests --test it shard_cache::measure -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement, not a check (about a minute)"]
+async fn measure_per_replica_cache() {
+    init_tracing();
+    println!("| mode | replicas | replica | ConfigMaps cached | peak | RSS MiB |");
+    println!("|---|---|---|---|---|---|");
+    let gate_off = ControlPlane::builder()
+        .apiserver_arg("--feature-gates=ShardedListAndWatch=false")
+        .start()
+        .await
+        .unwrap();
+    for (plane, mode) in [
+        (ControlPlane::shared().await.unwrap(), "server-side"),
+        (&gate_off, "filter-at-queue (gate off)"),
+    ] {
+        let admin = plane.client().unwrap();
+        let (count, per) = (60, 50);
+        let mut seed: u64 = 0xca11;
+        let data = "x".repeat(4096);
+        for _ in 0..count {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let ns = format!("mem-{:06x}", seed >> 40);
+            create_namespace(&admin, &ns).await;
+            let api = Api::<ConfigMap>::namespaced(admin.clone(), &ns);
+            futures::future::join_all((0..per).map(|j| {
+                let cm = ConfigMap {
+                    metadata: ObjectMeta {
+                        name: Some(format!("obj-{j}")),
+                        ..ObjectMeta::default()
+                    },
+                    data: Some([("payload".to_owned(), data.clone())].into()),
+                    ..ConfigMap::default()
+                };
+                let api = api.clone();
+                async move { api.create(&PostParams::default(), &cm).await.unwrap() }
+            }))
+            .await;
+        }
+        let total = count * per;
+        create_namespace(&admin, "mem-one").await;
+        measure(plane, "mem-one", &["solo"], total, mode).await;
+        create_namespace(&admin, "mem-three").await;
+        measure(plane, "mem-three", &["a", "b", "c"], total, mode).await;
+    }
+}
