@@ -71,9 +71,12 @@ impl Sharding {
     /// server supports it (feature gate `ShardedListAndWatch`); elsewhere
     /// every replica caches everything and filters at its queue, as
     /// without this option. Balance is per namespace: spread the objects
-    /// over many more namespaces than replicas. Every replica of a ring
-    /// must agree on this option: replicas that differ never start a key
-    /// (see the [module docs](crate::shard)).
+    /// over many more namespaces than replicas. A divided kind is divided
+    /// for every reader in the process: a controller that reads objects of
+    /// a kind another one owns, in namespaces this replica does not own,
+    /// does not find them in the cache. Every replica of a ring must agree
+    /// on this option: replicas that differ log an error and never start a
+    /// key (see the [module docs](crate::shard)).
     pub fn by_namespace(mut self) -> Self {
         self.scheme = KeyScheme::Namespace;
         self
