@@ -76,6 +76,8 @@ pub(crate) struct InformerOptions<K> {
     pub transform: Option<Transform<K>>,
     /// Resync period of handlers registered without one (`None`: no resync).
     pub default_resync: Option<Duration>,
+    /// A sharded cache's shard selector (see [`SharedCache::shard_kind`](super::SharedCache::shard_kind)).
+    pub shard: Option<tokio::sync::watch::Receiver<Option<String>>>,
 }
 
 impl<K: Resource + 'static> Default for InformerOptions<K> {
@@ -84,6 +86,7 @@ impl<K: Resource + 'static> Default for InformerOptions<K> {
             reflector: ReflectorConfig::default(),
             transform: Some(Arc::new(strip_managed_fields::<K>)),
             default_resync: None,
+            shard: None,
         }
     }
 }
@@ -94,6 +97,7 @@ impl<K> Clone for InformerOptions<K> {
             reflector: self.reflector.clone(),
             transform: self.transform.clone(),
             default_resync: self.default_resync,
+            shard: self.shard.clone(),
         }
     }
 }
@@ -389,7 +393,8 @@ where
         )
         .with_transform(inner.options.transform.clone())
         .with_metrics(Arc::clone(&inner.metrics))
-        .with_watch_error_handler(inner.watch_error_handler.lock().clone());
+        .with_watch_error_handler(inner.watch_error_handler.lock().clone())
+        .with_shard(inner.options.shard.clone());
         inner.tasks.spawn(&rt, reflector.run(inner.cancel.clone()));
         inner.tasks.spawn(&rt, process_loop(Arc::clone(inner)));
         inner.tasks.spawn(&rt, resync_loop(Arc::clone(inner)));

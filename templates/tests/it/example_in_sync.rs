@@ -31,6 +31,7 @@ fn the_memcached_example_deploys_with_the_generated_makefile_and_manifests() {
         kind: Some("Memcached".into()),
         dir: Some(tmp.path().to_owned()),
         opkit: OpkitDependency::Version("0.1".into()),
+        sharding: false,
     }
     .create()
     .expect("generate the project");

@@ -10,6 +10,7 @@ mod example_in_sync;
 mod image;
 mod make_test_e2e;
 mod new_project;
+mod new_sharded;
 mod published_crates;
 mod registry_auth;
 mod support;
