@@ -329,6 +329,7 @@ fn parameterise_container(container: &mut Node, values: &mut Values) {
                             .to_owned(),
                     );
                 }
+                "--sharding" => values.sharding = true,
                 "--metrics-bind-address" => {
                     let address = value.unwrap_or_default();
                     let (host, port) = address.rsplit_once(':').unwrap_or(("", address));

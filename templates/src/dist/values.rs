@@ -26,6 +26,8 @@ pub(super) struct Values {
     pub(super) resources: Node,
     /// Only when the manager has `--leader-elect`.
     pub(super) leader_election: Option<bool>,
+    /// The manager has `--sharding`: its replicas share the objects.
+    pub(super) sharding: bool,
     pub(super) metrics: Option<Metrics>,
     /// Whether the project has webhooks.
     pub(super) webhook: bool,
@@ -61,6 +63,7 @@ impl Values {
             image_pull_secrets: Node::Seq(Vec::new()),
             resources: Node::Map(Vec::new()),
             leader_election: None,
+            sharding: false,
             metrics: None,
             webhook: false,
             webhook_port: None,
@@ -110,7 +113,11 @@ impl Values {
             self.image_pull_secrets.clone(),
         );
         section(
-            "# Manager pods; one leads at a time (leader election), the others wait.\n",
+            if self.sharding {
+                "# Manager pods; they share the objects (--sharding: one Lease each, a hash ring).\n"
+            } else {
+                "# Manager pods; one leads at a time (leader election), the others wait.\n"
+            },
             "replicas",
             Node::Int(self.replicas),
         );

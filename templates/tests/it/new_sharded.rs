@@ -79,4 +79,12 @@ fn a_sharded_project_has_the_flag_three_replicas_and_the_lease_rbac() {
     }
     let output = cargo(&["run", "--quiet", "--", "--help"], &project);
     assert!(text(&output).contains("--sharding"), "{}", text(&output));
+    // the chart made from deploy/ says what its replicas do
+    let output = cargo_opkit(&["opkit", "chart", "--out", "dist/chart"], &project);
+    assert!(output.status.success(), "chart:\n{}", text(&output));
+    let values = read("dist/chart/values.yaml");
+    assert!(
+        values.contains("# Manager pods; they share the objects (--sharding"),
+        "{values}"
+    );
 }
