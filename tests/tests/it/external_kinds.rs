@@ -16,10 +16,12 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{
     Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
 };
+use kube::core::PartialObjectMeta;
 use opkit::cache::{CacheError, DeletedObject, EventHandler, Scope, SharedCache};
 use opkit::controller::Controller as ControllerBuilder;
 use opkit::rbac::Verb;
@@ -297,6 +299,124 @@ async fn a_kind_without_a_rust_type_is_watched_as_dynamic_objects() {
         "the index to drop the deleted Widget",
         Duration::from_secs(30),
         index("gear"),
+    )
+    .await;
+
+    token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+// ANCHOR: metadata
+/// Writes into each ConfigMap how many Secrets it owns, caching only the
+/// Secrets' metadata (`PartialObjectMeta<Secret>`): their data never
+/// reaches this process.
+#[derive(Controller)]
+#[controller(for = ConfigMap, owns(Secret, metadata))]
+struct SecretCount;
+
+impl Reconcile for SecretCount {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        ctx: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
+        let Some(cm) = ctx.object().await? else {
+            return Ok(Action::done());
+        };
+        let uid = cm.metadata.uid.clone().unwrap_or_default();
+        let owned = ctx
+            .list::<PartialObjectMeta<Secret>>(req.namespace.as_deref())
+            .await?
+            .iter()
+            .filter(|s| {
+                s.metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|o| o.uid == uid)
+            })
+            .count();
+        let patch = serde_json::json!({ "data": { "secrets": owned.to_string() } });
+        ctx.object_api()
+            .patch(&req.name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|e| ReconcileError::retryable(format!("patching {req}: {e}")))?;
+        Ok(Action::done())
+    }
+}
+// ANCHOR_END: metadata
+
+#[tokio::test]
+async fn owned_objects_cached_as_metadata_only_wake_their_owner() {
+    init_tracing();
+    let plane = ControlPlane::shared().await.unwrap();
+    let client = plane.client().unwrap();
+    let ns = "metadata-only";
+    create_namespace(&client, ns).await;
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+
+    let cache = SharedCache::builder(client.clone()).namespace(ns).build();
+    let controller = SecretCount.controller();
+    cache.start().unwrap();
+    let token = CancellationToken::new();
+    let run = tokio::spawn({
+        let token = token.clone();
+        let cache = cache.clone();
+        async move { controller.run(&cache, token.cancelled_owned()).await }
+    });
+
+    let bundle: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": { "name": "bundle" },
+    }))
+    .unwrap();
+    let bundle = configmaps
+        .create(&PostParams::default(), &bundle)
+        .await
+        .unwrap();
+    let owner = OwnerReference {
+        api_version: "v1".into(),
+        kind: "ConfigMap".into(),
+        name: "bundle".into(),
+        uid: bundle.metadata.uid.clone().unwrap(),
+        controller: Some(true),
+        ..OwnerReference::default()
+    };
+    let count = |want: &'static str| {
+        let configmaps = configmaps.clone();
+        move || {
+            let configmaps = configmaps.clone();
+            async move {
+                let cm = configmaps.get("bundle").await.ok()?;
+                (cm.data?.get("secrets")? == want).then_some(())
+            }
+        }
+    };
+    eventually("no Secrets counted", Duration::from_secs(30), count("0")).await;
+    for name in ["a", "b"] {
+        let secret: Secret = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": name, "ownerReferences": [owner] },
+            "stringData": { "password": "not cached here" },
+        }))
+        .unwrap();
+        secrets
+            .create(&PostParams::default(), &secret)
+            .await
+            .unwrap();
+    }
+    eventually(
+        "both owned Secrets counted",
+        Duration::from_secs(30),
+        count("2"),
+    )
+    .await;
+    secrets.delete("a", &Default::default()).await.unwrap();
+    eventually(
+        "the deleted Secret dropped",
+        Duration::from_secs(30),
+        count("1"),
     )
     .await;
 
