@@ -68,6 +68,7 @@ mod informer;
 mod key;
 mod list_watch;
 mod processor;
+mod projection;
 pub mod read_your_writes;
 mod reflector;
 mod start;
@@ -103,6 +104,8 @@ use list_watch::ListWatch;
 pub use processor::{
     EventHandler, HandlerFn, HandlerRegistration, InformerEvent, MINIMUM_RESYNC_PERIOD, handler_fn,
 };
+pub(crate) use projection::drops_owner_references as projection_drops_owner_references;
+pub use projection::{Projected, Projection};
 use read_your_writes::{WriteTracker, wait_observed};
 use reflector::strip_managed_fields;
 pub use reflector::{ReflectorConfig, ReflectorStats, StreamingList, Transform, WatchErrorHandler};
