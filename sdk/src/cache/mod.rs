@@ -52,7 +52,9 @@
 //! queue and every notification; `metadata.managedFields` is stripped before
 //! storing unless [`SharedCacheBuilder::keep_managed_fields`] is set. A
 //! per-kind transform ([`SharedCacheBuilder::transform`], client-go's
-//! `SetTransform`) can slim objects further before they are stored.
+//! `SetTransform`) can slim objects further before they are stored, and a
+//! [`Projection`] caches a type of the user's own made from each object
+//! (`Projected<K, P>`: one informer per `(K, P)`, mapped once per event).
 //!
 //! Wire format: `ConfigMap` and `Secret` are listed and watched as
 //! protobuf, as client-go does for built-in kinds (a third of the API

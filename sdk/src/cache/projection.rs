@@ -1,67 +1,21 @@
-//! Typed projections: cache a small type `P` made from each object of kind
-//! `K` instead of the whole object ("cache what you read").
+//! Typed projections ([`Projection`], [`Projected`]): a user type made
+//! from each object of a kind, cached in place of the object. The design
+//! (what is kept, when the mapping runs, one informer per `(K, P)`) is in
+//! [`Projection`]'s docs.
 //!
-//! ```no_run
-//! use k8s_openapi::api::core::v1::Pod;
-//! use opkit::cache::{Projected, Projection, SharedCache};
+//! ```
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use opkit::cache::{Projected, Projection};
 //!
-//! /// What this operator reads of a Pod: its phase and readiness.
-//! struct PodView {
-//!     phase: Option<String>,
-//!     ready: bool,
-//! }
-//!
-//! impl Projection<Pod> for PodView {
-//!     fn project(pod: Pod) -> Self {
-//!         let status = pod.status.unwrap_or_default();
-//!         let ready = status.conditions.iter().flatten()
-//!             .any(|c| c.type_ == "Ready" && c.status == "True");
-//!         PodView { phase: status.phase, ready }
+//! struct Colour(Option<String>);
+//! impl Projection<ConfigMap> for Colour {
+//!     fn project(cm: ConfigMap) -> Self {
+//!         Colour(cm.data.and_then(|mut d| d.remove("colour")))
 //!     }
 //! }
-//!
-//! # async fn doc(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! let cache = SharedCache::new(client);
-//! let pods = cache.store::<Projected<Pod, PodView>>()?;
-//! cache.start()?;
-//! # cache.wait_for_sync(std::time::Duration::from_secs(30)).await?;
-//! for pod in pods.list() {
-//!     // `Arc<Projected<Pod, PodView>>`: the metadata essentials, and the view by `Deref`
-//!     println!("{:?}: ready={} phase={:?}", pod.metadata().name, pod.ready, pod.phase);
-//! }
-//! # Ok(()) }
+//! let p = Projected::<ConfigMap, Colour>::project(ConfigMap::default());
+//! assert!(p.0.is_none());
 //! ```
-//!
-//! # What is kept, and when the mapping runs
-//!
-//! [`Projected<K, P>`] is what the cache stores: `P`, and beside it the
-//! metadata that keys, owner mapping and read-your-writes need — name,
-//! namespace, uid, resourceVersion, generation, deletionTimestamp, and
-//! (unless the projection says otherwise, [`Projection::LABELS`],
-//! [`Projection::OWNER_REFERENCES`]) labels and ownerReferences.
-//! Annotations, finalizers, managedFields and everything else of `K` are
-//! dropped unless `P` keeps them.
-//!
-//! [`Projection::project`] runs once per object as it is decoded (each
-//! LIST item, each watch event), on the informer's task: a read
-//! ([`Store::get`](super::Store::get), a reconcile's `Context`) hands out
-//! the stored `Arc<Projected<K, P>>`, never a copy, and never maps again.
-//! Event handlers, mappers and predicates see the projection too.
-//!
-//! # One informer per (K, P)
-//!
-//! The shared cache keys informers by Rust type: a projected watch of Pods
-//! (`Projected<Pod, PodView>`) and a whole-object watch of Pods (`Pod`) are
-//! two informers with two watches, and two projections of Pods are two more.
-//! Every controller asking for the same projection shares one informer. A
-//! kind is cheapest watched one way: project it everywhere, or nowhere.
-//!
-//! The primary kind of a controller may be a projection too
-//! (`type Object = Projected<K, P>`): the reconciler reads the projection
-//! and writes through the client with the whole type.
-//!
-//! `ConfigMap` and `Secret` projections are read as protobuf, like the
-//! whole kinds (see the [cache docs](super)).
 
 use std::{
     any::{Any, TypeId},
@@ -80,9 +34,72 @@ use serde::{Deserialize, Deserializer, de::DeserializeOwned};
 
 use super::decode::protobuf::{self, Codec, Decode, ProtobufError};
 
-/// A type cached in place of the whole objects of kind `K` (see the
-/// [module docs](self)). The cache keeps the metadata essentials beside it
+/// A type cached in place of the whole objects of kind `K` ("cache what
+/// you read"): the cache keeps the metadata essentials beside it
 /// ([`Projected`]).
+///
+/// ```no_run
+/// use k8s_openapi::api::core::v1::Pod;
+/// use opkit::cache::{Projected, Projection, SharedCache};
+///
+/// /// What this operator reads of a Pod: its phase and readiness.
+/// struct PodView {
+///     phase: Option<String>,
+///     ready: bool,
+/// }
+///
+/// impl Projection<Pod> for PodView {
+///     fn project(pod: Pod) -> Self {
+///         let status = pod.status.unwrap_or_default();
+///         let ready = status.conditions.iter().flatten()
+///             .any(|c| c.type_ == "Ready" && c.status == "True");
+///         PodView { phase: status.phase, ready }
+///     }
+/// }
+///
+/// # async fn doc(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+/// let cache = SharedCache::new(client);
+/// let pods = cache.store::<Projected<Pod, PodView>>()?;
+/// cache.start()?;
+/// # cache.wait_for_sync(std::time::Duration::from_secs(30)).await?;
+/// for pod in pods.list() {
+///     // `Arc<Projected<Pod, PodView>>`: the metadata essentials, and the view by `Deref`
+///     println!("{:?}: ready={} phase={:?}", pod.metadata().name, pod.ready, pod.phase);
+/// }
+/// # Ok(()) }
+/// ```
+///
+/// # What is kept, and when the mapping runs
+///
+/// [`Projected<K, P>`] is what the cache stores: `P`, and beside it the
+/// metadata that keys, owner mapping and read-your-writes need — name,
+/// namespace, uid, resourceVersion, generation, deletionTimestamp, and
+/// (unless the projection says otherwise, [`LABELS`](Self::LABELS),
+/// [`OWNER_REFERENCES`](Self::OWNER_REFERENCES)) labels and ownerReferences.
+/// Annotations, finalizers, managedFields and everything else of `K` are
+/// dropped unless `P` keeps them.
+///
+/// [`project`](Self::project) runs once per object as it is decoded (each
+/// LIST item, each watch event), on the informer's task: a read
+/// ([`Store::get`](crate::cache::Store::get), a reconcile's `Context`) hands out
+/// the stored `Arc<Projected<K, P>>`, never a copy, and never maps again.
+/// Event handlers, mappers and predicates see the projection too.
+///
+/// # One informer per (K, P)
+///
+/// The shared cache keys informers by Rust type: a projected watch of Pods
+/// (`Projected<Pod, PodView>`) and a whole-object watch of Pods (`Pod`) are
+/// two informers with two watches, and two projections of Pods are two more.
+/// Every controller asking for the same projection shares one informer. A
+/// kind is cheapest watched one way: project it everywhere, or nowhere.
+///
+/// The primary kind of a controller may be a projection too
+/// (`type Object = Projected<K, P>`): the reconciler reads the projection
+/// and writes through the client with the whole type.
+///
+/// `ConfigMap` and `Secret` projections are read as protobuf, like the
+/// whole kinds (see the [cache docs](crate::cache)).
+
 pub trait Projection<K>: Sized + Send + Sync + 'static {
     /// Keep `metadata.labels` beside the projection (default: yes). Without
     /// them, label predicates and event filters see no labels.
@@ -138,8 +155,7 @@ impl<K: Resource, P: Projection<K>> Projected<K, P> {
 }
 
 impl<K, P> Projected<K, P> {
-    /// The metadata kept beside the projection (see the
-    /// [module docs](self)).
+    /// The metadata kept beside the projection (see [`Projection`]).
     pub fn metadata(&self) -> &ObjectMeta {
         &self.metadata
     }
