@@ -99,7 +99,6 @@ use super::decode::protobuf::{self, Codec, Decode, ProtobufError};
 ///
 /// `ConfigMap` and `Secret` projections are read as protobuf, like the
 /// whole kinds (see the [cache docs](crate::cache)).
-
 pub trait Projection<K>: Sized + Send + Sync + 'static {
     /// Keep `metadata.labels` beside the projection (default: yes). Without
     /// them, label predicates and event filters see no labels.

@@ -36,11 +36,14 @@ impl Projection<Pod> for PodPhase {
 
 type PodView = Projected<Pod, PodPhase>;
 
+/// A reconciled request, with the (Pod, phase) pairs read from the cache.
+type Seen = (String, Vec<(String, Option<String>)>);
+
 /// Reconciles ConfigMaps; records each request with the phases of the
 /// owned Pods it reads from the cache.
-#[derive(Default)]
+#[derive(Default, Clone)]
 struct Parent {
-    seen: Mutex<Vec<(String, Vec<(String, Option<String>)>)>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl Reconcile for Parent {
@@ -100,8 +103,8 @@ async fn owned_pods_cached_as_a_projection_wake_their_owner() {
             }
         }))
         .unwrap();
-    let parent = Arc::new(Parent::default());
-    let controller = Controller::new(ArcParent(Arc::clone(&parent)))
+    let parent = Parent::default();
+    let controller = Controller::new(parent.clone())
         .owns_projected::<Pod, PodPhase>()
         // the mapper and the predicate see the projection: a running Pod wakes `running`
         .watches_with::<PodView>(
@@ -188,19 +191,4 @@ async fn owned_pods_cached_as_a_projection_wake_their_owner() {
 
     token.cancel();
     run.await.unwrap().unwrap();
-}
-
-/// The reconciler behind an `Arc`, so the test reads what it recorded.
-struct ArcParent(Arc<Parent>);
-
-impl Reconcile for ArcParent {
-    type Object = ConfigMap;
-
-    async fn reconcile(
-        &self,
-        req: Request,
-        ctx: &Context<ConfigMap>,
-    ) -> Result<Action, ReconcileError> {
-        self.0.reconcile(req, ctx).await
-    }
 }
