@@ -963,7 +963,16 @@ mod tests {
         let _dyn = cache
             .informer_for(Scope::<DynamicObject>::with_dyntype(ar))
             .unwrap();
-        assert_eq!(cache.informer_count(), 6);
+        // a projection is an informer of its own (keyed by (K, P))
+        struct Phase;
+        impl Projection<Pod> for Phase {
+            fn project(_: Pod) -> Self {
+                Phase
+            }
+        }
+        let _projected = cache.informer::<Projected<Pod, Phase>>().unwrap();
+        let _projected2 = cache.informer::<Projected<Pod, Phase>>().unwrap();
+        assert_eq!(cache.informer_count(), 7);
         assert!(cache.get::<ConfigMap>(Some("x"), "y").unwrap().is_none());
         assert!(matches!(
             cache.list::<k8s_openapi::api::core::v1::Secret>(None),
