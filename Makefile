@@ -8,7 +8,7 @@ export OPKIT_CACHE
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: help demo test book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook
+.PHONY: help demo test book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard
 
 help:
 	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
@@ -26,6 +26,7 @@ help:
 	@echo "make bench-e2e     one operator in opkit, controller-runtime and kube-runtime, end to end"
 	@echo "make bench-webhook create latency with and without opkit's admission webhooks"
 	@echo "make bench-scale   one Pod controller in opkit and controller-runtime over 10k kwok Pods with churn"
+	@echo "make bench-shard   per-replica cache (objects, RSS) of 1 and 3 sharded replicas, gate on and off"
 
 controlplane:
 	@tests/controlplane/build.sh >/dev/null
@@ -59,8 +60,10 @@ demo: cluster-assets
 # Every test, then the leftover check. The run records what it starts in
 # a directory of its own (OPKIT_RUN_DIR), and check-orphans judges only that.
 # tests/run-tests.sh runs what `cargo test --workspace --all-features` runs,
-# with the two journeys binaries side by side (TEST_ARGS go to every binary,
-# e.g. TEST_ARGS=leader for the tests whose names contain "leader").
+# cut into jobs (a binary, or one long journey module of one) that four
+# workers take longest first (OPKIT_TEST_JOBS=N for another count); TEST_ARGS
+# go to every binary, e.g. TEST_ARGS=leader for the tests whose names
+# contain "leader".
 test: cluster-assets registry helm
 	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/opkit-run.XXXXXX"); \
 	OPKIT_RUN_DIR=$$run CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
@@ -101,7 +104,7 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
-bench: bench-workqueue bench-informer bench-e2e bench-scale bench-webhook
+bench: bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard
 
 bench-workqueue:
 	@tests/peers/bench-workqueue.sh
@@ -119,6 +122,12 @@ bench-e2e: controlplane
 # (issue 13). PODS=10000 REPS=3 by default; builds kwok v0.8.0 if missing.
 bench-scale: controlplane
 	@tests/peers/bench-scale.sh
+
+# The per-replica cache of 1 and 3 sharded replicas (Sharding::by_namespace,
+# shard_replica processes) over 3 000 ConfigMaps, with the apiserver's
+# ShardedListAndWatch gate on and off (issue 26); prints a table.
+bench-shard: controlplane
+	$(CARGO) test -p opkit-tests --test it shard_cache::measure -- --ignored --nocapture
 
 # Create latency against a real apiserver, with and without opkit's
 # validating and mutating webhooks in the path (CREATES=300 by default).

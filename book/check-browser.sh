@@ -74,7 +74,7 @@ check() {
 }
 
 check landing index.html "The opkit book"
-check tutorial tutorial/api.html "The API: two versions"
+check tutorial tutorial/api.html "Designing the API"
 check search index.html "The opkit book" reconcile
 
 [ $failed = 0 ] || exit 1

@@ -570,6 +570,10 @@ fn apiserver_args(
         format!("--service-cluster-ip-range={service_cidr}"),
         "--allow-privileged=true".to_owned(),
         "--profiling=false".to_owned(),
+        // KEP-5866 (alpha in 1.36): list/watch with `shardSelector`, what
+        // a sharded opkit cache asks for. A later `--feature-gates` flag
+        // (`apiserver_arg`) adds to or overrides this one, key by key.
+        "--feature-gates=ShardedListAndWatch=true".to_owned(),
     ];
     if cluster_mode {
         // A whole cluster: the controller-manager creates every namespace's

@@ -10,6 +10,7 @@
 //!     kind: Some("Memcached".into()),
 //!     dir: None,
 //!     opkit: OpkitDependency::Version("0.1".into()),
+//!     sharding: false,
 //! };
 //! // Writes ./memcached-operator, builds it to render deploy/01-crds.yaml and
 //! // deploy/03-rbac.yaml, all or nothing: a failed build leaves no directory.

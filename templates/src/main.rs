@@ -86,6 +86,11 @@ struct New {
     /// Depend on the published opkit, with this version requirement (e.g. 0.1).
     #[arg(long)]
     opkit_version: Option<String>,
+    /// Deploy sharded instead of leader-elected: the manager gets a `--sharding` flag (the
+    /// replicas split the objects, see opkit::shard), the Deployment runs 3 replicas with it, and
+    /// the RBAC allows the ring's Leases.
+    #[arg(long)]
+    sharding: bool,
     /// Do not build the project to write deploy/01-crds.yaml and deploy/03-rbac.yaml.
     #[arg(long)]
     skip_manifests: bool,
@@ -256,6 +261,7 @@ fn run(command: Top) -> Result<(), ScaffoldError> {
                 kind: new.kind,
                 dir: new.dir,
                 opkit,
+                sharding: new.sharding,
             };
             // Every input is checked before anything is said or built.
             project.validate()?;

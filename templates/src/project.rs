@@ -166,6 +166,10 @@ pub struct NewProject {
     pub dir: Option<PathBuf>,
     /// Where it gets opkit from.
     pub opkit: OpkitDependency,
+    /// Deploy sharded instead of leader-elected: the binary's `--sharding`
+    /// on, 3 replicas, the ring's Lease RBAC (see `opkit::shard`). The
+    /// `--sharding` flag itself is generated only then.
+    pub sharding: bool,
 }
 
 impl NewProject {
@@ -246,6 +250,7 @@ impl NewProject {
             ),
             None => (String::new(), String::new()),
         };
+        sharding_values(&mut values, &self.name, self.sharding);
         values
             .set("opkit_dependency", dependency)
             .set("opkit_dev_dependency", dev_dependency)
@@ -1062,6 +1067,55 @@ pub(crate) fn kind_values(name: &str, group: &str, version: &str, kind: &str) ->
     values
 }
 
+/// The placeholders `--sharding` fills: empty (and one leader-elected
+/// replica) without it, so the default project does not change.
+fn sharding_values(values: &mut Values, name: &str, sharding: bool) {
+    let crate_name = name.replace('-', "_");
+    if !sharding {
+        values
+            .set("sharding_arg", "")
+            .set("sharding_setup", "")
+            .set("sharding_const", "")
+            .set("sharding_rbac", "")
+            .set("replicas", "1")
+            .set("manager_mode_arg", "--leader-elect");
+        return;
+    }
+    values
+        .set(
+            "sharding_arg",
+            r#"    /// Split the objects across the replicas: each reconciles only its share, none reconciles
+    /// an object another one is reconciling (excludes --leader-elect; see `opkit::shard`).
+    #[arg(long, default_value_t = false, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set, conflicts_with = "leader_elect")]
+    sharding: bool,
+"#,
+        )
+        .set(
+            "sharding_setup",
+            format!(
+                r#"    if args.sharding {{
+        // Each replica holds a Lease in the operator's namespace; the ring
+        // needs no configuration when replicas come and go. When the objects
+        // spread over many more namespaces than replicas, add
+        // `.by_namespace()`: each replica then caches only its namespaces
+        // (on an API server with the ShardedListAndWatch feature gate).
+        builder = builder.sharding(opkit::shard::Sharding::new({crate_name}::SHARD_RING));
+    }}
+"#
+            ),
+        )
+        .set(
+            "sharding_const",
+            format!(
+                "/// The shard ring the replicas split the objects on (`--sharding`).\n\
+                 pub const SHARD_RING: &str = \"{name}\";\n"
+            ),
+        )
+        .set("sharding_rbac", "        .sharding()\n")
+        .set("replicas", "3")
+        .set("manager_mode_arg", "--sharding");
+}
+
 pub(crate) fn render_set(
     set: &[(&str, &str)],
     values: &Values,
@@ -1136,6 +1190,7 @@ mod tests {
             kind: Some("Widget".into()),
             dir: Some(dir.to_owned()),
             opkit: OpkitDependency::Version("0.1".into()),
+            sharding: false,
         }
     }
 

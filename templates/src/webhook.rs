@@ -486,6 +486,7 @@ mod tests {
             kind: Some("Widget".into()),
             dir: Some(tmp.path().to_owned()),
             opkit: crate::OpkitDependency::Version("0.1".into()),
+            sharding: false,
         }
         .create()
         .unwrap();

@@ -76,6 +76,8 @@ pub(crate) struct InformerOptions<K> {
     pub transform: Option<Transform<K>>,
     /// Resync period of handlers registered without one (`None`: no resync).
     pub default_resync: Option<Duration>,
+    /// A sharded cache's shard selector (see [`SharedCache::shard_kind`](super::SharedCache::shard_kind)).
+    pub shard: Option<tokio::sync::watch::Receiver<Option<String>>>,
 }
 
 impl<K: Resource + 'static> Default for InformerOptions<K> {
@@ -84,6 +86,7 @@ impl<K: Resource + 'static> Default for InformerOptions<K> {
             reflector: ReflectorConfig::default(),
             transform: Some(Arc::new(strip_managed_fields::<K>)),
             default_resync: None,
+            shard: None,
         }
     }
 }
@@ -94,6 +97,7 @@ impl<K> Clone for InformerOptions<K> {
             reflector: self.reflector.clone(),
             transform: self.transform.clone(),
             default_resync: self.default_resync,
+            shard: self.shard.clone(),
         }
     }
 }
@@ -113,9 +117,9 @@ struct Inner<K> {
     tasks: Tasks,
     /// Given to the reflector at start.
     watch_error_handler: Mutex<Option<WatchErrorHandler>>,
-    /// Bumped after every batch of deltas applied: what a read waiting for
-    /// this process's write wakes on.
-    applied: watch::Sender<u64>,
+    /// Never sent on: a read waiting for this process's write learns from
+    /// its closing that the informer is gone (the write tracker wakes it).
+    alive: watch::Sender<()>,
     writes: Option<WriteHook>,
 }
 
@@ -216,7 +220,7 @@ where
                 cancel,
                 tasks,
                 watch_error_handler: Mutex::new(None),
-                applied: watch::channel(0).0,
+                alive: watch::channel(()).0,
                 writes,
             }),
         }
@@ -319,7 +323,7 @@ where
     pub(crate) fn observed(&self) -> Observed<K> {
         Observed {
             store: self.store(),
-            applied: self.inner.applied.subscribe(),
+            alive: self.inner.alive.subscribe(),
             informer: self.inner.name.clone(),
         }
     }
@@ -389,7 +393,8 @@ where
         )
         .with_transform(inner.options.transform.clone())
         .with_metrics(Arc::clone(&inner.metrics))
-        .with_watch_error_handler(inner.watch_error_handler.lock().clone());
+        .with_watch_error_handler(inner.watch_error_handler.lock().clone())
+        .with_shard(inner.options.shard.clone());
         inner.tasks.spawn(&rt, reflector.run(inner.cancel.clone()));
         inner.tasks.spawn(&rt, process_loop(Arc::clone(inner)));
         inner.tasks.spawn(&rt, resync_loop(Arc::clone(inner)));
@@ -511,8 +516,6 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
         {
             self.count_undecodable();
         }
-        // After the store changed: wakes reads waiting for a write.
-        self.applied.send_modify(|n| *n = n.wrapping_add(1));
     }
 
     fn count_undecodable(&self) {

@@ -49,6 +49,8 @@ pub(crate) struct ListWatch<K> {
     namespace: Option<String>,
     label_selector: Option<String>,
     field_selector: Option<String>,
+    /// A KEP-5866 shard selector, set by the reflector of a sharded cache.
+    shard_selector: Option<String>,
     metadata_only: bool,
     kind: String,
     api_version: String,
@@ -68,6 +70,7 @@ impl<K> Clone for ListWatch<K> {
             namespace: self.namespace.clone(),
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
+            shard_selector: self.shard_selector.clone(),
             metadata_only: self.metadata_only,
             kind: self.kind.clone(),
             api_version: self.api_version.clone(),
@@ -100,6 +103,7 @@ impl<K: Resource + 'static> ListWatch<K> {
             namespace: None,
             label_selector: None,
             field_selector: None,
+            shard_selector: None,
             metadata_only: K::metadata_api(),
             kind: K::kind(dyntype).into_owned(),
             api_version: K::api_version(dyntype).into_owned(),
@@ -135,6 +139,12 @@ impl<K> ListWatch<K> {
     pub(crate) fn fields(mut self, selector: impl Into<String>) -> Self {
         self.field_selector = Some(selector.into()).filter(|s: &String| !s.is_empty());
         self
+    }
+
+    /// Lists and watches only the objects `selector` (KEP-5866) selects;
+    /// `None`: all.
+    pub(crate) fn set_shard_selector(&mut self, selector: Option<String>) {
+        self.shard_selector = selector;
     }
 
     /// The client the requests go through.
@@ -211,8 +221,40 @@ impl<K> ListWatch<K> {
             url_path: &self.url_path,
             label_selector: self.label_selector.as_deref(),
             field_selector: self.field_selector.as_deref(),
+            shard_selector: self.shard_selector.as_deref(),
             answer,
         }
+    }
+}
+
+impl<K> ListWatch<K> {
+    /// Whether the server filters by the shard selector set: one LIST of
+    /// one object, in JSON, whose `metadata.shardInfo` a KEP-5866 server
+    /// (gate `ShardedListAndWatch` on) sets and any other server leaves
+    /// out (it ignores the parameter).
+    pub(crate) async fn server_shards(&self) -> Result<bool, ReflectorError> {
+        let target = Target {
+            answer: Answer::Json,
+            ..self.target()
+        };
+        let opts = ListOptions {
+            limit: Some(1),
+            ..ListOptions::default()
+        };
+        let req = wire::request::list(target, &opts)?;
+        let (body, _) = wire::send(&self.client, req).await?;
+        let bytes = wire::read_all(body).await?;
+        #[derive(serde::Deserialize)]
+        struct List {
+            #[serde(default)]
+            metadata: Meta,
+        }
+        #[derive(serde::Deserialize, Default)]
+        struct Meta {
+            #[serde(rename = "shardInfo")]
+            shard_info: Option<serde_json::Value>,
+        }
+        Ok(serde_json::from_slice::<List>(&bytes).is_ok_and(|l| l.metadata.shard_info.is_some()))
     }
 }
 

@@ -276,6 +276,9 @@ struct CacheInner {
     transforms: KindTransforms,
     default_resync: Option<Duration>,
     watch_error_handler: Option<WatchErrorHandler>,
+    /// Kinds whose cache-scope informer lists only this replica's shard:
+    /// the selector's receiver, by Rust type.
+    sharded: Mutex<HashMap<TypeId, watch::Receiver<Option<String>>>>,
 }
 
 /// Per-kind transforms ([`SharedCacheBuilder::transform`]): a
@@ -453,6 +456,7 @@ impl SharedCacheBuilder {
                 transforms: self.transforms,
                 default_resync: self.default_resync,
                 watch_error_handler: self.watch_error_handler,
+                sharded: Mutex::default(),
             }),
         }
     }
@@ -480,7 +484,7 @@ impl fmt::Debug for SharedCache {
 }
 
 /// True when objects of `K` live in namespaces.
-fn is_namespaced<K: Resource>() -> bool
+pub(crate) fn is_namespaced<K: Resource>() -> bool
 where
     K::Scope: 'static,
 {
@@ -633,10 +637,16 @@ impl SharedCache {
         if self.inner.strip_managed_fields {
             lw = lw.without_managed_fields();
         }
+        let shard = if reads_scope {
+            self.inner.sharded.lock().get(&TypeId::of::<K>()).cloned()
+        } else {
+            None
+        };
         let options = InformerOptions {
             reflector: self.inner.reflector.clone(),
             transform: self.transform_of::<K>(),
             default_resync: self.inner.default_resync,
+            shard,
         };
         let informer =
             SharedIndexInformer::with_cancel(lw, options, self.inner.cancel.child_token(), hook);
@@ -662,6 +672,34 @@ impl SharedCache {
         }
         informers.insert(key, Arc::new(informer.clone()));
         Ok(informer)
+    }
+
+    /// Makes the cache-scope informer of `K` list and watch only the
+    /// objects the KEP-5866 shard selector `selector` holds (a sharded
+    /// controller's primary and owned kinds), relisting when it changes.
+    /// Must come before that informer is created; later, it is logged and
+    /// the informer keeps every object.
+    pub(crate) fn shard_kind<K>(&self, selector: watch::Receiver<Option<String>>)
+    where
+        K: Resource + 'static,
+        K::DynamicType: Default,
+        K::Scope: 'static,
+    {
+        let key = InformerKey::of(&self.default_scope::<K>());
+        // the informers lock first, as informer_for takes them
+        let informers = self.inner.informers.lock();
+        if informers.contains_key(&key) {
+            tracing::warn!(
+                informer = %key.describe(),
+                "this kind is already cached unsharded (read before the sharded controller \
+                 started); its cache is not divided"
+            );
+            return;
+        }
+        self.inner
+            .sharded
+            .lock()
+            .insert(TypeId::of::<K>(), selector);
     }
 
     /// What informers of `K` apply before storing: the `managedFields`

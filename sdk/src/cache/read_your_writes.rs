@@ -54,9 +54,16 @@
 //! `resourceVersion` and `uid` the apiserver answered, or that the object
 //! is gone. The informer drops a record once it applies a change at least
 //! that new. A read of a recorded object (or a list of its kind) waits
-//! until the informer's copy is at least as new, woken by the informer
-//! each time it applies changes (no polling); reads of objects nobody
-//! wrote wait for nothing (one atomic load when no write is pending).
+//! until the informer's copy is at least as new (no polling); reads of
+//! objects nobody wrote wait for nothing (one atomic load when no write is
+//! pending).
+//!
+//! The wake-up is a sequence number in the tracker, bumped each time a
+//! record leaves it (the informer applied a change that shows it, a newer
+//! write of the object replaced it, or a read gave up on it); a waiting
+//! read re-checks its record on each bump. The informer does no work for
+//! this when no write is pending (one atomic load per applied change), and
+//! wakes no one for changes that resolve no record.
 //!
 //! *At least as new*: resourceVersions are compared as integers when both
 //! parse as `u64` (they are etcd revisions on every apiserver backed by
@@ -198,6 +205,9 @@ pub(crate) struct WriteTracker {
     max_records: usize,
     /// The last deletions the informers applied, with their resourceVersion.
     recent_deletes: Mutex<std::collections::VecDeque<(WriteKey, String)>>,
+    /// Bumped each time a record leaves (observed, replaced, forgotten):
+    /// what a read waiting for a write wakes on.
+    resolved: watch::Sender<u64>,
 }
 
 /// Compares resourceVersions: as integers when both parse, else equal only.
@@ -246,7 +256,18 @@ impl WriteTracker {
             watched: RwLock::new(HashMap::new()),
             max_records: max_records.max(1),
             recent_deletes: Mutex::new(std::collections::VecDeque::new()),
+            resolved: watch::channel(0).0,
         }
+    }
+
+    /// Wakes the reads waiting for a write: some record left.
+    fn bump_resolved(&self) {
+        self.resolved.send_modify(|n| *n = n.wrapping_add(1));
+    }
+
+    /// The sequence number a waiting read wakes on, its current value seen.
+    fn subscribe_resolved(&self) -> watch::Receiver<u64> {
+        self.resolved.subscribe()
     }
 
     /// Records writes of `api_version`/`plural` from now on (in `namespace`
@@ -362,6 +383,7 @@ impl WriteTracker {
         {
             return false;
         }
+        let mut evicted = false;
         if !records.contains_key(&key) && records.len() >= self.max_records {
             let oldest = records
                 .iter()
@@ -376,11 +398,16 @@ impl WriteTracker {
                     "too many writes not yet seen by the cache; forgetting the oldest"
                 );
                 records.remove(&oldest);
+                evicted = true;
             }
         }
         tracing::trace!(kind = %key.plural, namespace = ?key.namespace, name = %key.name, ?written, "recorded a write");
-        records.insert(key, Record { written, seq });
+        let replaced = records.insert(key, Record { written, seq }).is_some();
         self.pending.store(records.len(), Ordering::Release);
+        drop(records);
+        if replaced || evicted {
+            self.bump_resolved();
+        }
         true
     }
 
@@ -433,6 +460,8 @@ impl WriteTracker {
         if records.get(key).is_some_and(|r| r.seq == seq) {
             records.remove(key);
             self.pending.store(records.len(), Ordering::Release);
+            drop(records);
+            self.bump_resolved();
         }
     }
 
@@ -474,15 +503,17 @@ impl WriteTracker {
         if caught_up {
             records.remove(key);
             self.pending.store(records.len(), Ordering::Release);
+            drop(records);
+            self.bump_resolved();
         }
     }
 }
 
-/// The informer side a read waits on: its store and its "applied changes"
-/// counter.
+/// The informer side a read waits on: its store, and a channel the
+/// informer never sends on, closed when it is gone.
 pub(crate) struct Observed<K> {
     pub store: Store<K>,
-    pub applied: watch::Receiver<u64>,
+    pub alive: watch::Receiver<()>,
     pub informer: String,
 }
 
@@ -499,8 +530,9 @@ where
     K: Resource + Send + Sync + 'static,
 {
     let deadline = tokio::time::Instant::now() + wait;
-    // Marks the current value seen: every change applied from here on wakes us.
-    observed.applied.borrow_and_update();
+    // Subscribed before the first check: every record leaving from here on
+    // wakes us.
+    let mut resolved = tracker.subscribe_resolved();
     for (key, written, seq) in pending {
         loop {
             let current = observed.store.get(key.namespace.as_deref(), &key.name);
@@ -513,10 +545,11 @@ where
                 break;
             }
             tokio::select! {
-                changed = observed.applied.changed() => {
-                    if changed.is_err() {
-                        return Err(CacheError::Stopped(observed.informer.clone()));
-                    }
+                // The tracker lives while we hold it: this only wakes.
+                _ = resolved.changed() => {}
+                // Never sent on: it ends only when the informer is gone.
+                _ = observed.alive.changed() => {
+                    return Err(CacheError::Stopped(observed.informer.clone()));
                 }
                 () = tokio::time::sleep_until(deadline) => {
                     tracker.forget(&key, seq);
@@ -598,36 +631,35 @@ mod tests {
 
     struct Fixture {
         indexer: Indexer<ConfigMap>,
-        applied: watch::Sender<u64>,
+        alive: watch::Sender<()>,
     }
 
     impl Fixture {
         fn new() -> Self {
             Self {
                 indexer: Indexer::new(),
-                applied: watch::channel(0).0,
+                alive: watch::channel(()).0,
             }
         }
         fn observed(&self) -> Observed<ConfigMap> {
             Observed {
                 store: Store::new(self.indexer.clone()),
-                applied: self.applied.subscribe(),
+                alive: self.alive.subscribe(),
                 informer: "v1/ConfigMap".into(),
             }
         }
-        /// What the informer does: store, drop caught-up records, wake readers.
+        /// What the informer does: store, drop caught-up records (which
+        /// wakes the readers waiting for them).
         fn apply(&self, tracker: &WriteTracker, obj: Arc<ConfigMap>) {
             let name = obj.metadata.name.clone().unwrap();
             self.indexer
                 .insert(ObjectKey::new(Some("ns"), &name), Arc::clone(&obj));
             tracker.observe(&key(&name), Some(&*obj), None, false);
-            self.applied.send_modify(|n| *n += 1);
         }
         fn delete(&self, tracker: &WriteTracker, obj: Arc<ConfigMap>) {
             let name = obj.metadata.name.clone().unwrap();
             self.indexer.remove(&format!("ns/{name}"));
             tracker.observe::<ConfigMap>(&key(&name), None, Some(&obj), false);
-            self.applied.send_modify(|n| *n += 1);
         }
     }
 
@@ -792,6 +824,58 @@ mod tests {
         assert!(!t.any_pending());
     }
 
+    #[test]
+    fn only_a_record_leaving_bumps_the_wake_up_sequence() {
+        let t = tracker();
+        let f = Fixture::new();
+        let woken = t.subscribe_resolved();
+        // Nothing pending: the informer's changes wake no one.
+        f.apply(&t, cm("a", "5", "u1"));
+        assert!(!woken.has_changed().unwrap());
+        t.record(key("a"), object("7"));
+        // A change of another object, or an older version, resolves nothing.
+        f.apply(&t, cm("b", "8", "u2"));
+        f.apply(&t, cm("a", "6", "u1"));
+        assert!(!woken.has_changed().unwrap());
+        f.apply(&t, cm("a", "7", "u1"));
+        assert!(woken.has_changed().unwrap());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_whose_record_was_evicted_returns_at_once() {
+        let t = Arc::new(WriteTracker::with_capacity(1));
+        t.watch_kind("v1", "configmaps", None, never_shown());
+        let f = Fixture::new();
+        t.record(key("a"), object("7"));
+        let pending = t.pending_of_kind("v1", "configmaps", None);
+        let started = tokio::time::Instant::now();
+        let wait = tokio::spawn({
+            let (t, observed) = (Arc::clone(&t), f.observed());
+            async move { wait_observed(&t, observed, pending, deadline(10)).await }
+        });
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert!(!wait.is_finished());
+        // Another write pushes the first out: its read stops waiting (the
+        // module docs: it may then be stale), instead of timing out.
+        t.record(key("b"), object("8"));
+        wait.await.unwrap().unwrap();
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_read_waiting_on_a_stopped_informer_says_so() {
+        let t = tracker();
+        let f = Fixture::new();
+        t.record(key("a"), object("7"));
+        let pending = t.pending_of_kind("v1", "configmaps", None);
+        let observed = f.observed();
+        drop(f);
+        let err = wait_observed(&t, observed, pending, deadline(10))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, CacheError::Stopped(_)), "{err}");
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_read_after_a_delete_waits_until_the_object_is_gone() {
         let t = tracker();
@@ -844,7 +928,7 @@ mod tests {
         let timed_out = tokio::time::timeout(Duration::from_secs(1), read).await;
         assert!(timed_out.is_err());
         assert_eq!(
-            f.applied.receiver_count(),
+            f.alive.receiver_count(),
             0,
             "the dropped read let go of the informer"
         );

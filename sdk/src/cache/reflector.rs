@@ -381,6 +381,16 @@ pub struct Reflector<K, S> {
     streaming_supported: Option<bool>,
     backoff: Backoff,
     on_error: Option<WatchErrorHandler>,
+    shard: Option<ShardedList>,
+}
+
+/// A sharded cache's side of a reflector: the replica's shard selector
+/// (`None` until it is first active in its ring) and whether the server
+/// filters by it.
+struct ShardedList {
+    selector: watch::Receiver<Option<String>>,
+    /// Unknown until probed; `false`: list and watch everything.
+    server_filters: Option<bool>,
 }
 
 impl<K, S> Reflector<K, S>
@@ -406,7 +416,19 @@ where
             streaming_supported: None,
             backoff,
             on_error: None,
+            shard: None,
         }
+    }
+
+    /// Lists and watches only the replica's share: the KEP-5866 shard
+    /// selector `selector` holds, relisting whenever it changes, once the
+    /// server is found to filter by it (else everything, logged once).
+    pub(crate) fn with_shard(mut self, selector: Option<watch::Receiver<Option<String>>>) -> Self {
+        self.shard = selector.map(|selector| ShardedList {
+            selector,
+            server_filters: None,
+        });
+        self
     }
 
     /// Replaces the transform (`None`: store objects exactly as received).
@@ -577,6 +599,87 @@ where
     }
 
     async fn list_and_watch(&mut self) -> Result<(), ReflectorError> {
+        loop {
+            let shard = self.apply_shard().await?;
+            let stream = self.initial_list().await?;
+            let Some((mut selector, applied)) = shard else {
+                return self.watch_loop(stream).await;
+            };
+            // A new share: relist at once with the new selector (the
+            // replace drops the objects that left it, adds the gained ones).
+            let changed = async move {
+                if selector.wait_for(|s| *s != applied).await.is_err() {
+                    std::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                r = self.watch_loop(stream) => return r,
+                () = changed => {
+                    tracing::info!(reflector = %self.name, "this replica's shard changed; relisting its share");
+                }
+            }
+        }
+    }
+
+    /// For a sharded cache: waits for the replica's first shard selector,
+    /// finds out once whether the server filters by it, and sets it on the
+    /// requests. The selector's receiver and the selector applied, or
+    /// `None` when everything is listed.
+    async fn apply_shard(
+        &mut self,
+    ) -> Result<Option<(watch::Receiver<Option<String>>, Option<String>)>, ReflectorError> {
+        let Some(shard) = &self.shard else {
+            return Ok(None);
+        };
+        if shard.server_filters == Some(false) {
+            return Ok(None);
+        }
+        let known = shard.server_filters;
+        let mut rx = shard.selector.clone();
+        if rx.borrow().is_none() {
+            tracing::debug!(reflector = %self.name, "waiting until this replica is active in its shard ring before listing its share");
+        }
+        let selector = match rx.wait_for(Option::is_some).await {
+            Ok(selector) => Some(selector.clone()),
+            Err(_) => None,
+        };
+        // None: the ring ended (shutdown); nothing more to list
+        let Some(selector) = selector else {
+            return std::future::pending().await;
+        };
+        self.lw.set_shard_selector(selector.clone());
+        if known.is_none() {
+            let filters = self.lw.server_shards().await?;
+            if filters {
+                tracing::info!(
+                    reflector = %self.name,
+                    mode = "server-side",
+                    "sharded cache: the API server lists and watches only this replica's share \
+                     (KEP-5866 shardSelector on object.metadata.namespace)"
+                );
+            } else {
+                tracing::warn!(
+                    reflector = %self.name,
+                    mode = "filter-at-queue",
+                    "sharded cache: the API server ignores shardSelector (feature gate \
+                     ShardedListAndWatch off, or Kubernetes before 1.36); this replica caches \
+                     every object and reconciles only its share"
+                );
+                self.lw.set_shard_selector(None);
+            }
+            if let Some(shard) = &mut self.shard {
+                shard.server_filters = Some(filters);
+            }
+            if !filters {
+                return Ok(None);
+            }
+        }
+        Ok(Some((rx, selector)))
+    }
+
+    /// The initial list: streamed where the server can, else paginated.
+    /// The open watch of a streamed list.
+    async fn initial_list(&mut self) -> Result<Option<WatchStream<K>>, ReflectorError> {
         let mut stream = None;
         if self.streaming_supported().await {
             match self.watch_list().await {
@@ -596,7 +699,7 @@ where
         if stream.is_none() {
             self.list().await?;
         }
-        self.watch_loop(stream).await
+        Ok(stream)
     }
 
     /// Paginated LIST, then `replace`.

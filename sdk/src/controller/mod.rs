@@ -102,6 +102,9 @@ type WatchFn = Box<
 /// Registers one index of a controller on the shared cache.
 type IndexFn = Box<dyn FnOnce(&SharedCache) -> Result<(), (String, CacheError)> + Send>;
 
+/// Makes the cache of one kind list only this replica's shard.
+type ShardKindFn = fn(&SharedCache, tokio::sync::watch::Receiver<Option<String>>);
+
 /// Waits until a registered watch (or read) has synced; false if it never will.
 type SyncWait = Box<dyn Fn() -> futures::future::BoxFuture<'static, bool> + Send + Sync>;
 
@@ -124,6 +127,9 @@ pub struct Controller<R> {
     reconciler: Arc<R>,
     indexes: Vec<IndexFn>,
     watches: Vec<WatchFn>,
+    /// The kinds a sharded cache divides: the primary, and owned kinds of
+    /// the same scope (namespaced or not) as the primary.
+    sharded_kinds: Vec<ShardKindFn>,
     event_filters: Vec<Arc<dyn Predicate<dyn HasMetadata>>>,
     rate_limiter: Option<Box<dyn RateLimiter<Request>>>,
     throttle: Option<Quota>,
@@ -205,6 +211,7 @@ impl<R: Reconcile> Controller<R> {
             reconciler: Arc::new(reconciler),
             indexes: Vec::new(),
             watches: Vec::new(),
+            sharded_kinds: vec![sharded::shard_kind::<R::Object>],
             event_filters: Vec::new(),
             rate_limiter: None,
             throttle: None,
@@ -303,6 +310,12 @@ impl<R: Reconcile> Controller<R> {
         C::Scope: 'static,
     {
         let owner = self.primary.clone();
+        // An owned object lives in its owner's namespace: with namespaces
+        // hashed, it lands on its owner's replica when both kinds are
+        // namespaced (or both cluster-scoped: all on one replica).
+        if crate::cache::is_namespaced::<C>() == owner.namespaced {
+            self.sharded_kinds.push(sharded::shard_kind::<C>);
+        }
         self.add_watch::<C>(
             move |_| {
                 // asking the kind registers a projection (see cache::projection)
@@ -828,6 +841,23 @@ impl<R: Reconcile> Controller<R> {
             stats: self.stats,
             observer,
         };
+        if let Some(selector) = prepared
+            .settings
+            .shard
+            .as_ref()
+            .and_then(crate::shard::ShardHandle::cache_selector)
+        {
+            for shard_kind in &self.sharded_kinds {
+                shard_kind(cache, selector.clone());
+            }
+        } else if prepared.settings.shard.is_some() {
+            tracing::info!(
+                controller = %prepared.settings.name,
+                mode = "filter-at-queue",
+                "sharded controller: every replica caches every object and reconciles its share \
+                 (Sharding::by_namespace divides the cache where the API server supports it)"
+            );
+        }
         for index in self.indexes {
             if let Err((kind, source)) = index(cache) {
                 return Err(ControllerError::Watch {

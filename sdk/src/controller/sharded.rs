@@ -14,6 +14,17 @@ use crate::workqueue::WorkQueue;
 /// progress) is tried again.
 const HANDOVER_RETRY: Duration = Duration::from_millis(500);
 
+/// Registers `K`'s cache-scope informer as sharded by `selector`.
+pub(crate) fn shard_kind<K>(
+    cache: &SharedCache,
+    selector: tokio::sync::watch::Receiver<Option<String>>,
+) where
+    K: kube::Resource<DynamicType = ()> + 'static,
+    K::Scope: 'static,
+{
+    cache.shard_kind::<K>(selector);
+}
+
 /// The shard key of a request: `namespace/name`, or `name` if cluster-scoped.
 pub(crate) fn shard_key(request: &Request) -> String {
     match &request.namespace {

@@ -10,6 +10,7 @@ use super::handle::ShardHandle;
 use super::hash::hash64;
 use super::member::{Member, spawn_member};
 use super::store::KubeLeaseStore;
+use super::view::KeyScheme;
 
 /// The longest ring name: it is a label value (63) and the prefix of each
 /// member Lease's name, `<ring>-<16 hex digits>`.
@@ -35,6 +36,7 @@ pub struct Sharding {
     lease_duration: Duration,
     renew_deadline: Duration,
     retry_period: Duration,
+    scheme: KeyScheme,
 }
 
 /// The validated timing of a ring.
@@ -56,7 +58,28 @@ impl Sharding {
             lease_duration: DEFAULT_LEASE_DURATION,
             renew_deadline: DEFAULT_RENEW_DEADLINE,
             retry_period: DEFAULT_RETRY_PERIOD,
+            scheme: KeyScheme::Object,
         }
+    }
+
+    /// Assign whole namespaces: a key's owner is decided by its namespace
+    /// alone, hashed as a Kubernetes 1.36 apiserver hashes
+    /// `object.metadata.namespace` for a sharded list/watch (KEP-5866).
+    /// Each replica's cache then lists and watches only its share of the
+    /// primary kind and of the kinds it owns (an owned object lives in its
+    /// owner's namespace, so it lands on the same replica), where the
+    /// server supports it (feature gate `ShardedListAndWatch`); elsewhere
+    /// every replica caches everything and filters at its queue, as
+    /// without this option. Balance is per namespace: spread the objects
+    /// over many more namespaces than replicas. A divided kind is divided
+    /// for every reader in the process: a controller that reads objects of
+    /// a kind another one owns, in namespaces this replica does not own,
+    /// does not find them in the cache. Every replica of a ring must agree
+    /// on this option: replicas that differ log an error and never start a
+    /// key (see the [module docs](crate::shard)).
+    pub fn by_namespace(mut self) -> Self {
+        self.scheme = KeyScheme::Namespace;
+        self
     }
 
     /// The member Leases' namespace. Default: the client's namespace.
@@ -143,6 +166,7 @@ impl Sharding {
             identity: Arc::from(identity),
             timing,
             lease_seconds,
+            scheme: self.scheme,
         })
     }
 }

@@ -7,6 +7,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::gate::{Gate, ShardPermit};
+use super::view::{KeyScheme, View};
 
 /// Where this replica stands in its ring, for metrics, logs and `/readyz`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -34,6 +35,8 @@ pub struct ShardHandle {
     pub(crate) _drop: Arc<tokio_util::sync::DropGuard>,
     /// Per-controller share metrics, once a manager exported them.
     pub(crate) shares: Arc<std::sync::OnceLock<super::observe::ShareFamilies>>,
+    /// How keys are hashed: only [`KeyScheme::Namespace`] divides the cache.
+    pub(crate) scheme: KeyScheme,
 }
 
 impl ShardHandle {
@@ -74,5 +77,44 @@ impl ShardHandle {
         if let Some(task) = self.task.lock().await.take() {
             let _ = task.await;
         }
+    }
+
+    /// For a ring assigning namespaces ([`Sharding::by_namespace`](super::Sharding::by_namespace)):
+    /// a receiver of this replica's KEP-5866 shard selector, `None` until
+    /// the replica is first active, then the selector of its share in the
+    /// latest member set it was active on (it changes only once every
+    /// member acknowledged the new set, so a replica losing keys keeps
+    /// their objects until it can no longer start them). `None` for rings
+    /// hashing whole keys, or outside a tokio runtime.
+    pub(crate) fn cache_selector(&self) -> Option<watch::Receiver<Option<String>>> {
+        if self.scheme != KeyScheme::Namespace {
+            return None;
+        }
+        let runtime = tokio::runtime::Handle::try_current().ok()?;
+        let (tx, rx) = watch::channel(None);
+        let mut status = self.status.clone();
+        let identity = self.identity.clone();
+        let scheme = self.scheme;
+        runtime.spawn(async move {
+            loop {
+                let current = status.borrow_and_update().clone();
+                if current.active && !current.members.is_empty() {
+                    let selector =
+                        View::with_scheme(current.members, scheme).server_selector(&identity);
+                    tx.send_if_modified(|s| {
+                        let changed = *s != selector;
+                        if changed {
+                            *s = selector;
+                        }
+                        changed
+                    });
+                }
+                tokio::select! {
+                    changed = status.changed() => if changed.is_err() { return },
+                    () = tx.closed() => return,
+                }
+            }
+        });
+        Some(rx)
     }
 }

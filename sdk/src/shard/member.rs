@@ -17,7 +17,7 @@ use super::gate::Gate;
 use super::handle::{ShardHandle, ShardStatus};
 use super::liveness::Liveness;
 use super::store::{LeaseStore, RING_LABEL, VIEW_ANNOTATION};
-use super::view::View;
+use super::view::{KeyScheme, View};
 
 /// A validated, not yet running, member of a ring.
 #[derive(Debug, Clone)]
@@ -28,6 +28,7 @@ pub(crate) struct Member {
     pub(crate) identity: Arc<str>,
     pub(crate) timing: Timing,
     pub(crate) lease_seconds: i32,
+    pub(crate) scheme: KeyScheme,
 }
 
 /// Starts the membership loop over any store; the unit tests use an
@@ -37,6 +38,7 @@ pub(crate) fn spawn_member<S: LeaseStore>(member: Member, store: S) -> ShardHand
     let (status_tx, status_rx) = watch::channel(ShardStatus::default());
     let shutdown = CancellationToken::new();
     let identity = member.identity.clone();
+    let scheme = member.scheme;
     let runner = Runner {
         store,
         member,
@@ -46,6 +48,7 @@ pub(crate) fn spawn_member<S: LeaseStore>(member: Member, store: S) -> ShardHand
         acked: None,
         status: status_tx,
         shutdown: shutdown.clone(),
+        disagreeing: hashbrown::HashSet::new(),
     };
     let task = tokio::spawn(runner.run());
     ShardHandle {
@@ -56,6 +59,7 @@ pub(crate) fn spawn_member<S: LeaseStore>(member: Member, store: S) -> ShardHand
         task: Arc::new(AsyncMutex::new(Some(task))),
         _drop: Arc::new(shutdown.drop_guard()),
         shares: Arc::default(),
+        scheme,
     }
 }
 
@@ -71,6 +75,8 @@ struct Runner<S> {
     acked: Option<String>,
     status: watch::Sender<ShardStatus>,
     shutdown: CancellationToken,
+    /// Members already reported as hashing keys another way.
+    disagreeing: hashbrown::HashSet<String>,
 }
 
 /// What one read of the ring found.
@@ -170,7 +176,7 @@ impl<S: LeaseStore> Runner<S> {
         let own_version = self
             .own
             .as_ref()
-            .and_then(|l| l.metadata.resource_version.as_deref());
+            .and_then(|l| l.metadata.resource_version.clone());
         let mut own_ack = None;
         for lease in leases {
             let (Some(name), Some(version)) = (
@@ -181,7 +187,7 @@ impl<S: LeaseStore> Runner<S> {
             };
             if name == self.member.lease_name {
                 // Only the Lease exactly as this replica last wrote it.
-                if own_version == Some(version) {
+                if own_version.as_deref() == Some(version) {
                     own_ack = Some(ack_of(lease));
                 }
                 continue;
@@ -205,13 +211,37 @@ impl<S: LeaseStore> Runner<S> {
                     }
                 }
             }
+            let ack = ack_of(lease);
+            self.check_scheme(&holder, name, ack.as_deref());
             members.push(holder);
-            acks.push(ack_of(lease));
+            acks.push(ack);
         }
-        let view = View::new(members);
+        let view = View::with_scheme(members, self.member.scheme);
         let all_acked = own_ack.is_some_and(|a| a.as_deref() == Some(view.id()))
             && acks.iter().all(|a| a.as_deref() == Some(view.id()));
         Observed { view, all_acked }
+    }
+
+    /// Logs, once per member, a member whose acknowledgement shows it
+    /// hashes keys another way (`-ns` ends the view ids of
+    /// [`KeyScheme::Namespace`]): no view is ever acknowledged by both, so
+    /// neither starts a key — safe, but stuck until they agree.
+    fn check_scheme(&mut self, holder: &str, lease: &str, ack: Option<&str>) {
+        let Some(ack) = ack else {
+            return;
+        };
+        let ours = self.member.scheme == KeyScheme::Namespace;
+        if ack.ends_with("-ns") != ours && self.disagreeing.insert(holder.to_owned()) {
+            tracing::error!(
+                ring = %self.member.ring,
+                member = holder,
+                lease,
+                this_replica_by_namespace = ours,
+                "a member of this shard ring assigns keys differently (Sharding::by_namespace on \
+                 one replica and not the other): two Deployments sharing one ring name, or a \
+                 rolling change of that option; no replica of the ring starts a key until all agree"
+            );
+        }
     }
 
     /// Creates or renews this replica's Lease acknowledging `ack`. Returns

@@ -50,6 +50,32 @@
 //! `shardRange`) can select; rendezvous hashing cannot be expressed as
 //! ranges.
 //!
+//! # Dividing the cache: [`Sharding::by_namespace`]
+//!
+//! By default a key's ring position is `hash64("namespace/name")` and every
+//! replica caches every object. With `by_namespace()` it is plain 64-bit
+//! FNV-1a of the key's namespace (empty for a cluster-scoped key): exactly
+//! what a Kubernetes 1.36 apiserver computes for a KEP-5866 sharded
+//! list/watch (`k8s.io/apimachinery/pkg/sharding`: `HashField` is FNV-1a
+//! 64 of `object.metadata.namespace` or `object.metadata.uid`, matched
+//! against `[start, end)` ranges joined by `||`, gate
+//! `ShardedListAndWatch`). A sharded controller's cache then lists and
+//! watches its primary kind, and the owned kinds of the same scope, with
+//! this replica's arcs as `shardSelector`; the selector follows the view
+//! this replica is *active* on, so a replica losing keys keeps their
+//! objects until every member acknowledged the new view, and the gaining
+//! one relists once it may start them. Whether the server filters is read
+//! from the `metadata.shardInfo` of a one-object list; a server that
+//! ignores the parameter gets the undivided cache, logged once per kind.
+//!
+//! The namespace and not the uid: an owned object's namespace is its
+//! owner's, so owned kinds divide with the same selector and reach the
+//! owner's replica; a uid ring would leave them undivided. The cost is
+//! balance per namespace (see the book's sharding chapter). The scheme is
+//! part of the view id, so replicas that disagree on it (a rolling change,
+//! or two Deployments sharing a ring name) never all acknowledge one view
+//! and none starts a key; the permits, not the cache, keep the guarantee.
+//!
 //! # Handover: why two replicas never reconcile one key at once
 //!
 //! A replica reconciles a key only under a [`ShardPermit`], granted when

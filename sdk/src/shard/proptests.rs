@@ -171,3 +171,42 @@ fn moved_fraction_spread() {
         println!("{n} -> {}: moved / ideal in [{lo:.3}, {hi:.3}]", n + 1);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// With namespaces hashed, a key's owner is the member whose server-side
+    /// selector matches the namespace as the apiserver matches it (plain
+    /// FNV-1a of the namespace in `[start, end)`), and every key of one
+    /// namespace has the same owner.
+    #[test]
+    fn namespace_owners_match_their_server_selectors(
+        m in members(),
+        namespaces in prop::collection::vec("[a-z0-9-]{0,20}", 1..40),
+    ) {
+        use super::hash::fnv1a64;
+        use super::view::{KeyScheme, View};
+        let view = View::with_scheme(m.clone(), KeyScheme::Namespace);
+        prop_assert!(view.id().ends_with("-ns"));
+        let whole_keys = View::new(m.clone());
+        prop_assert_ne!(view.id(), whole_keys.id());
+        for ns in &namespaces {
+            let key = if ns.is_empty() { "cluster-scoped".to_owned() } else { format!("{ns}/a") };
+            let owners: Vec<&String> = m.iter().filter(|member| view.owns(member, &key)).collect();
+            prop_assert_eq!(owners.len(), 1);
+            let sibling = format!("{ns}/other");
+            prop_assert!(view.owns(owners[0], &sibling) || ns.is_empty());
+            let h = u128::from(fnv1a64(ns.as_bytes()));
+            let selector = view.server_selector(owners[0]).unwrap();
+            let matched = selector.split(" || ").any(|term| {
+                let hex: Vec<u128> = term
+                    .split('\'')
+                    .filter(|p| p.starts_with("0x"))
+                    .map(|p| u128::from_str_radix(&p[2..], 16).unwrap())
+                    .collect();
+                hex[0] <= h && h < hex[1]
+            });
+            prop_assert!(matched, "namespace {:?} not in the selector of {}", ns.as_str(), owners[0].as_str());
+        }
+    }
+}

@@ -59,6 +59,7 @@ impl Ring {
     }
 
     /// The member owning `key`, or `None` for an empty ring.
+    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn owner(&self, key: &str) -> Option<&str> {
         self.owner_of_hash(hash64(key.as_bytes()))
     }
@@ -72,7 +73,6 @@ impl Ring {
 
     /// The inclusive hash ranges `member` owns, in ascending order (what a
     /// server-side range selector would be given).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn ranges(&self, member: &str) -> Vec<(u64, u64)> {
         let Some(me) = self.members.iter().position(|m| m == member) else {
             return Vec::new();
@@ -107,7 +107,6 @@ impl Ring {
     /// ` || `. `None` if the member owns nothing. Valid for server-side
     /// filtering only when keys are hashed as the server hashes them (plain
     /// FNV-1a of the field; see [`super::hash::fnv1a64`]).
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn shard_selector(&self, member: &str, field: &str) -> Option<String> {
         let mut merged: Vec<(u64, u128)> = Vec::new();
         for (lo, hi) in self.ranges(member) {

@@ -156,6 +156,10 @@ impl Cluster {
     }
 
     fn start(&mut self, name: &str) {
+        self.start_with(name, Sharding::new("ring"));
+    }
+
+    fn start_with(&mut self, name: &str, sharding: Sharding) {
         let failing = Arc::new(AtomicBool::new(false));
         let (frozen_tx, frozen) = watch::channel(false);
         let store = MemoryStore {
@@ -163,7 +167,7 @@ impl Cluster {
             failing: failing.clone(),
             frozen: frozen.clone(),
         };
-        let member = Sharding::new("ring")
+        let member = sharding
             .identity(name)
             .lease_duration(LEASE)
             .renew_deadline(RENEW)
@@ -509,4 +513,25 @@ async fn a_stale_lease_of_the_same_identity_is_replaced_not_reused() {
     sleep(Duration::from_secs(1)).await;
     c.assert_no_overlap();
     assert_eq!(c.store.lock().leases.len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn replicas_hashing_keys_differently_never_start_anything() {
+    let (logs, _guard) = crate::test_log::capture();
+    let mut c = Cluster::new();
+    c.start("a");
+    c.start_with("b", Sharding::new("ring").by_namespace());
+    tokio::time::sleep(LEASE * 4).await;
+    for name in ["a", "b"] {
+        let status = c.replica(name).handle.status();
+        assert!(!status.active, "{name}: {status:?}");
+        assert_eq!(status.members, ["a", "b"]);
+    }
+    assert!(c.log.lock().is_empty(), "nothing may start");
+    // one error line per replica, naming the other, not one per round
+    let errors = logs.with_message("assigns keys differently");
+    let mut named: Vec<&str> = errors.iter().filter_map(|e| e.field("member")).collect();
+    named.sort_unstable();
+    assert_eq!(named, ["a", "b"], "{errors:?}");
+    assert!(errors.iter().all(|e| e.level == tracing::Level::ERROR));
 }

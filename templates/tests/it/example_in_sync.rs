@@ -12,7 +12,7 @@ use cargo_opkit::{NewProject, OpkitDependency};
 
 /// The lines of the generated Makefile the example leaves out: it builds in
 /// the workspace's target directory.
-const SHARED_TARGET_DIR: &str =
+pub(crate) const SHARED_TARGET_DIR: &str =
     "# Builds go to a target directory shared by your opkit projects (where
 # `cargo opkit new` compiled this one), so dependencies compile once.
 # `make CARGO_TARGET_DIR=target ...` keeps them in the project instead.
@@ -31,6 +31,7 @@ fn the_memcached_example_deploys_with_the_generated_makefile_and_manifests() {
         kind: Some("Memcached".into()),
         dir: Some(tmp.path().to_owned()),
         opkit: OpkitDependency::Version("0.1".into()),
+        sharding: false,
     }
     .create()
     .expect("generate the project");

@@ -2,7 +2,11 @@
 //! tests of `tests/tests/it/shard_processes.rs`. Reports on stdout, one line
 //! each (times are Unix nanoseconds):
 //! - `status <active> <member,member,...>` when its shard status changes;
-//! - `start <key> <t>` and `end <key> <t>` around each reconcile.
+//! - `start <key> <t>` and `end <key> <t>` around each reconcile;
+//! - with `SHARD_BY_NAMESPACE=1` (namespaces assigned, the cache divided
+//!   server-side where the apiserver can, over all namespaces):
+//!   `cache <ConfigMaps cached> <RSS KiB>` each time either changes
+//!   (checked every 200 ms).
 //!
 //! Usage: `shard_replica <kubeconfig> <namespace> <identity> <lease-ms> <renew-ms> <retry-ms>`
 
@@ -46,6 +50,27 @@ impl Reconcile for Recorder {
     }
 }
 
+/// Reports `cache <ConfigMaps cached> <RSS KiB>` whenever either changes.
+async fn report_cache(cache: SharedCache) {
+    let mut last = (usize::MAX, 0);
+    loop {
+        let cached = cache.list::<ConfigMap>(None).map_or(0, |l| l.len());
+        let rss = std::fs::read_to_string("/proc/self/status")
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmRSS:"))
+                    .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            })
+            .unwrap_or(0u64);
+        if (cached, rss) != last {
+            say(&format!("cache {cached} {rss}"));
+            last = (cached, rss);
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
 fn millis(arg: &str) -> Duration {
     Duration::from_millis(arg.parse().expect("a number of milliseconds"))
 }
@@ -72,7 +97,12 @@ async fn main() {
     .await
     .expect("a kubeconfig");
     let client = kube::Client::try_from(config).expect("a client");
-    let shard = Sharding::new("replicas")
+    let by_namespace = std::env::var("SHARD_BY_NAMESPACE").is_ok_and(|v| v == "1");
+    let mut sharding = Sharding::new("replicas");
+    if by_namespace {
+        sharding = sharding.by_namespace();
+    }
+    let shard = sharding
         .namespace(namespace.clone())
         .identity(identity.clone())
         .lease_duration(millis(lease))
@@ -93,9 +123,14 @@ async fn main() {
             }
         }
     });
-    let cache = SharedCache::builder(client)
-        .namespace(namespace.clone())
-        .build();
+    let mut cache = SharedCache::builder(client);
+    if !by_namespace {
+        cache = cache.namespace(namespace.clone());
+    }
+    let cache = cache.build();
+    if by_namespace {
+        tokio::spawn(report_cache(cache.clone()));
+    }
     let controller = Controller::new(Recorder)
         .name(format!("recorder-{identity}"))
         .max_concurrent_reconciles(4)

@@ -5,19 +5,29 @@
 //! own"). The generated `Condition` and `IntOrString` derive `JsonSchema`
 //! through k8s-openapi's `schemars` feature, which the workspace and
 //! generated projects turn on.
+//!
+//! The same CRD with no Rust type at all: its objects are
+//! `DynamicObject`s, watched through a dynamic informer whose events feed a
+//! typed controller's queue (`watches_channel`).
 
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use kube::api::{Api, Patch, PatchParams, PostParams};
-use opkit::cache::SharedCache;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{
+    Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, Patch, PatchParams, PostParams,
+};
+use opkit::cache::{CacheError, DeletedObject, EventHandler, Scope, SharedCache};
 use opkit::controller::Controller as ControllerBuilder;
 use opkit::rbac::Verb;
 use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use opkit::{Controller, ControllerWiring};
 use opkit_envtest::ControlPlane;
 use opkit_tests::{create_namespace, eventually, init_tracing};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 // ANCHOR: controller
@@ -136,6 +146,159 @@ async fn a_kopium_generated_kind_is_reconciled_unchanged() {
     )
     .await;
     assert_eq!(ready.message, "size 3");
+
+    token.cancel();
+    run.await.unwrap().unwrap();
+}
+
+// ANCHOR: dynamic
+/// The Widget kind, known only by name: no Rust type.
+fn widget_resource() -> ApiResource {
+    let gvk = GroupVersionKind::gvk("thirdparty.example.com", "v1", "Widget");
+    ApiResource::from_gvk_with_plural(&gvk, "widgets")
+}
+
+/// Keeps a ConfigMap `widgets` in each namespace that lists the names of
+/// its Widgets, read as `DynamicObject`s.
+struct WidgetIndex;
+
+impl Reconcile for WidgetIndex {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        ctx: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
+        let ns = req.namespace.clone().unwrap_or_default();
+        let widgets: Api<DynamicObject> =
+            Api::namespaced_with(ctx.client(), &ns, &widget_resource());
+        let mut names: Vec<String> = widgets
+            .list(&ListParams::default())
+            .await
+            .map_err(|e| ReconcileError::retryable(format!("listing Widgets in {ns}: {e}")))?
+            .items
+            .into_iter()
+            .filter_map(|w| w.metadata.name)
+            .collect();
+        names.sort();
+        let index = serde_json::json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": { "name": req.name },
+            "data": { "widgets": names.join(",") },
+        });
+        ctx.api::<ConfigMap>(Some(&ns))
+            .patch(
+                &req.name,
+                &PatchParams::apply("widget-index").force(),
+                &Patch::Apply(&index),
+            )
+            .await
+            .map_err(|e| ReconcileError::retryable(format!("writing {req}: {e}")))?;
+        Ok(Action::done())
+    }
+}
+
+/// Every change of a Widget asks for its namespace's `widgets` ConfigMap.
+struct WidgetEvents(mpsc::Sender<Request>);
+
+impl WidgetEvents {
+    async fn enqueue(&self, widget: &DynamicObject) {
+        if let Some(ns) = &widget.metadata.namespace {
+            // Fails only when the controller has stopped.
+            let _ = self.0.send(Request::namespaced(ns, "widgets")).await;
+        }
+    }
+}
+
+impl EventHandler<DynamicObject> for WidgetEvents {
+    async fn on_add(&mut self, obj: Arc<DynamicObject>, _: bool) {
+        self.enqueue(&obj).await;
+    }
+    async fn on_update(&mut self, _: Arc<DynamicObject>, new: Arc<DynamicObject>, _: bool) {
+        self.enqueue(&new).await;
+    }
+    async fn on_delete(&mut self, obj: DeletedObject<DynamicObject>) {
+        self.enqueue(obj.object()).await;
+    }
+}
+
+/// The WidgetIndex controller, its queue fed by a dynamic informer of
+/// Widgets in `ns` (one watch, shared like any other informer of the cache).
+fn widget_index(
+    cache: &SharedCache,
+    ns: &str,
+) -> Result<ControllerBuilder<WidgetIndex>, CacheError> {
+    let widgets = cache
+        .informer_for(Scope::<DynamicObject>::with_dyntype(widget_resource()).namespace(ns))?;
+    let (requests, queue) = mpsc::channel(256);
+    widgets.add_event_handler(WidgetEvents(requests))?;
+    Ok(ControllerBuilder::new(WidgetIndex).watches_channel(queue))
+}
+// ANCHOR_END: dynamic
+
+#[tokio::test]
+async fn a_kind_without_a_rust_type_is_watched_as_dynamic_objects() {
+    init_tracing();
+    let plane = ControlPlane::shared().await.unwrap();
+    let crd = serde_json::from_str(
+        &std::fs::read_to_string(workspace().join("tests/kopium/widgets.json")).unwrap(),
+    )
+    .unwrap();
+    plane.install_crds(&[crd]).await.unwrap();
+    let client = plane.client().unwrap();
+    let ns = "dynamic-kinds";
+    create_namespace(&client, ns).await;
+    let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &widget_resource());
+    let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+
+    let cache = SharedCache::builder(client.clone()).namespace(ns).build();
+    let controller = widget_index(&cache, ns).unwrap();
+    cache.start().unwrap();
+    let token = CancellationToken::new();
+    let run = tokio::spawn({
+        let token = token.clone();
+        let cache = cache.clone();
+        async move { controller.run(&cache, token.cancelled_owned()).await }
+    });
+
+    let widget = |name: &str| -> DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "thirdparty.example.com/v1", "kind": "Widget",
+            "metadata": { "name": name },
+            "spec": { "size": 1, "port": 80 },
+        }))
+        .unwrap()
+    };
+    let index = |want: &'static str| {
+        let configmaps = configmaps.clone();
+        move || {
+            let configmaps = configmaps.clone();
+            async move {
+                let cm = configmaps.get("widgets").await.ok()?;
+                (cm.data?.get("widgets")? == want).then_some(())
+            }
+        }
+    };
+    for name in ["bolt", "gear"] {
+        widgets
+            .create(&PostParams::default(), &widget(name))
+            .await
+            .unwrap();
+    }
+    eventually(
+        "the index to list both Widgets",
+        Duration::from_secs(30),
+        index("bolt,gear"),
+    )
+    .await;
+    widgets.delete("bolt", &Default::default()).await.unwrap();
+    eventually(
+        "the index to drop the deleted Widget",
+        Duration::from_secs(30),
+        index("gear"),
+    )
+    .await;
 
     token.cancel();
     run.await.unwrap().unwrap();

@@ -27,6 +27,7 @@ mod metrics_dashboard;
 mod metrics_secure;
 mod read_your_writes;
 mod shard;
+mod shard_cache;
 mod shard_processes;
 mod user_roles;
 mod webhook;

@@ -12,7 +12,8 @@
 //!   re-watches;
 //! - a watch without a resourceVersion: `Request::watch` always writes the
 //!   parameter; an empty one is left out, as client-go does (the server
-//!   reads both the same: a streaming list then serves a consistent read).
+//!   reads both the same: a streaming list then serves a consistent read);
+//! - `shardSelector` (KEP-5866, Kubernetes 1.36 alpha): not in `kube_core`.
 
 use kube::{
     client::Body,
@@ -60,6 +61,8 @@ pub(crate) struct Target<'a> {
     pub url_path: &'a str,
     pub label_selector: Option<&'a str>,
     pub field_selector: Option<&'a str>,
+    /// A KEP-5866 shard selector (`shardRange(...) || ...`).
+    pub shard_selector: Option<&'a str>,
     pub answer: Answer,
 }
 
@@ -97,9 +100,12 @@ pub(crate) fn list(
         version_match: opts.resource_version_match.clone(),
         resource_version: opts.resource_version.clone(),
     };
-    let req = Request::new(target.url_path)
+    let mut req = Request::new(target.url_path)
         .list(&params)
         .map_err(ReflectorError::Request)?;
+    if let Some(selector) = target.shard_selector {
+        rewrite_query(&mut req, |_, _| true, &[("shardSelector", selector)])?;
+    }
     Ok(with_accept(req, target.answer.accept(true)))
 }
 
@@ -123,23 +129,35 @@ pub(crate) fn watch(
             opts.resource_version.as_deref().unwrap_or_default(),
         )
         .map_err(ReflectorError::Request)?;
-    set_watch_query(&mut req, opts.timeout_secs)?;
+    let timeout = opts.timeout_secs.to_string();
+    let mut extra = vec![("timeoutSeconds", timeout.as_str())];
+    if let Some(selector) = target.shard_selector {
+        extra.push(("shardSelector", selector));
+    }
+    // `timeoutSeconds` is replaced; an empty `resourceVersion` dropped.
+    rewrite_query(
+        &mut req,
+        |k, v| k != "timeoutSeconds" && !(k == "resourceVersion" && v.is_empty()),
+        &extra,
+    )?;
     Ok(with_accept(req, target.answer.accept(false)))
 }
 
-/// Sets `timeoutSeconds` and drops an empty `resourceVersion`.
-fn set_watch_query(
+/// Keeps the query pairs `keep` accepts and appends `extra`.
+fn rewrite_query(
     req: &mut http::Request<Vec<u8>>,
-    timeout_secs: u32,
+    keep: impl Fn(&str, &str) -> bool,
+    extra: &[(&str, &str)],
 ) -> Result<(), ReflectorError> {
     let uri = req.uri();
     let mut query = form_urlencoded::Serializer::new(format!("{}?", uri.path()));
     for (k, v) in form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes()) {
-        match &*k {
-            "timeoutSeconds" => query.append_pair(&k, &timeout_secs.to_string()),
-            "resourceVersion" if v.is_empty() => &mut query,
-            _ => query.append_pair(&k, &v),
-        };
+        if keep(&k, &v) {
+            query.append_pair(&k, &v);
+        }
+    }
+    for (k, v) in extra {
+        query.append_pair(k, v);
     }
     *req.uri_mut() = query.finish().parse().map_err(|e: http::uri::InvalidUri| {
         ReflectorError::Request(RequestError::BuildRequest(e.into()))
@@ -163,6 +181,7 @@ mod tests {
             url_path: "/api/v1/namespaces/prod/configmaps",
             label_selector: Some("app=shop,tier!=db"),
             field_selector: Some("metadata.name=x"),
+            shard_selector: None,
             answer,
         }
     }
@@ -286,5 +305,19 @@ mod tests {
             ])
         );
         assert_eq!(accept(&stream), META_ONE);
+    }
+
+    #[test]
+    fn a_shard_selector_is_sent_on_lists_and_watches() {
+        let selector =
+            "shardRange(object.metadata.namespace, '0x0000000000000000', '0x10000000000000000')";
+        let sharded = Target {
+            shard_selector: Some(selector),
+            ..target(Answer::Json)
+        };
+        let l = list(sharded, &ListOptions::default()).unwrap();
+        assert!(query(&l).contains(&("shardSelector".into(), selector.into())));
+        let w = watch(sharded, &WatchOptions::default()).unwrap();
+        assert!(query(&w).contains(&("shardSelector".into(), selector.into())));
     }
 }

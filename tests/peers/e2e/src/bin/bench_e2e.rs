@@ -18,9 +18,10 @@
 //! 3. **latency**: a background churn of `churn` updates/s on other
 //!    sources, and `probes` single updates, one at a time, on 20 probe
 //!    sources; latency = the peer's reconcile start for the probe's
-//!    resourceVersion (`S name rv t`) − the moment the update's API call
-//!    returned to the driver. Both clocks are the same machine's
-//!    CLOCK_REALTIME.
+//!    resourceVersion (`S name rv t`) − the moment the driver sent the
+//!    update's API call (not when its response returned: a peer can start
+//!    reconciling before the driver has read the response, which read as a
+//!    negative latency). Both clocks are the same machine's CLOCK_REALTIME.
 //!
 //! Then: client CPU (utime + stime of the peer process, from
 //! /proc/PID/stat) at convergence and at the end, peak RSS (VmHWM), and API
@@ -213,17 +214,20 @@ impl Workload {
         source_hash(salt, &payload(i, self.versions[i]))
     }
 
-    /// Sets a new payload on source `i`; returns its resourceVersion and
-    /// the unix ns at which the call returned.
+    /// Patches source `i` to `version`; returns the new resourceVersion
+    /// and when the successful request was sent (unix ns): latency is
+    /// measured from the send, so a reconcile that starts before this
+    /// client has read the response still counts as positive.
     async fn bump(api: &Api<ConfigMap>, i: usize, version: u64) -> (String, i128) {
         let patch = serde_json::json!({"data": {"payload": payload(i, version)}});
         for attempt in 0..5 {
+            let sent = now_ns();
             match api
                 .patch(&src_name(i), &PatchParams::default(), &Patch::Merge(&patch))
                 .await
             {
                 Ok(cm) => {
-                    return (cm.metadata.resource_version.unwrap_or_default(), now_ns());
+                    return (cm.metadata.resource_version.unwrap_or_default(), sent);
                 }
                 Err(e) if attempt < 4 => {
                     eprintln!("bench-e2e: update {}: {e}; retrying", src_name(i));
@@ -463,7 +467,7 @@ async fn run_peer(
         let i = k % first;
         let version = wl.next_version;
         wl.next_version += 1;
-        let (rv, returned) = Workload::bump(&wl.api, i, version).await;
+        let (rv, sent) = Workload::bump(&wl.api, i, version).await;
         wl.versions[i] = version;
         let name = src_name(i);
         let deadline = Instant::now() + Duration::from_secs(30);
@@ -480,7 +484,7 @@ async fn run_peer(
             tokio::time::sleep(Duration::from_millis(5)).await;
         };
         match started {
-            Some(t) => latencies.push((t - returned) as f64 / 1e6),
+            Some(t) => latencies.push((t - sent) as f64 / 1e6),
             None => eprintln!("bench-e2e: no reconcile seen for {name} at rv {rv}"),
         }
         tokio::time::sleep(Duration::from_millis(50)).await;

@@ -1,0 +1,5 @@
+//! The operator's reconcilers, one module per kind.
+
+pub mod backup;
+pub mod schedule;
+// opkit:scaffold:controllers

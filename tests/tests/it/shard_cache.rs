@@ -1,0 +1,508 @@
+//! A divided cache (`Sharding::by_namespace`) against a real kube-apiserver
+//! 1.36: with the `ShardedListAndWatch` gate on (envtest's default) each
+//! of three replicas caches only the ConfigMaps (primary) and Secrets
+//! (owned) of the namespaces it owns, together exactly all of them; when
+//! one leaves, the others relist and take its namespaces. With the gate
+//! off each replica caches everything and still reconciles only its share.
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, ObjectMeta, PostParams};
+use opkit::cache::SharedCache;
+use opkit::controller::Controller;
+use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
+use opkit::shard::{ShardHandle, Sharding};
+use opkit_envtest::ControlPlane;
+use opkit_tests::{create_namespace, init_tracing};
+use tokio_util::sync::CancellationToken;
+
+const LEASE: Duration = Duration::from_secs(3);
+const RENEW: Duration = Duration::from_secs(2);
+const RETRY: Duration = Duration::from_millis(500);
+
+/// (replica, `namespace/name`) of every reconcile.
+type Log = Arc<Mutex<Vec<(String, String)>>>;
+
+struct Recorder {
+    replica: String,
+    log: Log,
+}
+
+impl Reconcile for Recorder {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        _: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
+        let key = format!("{}/{}", req.namespace.unwrap_or_default(), req.name);
+        self.log.lock().unwrap().push((self.replica.clone(), key));
+        Ok(Action::done())
+    }
+}
+
+struct Replica {
+    name: String,
+    shard: ShardHandle,
+    cache: SharedCache,
+    stop: CancellationToken,
+    run: tokio::task::JoinHandle<()>,
+}
+
+async fn start(client: &kube::Client, lease_ns: &str, name: &str, log: &Log) -> Replica {
+    let shard = Sharding::new("divided")
+        .namespace(lease_ns)
+        .identity(name)
+        .by_namespace()
+        .lease_duration(LEASE)
+        .renew_deadline(RENEW)
+        .retry_period(RETRY)
+        .spawn(client.clone())
+        .unwrap();
+    let cache = SharedCache::new(client.clone());
+    let controller = Controller::new(Recorder {
+        replica: name.to_owned(),
+        log: log.clone(),
+    })
+    .owns::<Secret>()
+    .name(format!("divided-{name}"))
+    .max_concurrent_reconciles(4)
+    .sharded(shard.clone());
+    cache.start().unwrap();
+    let stop = CancellationToken::new();
+    let run = tokio::spawn({
+        let (stop, cache) = (stop.clone(), cache.clone());
+        async move {
+            controller
+                .run(&cache, stop.cancelled_owned())
+                .await
+                .unwrap();
+        }
+    });
+    Replica {
+        name: name.to_owned(),
+        shard,
+        cache,
+        stop,
+        run,
+    }
+}
+
+/// `count` namespaces `<prefix>-<random hex>`, each with `per` ConfigMaps
+/// and as many Secrets, each Secret controller-owned by one ConfigMap.
+/// Random names, as generated namespaces have: names differing only in a
+/// last digit (`t-1` … `t-9`) hash close together under the server's
+/// FNV-1a and would land on one replica.
+async fn populate(admin: &kube::Client, prefix: &str, count: usize, per: usize) -> Vec<String> {
+    let mut namespaces = Vec::new();
+    let mut seed: u64 = 0x5eed;
+    for _ in 0..count {
+        // an LCG: random-looking, the same on every run
+        seed = seed
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let ns = format!("{prefix}-{:06x}", seed >> 40);
+        create_namespace(admin, &ns).await;
+        let cms = Api::<ConfigMap>::namespaced(admin.clone(), &ns);
+        let secrets = Api::<Secret>::namespaced(admin.clone(), &ns);
+        for j in 0..per {
+            let name = format!("obj-{j}");
+            let cm = ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(name.clone()),
+                    ..ObjectMeta::default()
+                },
+                ..ConfigMap::default()
+            };
+            let cm = cms.create(&PostParams::default(), &cm).await.unwrap();
+            let owner = OwnerReference {
+                api_version: "v1".into(),
+                kind: "ConfigMap".into(),
+                name: name.clone(),
+                uid: cm.metadata.uid.unwrap(),
+                controller: Some(true),
+                ..OwnerReference::default()
+            };
+            let secret = Secret {
+                metadata: ObjectMeta {
+                    name: Some(name),
+                    owner_references: Some(vec![owner]),
+                    ..ObjectMeta::default()
+                },
+                ..Secret::default()
+            };
+            secrets
+                .create(&PostParams::default(), &secret)
+                .await
+                .unwrap();
+        }
+        namespaces.push(ns);
+    }
+    namespaces
+}
+
+/// The `namespace/name`s of `prefix-*` objects in a replica's cache.
+fn cached<K>(replica: &Replica, prefix: &str) -> BTreeSet<String>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + serde::de::DeserializeOwned
+        + Clone
+        + Send
+        + Sync
+        + 'static,
+{
+    replica
+        .cache
+        .list::<K>(None)
+        .unwrap()
+        .iter()
+        .filter_map(|o| {
+            let ns = o.meta().namespace.clone()?;
+            ns.starts_with(&format!("{prefix}-"))
+                .then(|| format!("{ns}/{}", o.meta().name.clone().unwrap_or_default()))
+        })
+        .collect()
+}
+
+/// Waits until every replica is active on exactly these replicas.
+async fn converge(replicas: &[Replica], within: Duration) {
+    let started = Instant::now();
+    let mut names: Vec<String> = replicas.iter().map(|r| r.name.clone()).collect();
+    names.sort();
+    while !replicas.iter().all(|r| {
+        let s = r.shard.status();
+        s.active && s.members == names
+    }) {
+        assert!(started.elapsed() < within, "no convergence on {names:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until each replica caches exactly the `prefix-*` ConfigMaps and
+/// Secrets of the namespaces it owns (`all` split with no overlap).
+async fn wait_divided(replicas: &[Replica], prefix: &str, all: &BTreeSet<String>) {
+    let started = Instant::now();
+    loop {
+        let shares: Vec<(BTreeSet<String>, BTreeSet<String>)> = replicas
+            .iter()
+            .map(|r| (cached::<ConfigMap>(r, prefix), cached::<Secret>(r, prefix)))
+            .collect();
+        let exact = replicas.iter().zip(&shares).all(|(r, (cms, secrets))| {
+            let owned: BTreeSet<String> = all.iter().filter(|k| r.shard.owns(k)).cloned().collect();
+            *cms == owned && *secrets == owned
+        });
+        if exact {
+            let sizes: Vec<usize> = shares.iter().map(|(c, _)| c.len()).collect();
+            assert_eq!(sizes.iter().sum::<usize>(), all.len(), "{sizes:?}");
+            eprintln!(
+                "divided cache: {} objects per kind, per replica {sizes:?}",
+                all.len()
+            );
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "caches not divided: {:?}",
+            shares
+                .iter()
+                .map(|(c, s)| (c.len(), s.len()))
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Waits until every key was reconciled, each by its owner only.
+async fn wait_reconciled(replicas: &[Replica], log: &Log, all: &BTreeSet<String>) {
+    let started = Instant::now();
+    loop {
+        let seen: BTreeSet<String> = log
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(_, key)| all.contains(key))
+            .map(|(_, key)| key.clone())
+            .collect();
+        if seen == *all {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{} of {} reconciled",
+            seen.len(),
+            all.len()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for (replica, key) in log.lock().unwrap().iter().filter(|(_, k)| all.contains(k)) {
+        let owners: Vec<&str> = replicas
+            .iter()
+            .filter(|r| r.shard.owns(key))
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(owners, [replica.as_str()], "{key} reconciled by {replica}");
+    }
+}
+
+async fn stop(replica: Replica) {
+    replica.stop.cancel();
+    replica.run.await.unwrap();
+    replica.shard.shutdown().await;
+}
+
+fn keys(namespaces: &[String], per: usize) -> BTreeSet<String> {
+    namespaces
+        .iter()
+        .flat_map(|ns| (0..per).map(move |j| format!("{ns}/obj-{j}")))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_each_cache_their_namespaces_and_relist_on_leave() {
+    init_tracing();
+    let plane = ControlPlane::shared().await.unwrap();
+    let admin = plane.client().unwrap();
+    create_namespace(&admin, "shard-cache").await;
+    // the server filters: a sharded list says so in metadata.shardInfo
+    let selector =
+        "shardRange(object.metadata.namespace, '0x0000000000000000', '0x8000000000000000')";
+    let probe = http::Request::get(format!(
+        "/api/v1/configmaps?limit=1&shardSelector={}",
+        selector
+            .bytes()
+            .map(|b| match b {
+                b'a'..=b'z' | b'0'..=b'9' | b'.' => (b as char).to_string(),
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    ))
+    .body(Vec::new())
+    .unwrap();
+    let text = admin.request_text(probe).await.unwrap();
+    assert!(text.contains("\"shardInfo\""), "{text}");
+
+    let (count, per) = (24, 4);
+    let namespaces = populate(&admin, "shc", count, per).await;
+    let all = keys(&namespaces, per);
+    let log = Log::default();
+    let mut replicas = Vec::new();
+    for name in ["a", "b", "c"] {
+        replicas.push(start(&admin, "shard-cache", name, &log).await);
+    }
+    converge(&replicas, Duration::from_secs(20)).await;
+    wait_divided(&replicas, "shc", &all).await;
+    wait_reconciled(&replicas, &log, &all).await;
+
+    // one leaves: the two others relist with their new selectors
+    let gone = replicas.pop().unwrap();
+    stop(gone).await;
+    converge(&replicas, Duration::from_secs(20)).await;
+    wait_divided(&replicas, "shc", &all).await;
+    for replica in replicas {
+        stop(replica).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_the_gate_every_replica_caches_everything_and_reconciles_its_share() {
+    init_tracing();
+    let plane = ControlPlane::builder()
+        .apiserver_arg("--feature-gates=ShardedListAndWatch=false")
+        .start()
+        .await
+        .unwrap();
+    let admin = plane.client().unwrap();
+    create_namespace(&admin, "shard-cache").await;
+    let per = 2;
+    let namespaces = populate(&admin, "nogate", 6, per).await;
+    let all = keys(&namespaces, per);
+    let log = Log::default();
+    let replicas = vec![
+        start(&admin, "shard-cache", "a", &log).await,
+        start(&admin, "shard-cache", "b", &log).await,
+    ];
+    converge(&replicas, Duration::from_secs(20)).await;
+    wait_reconciled(&replicas, &log, &all).await;
+    for replica in &replicas {
+        assert_eq!(cached::<ConfigMap>(replica, "nogate"), all);
+        assert_eq!(cached::<Secret>(replica, "nogate"), all);
+    }
+    for replica in replicas {
+        stop(replica).await;
+    }
+}
+
+/// One `shard_replica` process (`SHARD_BY_NAMESPACE=1`); its `cache` and
+/// `status` lines.
+struct Process {
+    child: tokio::process::Child,
+    lines: Arc<Mutex<Vec<String>>>,
+}
+
+impl Process {
+    fn start(plane: &ControlPlane, lease_ns: &str, name: &str) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_shard_replica"))
+            .arg(plane.kubeconfig_path())
+            .arg(lease_ns)
+            .arg(name)
+            .args(["3000", "2000", "500"])
+            .env("SHARD_BY_NAMESPACE", "1")
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start shard_replica");
+        let stdout = child.stdout.take().unwrap();
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        tokio::spawn({
+            let lines = lines.clone();
+            async move {
+                let mut reader = tokio::io::BufReader::new(stdout).lines();
+                while let Ok(Some(line)) = reader.next_line().await {
+                    if line.starts_with("cache ") || line.starts_with("status ") {
+                        lines.lock().unwrap().push(line);
+                    }
+                }
+            }
+        });
+        Self { child, lines }
+    }
+
+    /// The last `cache` line: (objects, RSS KiB), and the most objects seen.
+    fn cache(&self) -> ((usize, u64), usize) {
+        let lines = self.lines.lock().unwrap();
+        let parsed: Vec<(usize, u64)> = lines
+            .iter()
+            .filter_map(|l| {
+                let mut it = l.strip_prefix("cache ")?.split(' ');
+                Some((it.next()?.parse().ok()?, it.next()?.parse().ok()?))
+            })
+            .collect();
+        let peak = parsed.iter().map(|(n, _)| *n).max().unwrap_or(0);
+        (parsed.last().copied().unwrap_or((0, 0)), peak)
+    }
+
+    fn status(&self) -> String {
+        let lines = self.lines.lock().unwrap();
+        lines
+            .iter()
+            .rev()
+            .find(|l| l.starts_with("status "))
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    async fn stop(mut self) {
+        let pid = self.child.id().unwrap().to_string();
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status();
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+    }
+}
+
+/// Starts `names` on `plane`, waits until they are all active together and
+/// their caches hold `total` ConfigMaps between them, unchanged for 2 s;
+/// prints one row per replica.
+async fn measure(plane: &ControlPlane, lease_ns: &str, names: &[&str], total: usize, mode: &str) {
+    let procs: Vec<Process> = names
+        .iter()
+        .map(|n| Process::start(plane, lease_ns, n))
+        .collect();
+    let want = format!("status true {}", names.join(","));
+    let started = Instant::now();
+    let mut stable_since: Option<(Instant, Vec<(usize, u64)>)> = None;
+    loop {
+        let now: Vec<(usize, u64)> = procs.iter().map(|p| p.cache().0).collect();
+        let active = procs.iter().all(|p| p.status() == want);
+        let covered = now.iter().map(|(n, _)| *n).sum::<usize>() >= total;
+        let counts: Vec<usize> = now.iter().map(|(n, _)| *n).collect();
+        match &stable_since {
+            Some((since, before))
+                if active
+                    && covered
+                    && before.iter().map(|(n, _)| *n).collect::<Vec<_>>() == counts =>
+            {
+                if since.elapsed() > Duration::from_secs(2) {
+                    break;
+                }
+            }
+            _ => stable_since = (active && covered).then(|| (Instant::now(), now.clone())),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no stable division: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for (name, p) in names.iter().zip(&procs) {
+        let ((objects, rss), peak) = p.cache();
+        println!(
+            "| {mode} | {} | {name} | {objects} of {total} | {peak} | {:.1} |",
+            names.len(),
+            rss as f64 / 1024.0
+        );
+    }
+    for p in procs {
+        p.stop().await;
+    }
+}
+
+/// The per-replica cache of 1 and 3 replicas, in `shard_replica`
+/// processes, over 3 000 ConfigMaps of 4 KiB in 60 namespaces: with the
+/// gate on (server-side) and off (filter at the queue). Prints a table:
+/// `cargo test -p opkit-tests --test it shard_cache::measure -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "measurement, not a check (about a minute)"]
+async fn measure_per_replica_cache() {
+    init_tracing();
+    println!("| mode | replicas | replica | ConfigMaps cached | peak | RSS MiB |");
+    println!("|---|---|---|---|---|---|");
+    let gate_off = ControlPlane::builder()
+        .apiserver_arg("--feature-gates=ShardedListAndWatch=false")
+        .start()
+        .await
+        .unwrap();
+    for (plane, mode) in [
+        (ControlPlane::shared().await.unwrap(), "server-side"),
+        (&gate_off, "filter-at-queue (gate off)"),
+    ] {
+        let admin = plane.client().unwrap();
+        let (count, per) = (60, 50);
+        let mut seed: u64 = 0xca11;
+        let data = "x".repeat(4096);
+        for _ in 0..count {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let ns = format!("mem-{:06x}", seed >> 40);
+            create_namespace(&admin, &ns).await;
+            let api = Api::<ConfigMap>::namespaced(admin.clone(), &ns);
+            futures::future::join_all((0..per).map(|j| {
+                let cm = ConfigMap {
+                    metadata: ObjectMeta {
+                        name: Some(format!("obj-{j}")),
+                        ..ObjectMeta::default()
+                    },
+                    data: Some([("payload".to_owned(), data.clone())].into()),
+                    ..ConfigMap::default()
+                };
+                let api = api.clone();
+                async move { api.create(&PostParams::default(), &cm).await.unwrap() }
+            }))
+            .await;
+        }
+        let total = count * per;
+        create_namespace(&admin, "mem-one").await;
+        measure(plane, "mem-one", &["solo"], total, mode).await;
+        create_namespace(&admin, "mem-three").await;
+        measure(plane, "mem-three", &["a", "b", "c"], total, mode).await;
+    }
+}
