@@ -9,7 +9,7 @@ use syn::spanned::Spanned;
 use syn::{Attribute, Expr, Ident, LitInt, LitStr, Token, Type, parenthesized};
 
 /// The options `#[controller(...)]` accepts, for error messages.
-const OPTIONS: &str = "`for = Kind` (or `for(Kind, predicates(..))`), `owns(Kind, ..)`, \
+const OPTIONS: &str = "`for = Kind` (or `for(Kind, predicates(..))`), `owns(Kind, ..)` (or `owns(Kind, project = View)`), \
      `watches(Kind, map = function)` (or `by_index = \"index\"`), `index(Kind, \"name\", function)`, \
      `reads(Kind, ..)`, `event_filter(expr, ..)`, \
      `rbac(verb, .. on Kind, ..)`, `status`, `finalizer`, `events`, `name = \"..\"`, \
@@ -50,11 +50,14 @@ pub(crate) struct IndexDecl {
     pub values: Expr,
 }
 
-/// Owned kinds: `owns(Kind, .., metadata, predicates(..))`; the options
-/// apply to every kind of the clause.
+/// Owned kinds: `owns(Kind, .., metadata, predicates(..))` or
+/// `owns(Kind, project = View, predicates(..))`; the options apply to every
+/// kind of the clause.
 pub(crate) struct Owns {
     pub kinds: Vec<Type>,
     pub metadata: bool,
+    /// `project = View`: the kind is cached as `Projected<Kind, View>`.
+    pub project: Option<Type>,
     pub predicates: Vec<Expr>,
 }
 
@@ -407,6 +410,7 @@ fn parse_kinds_with_options(
     let mut owns = Owns {
         kinds: Vec::new(),
         metadata: false,
+        project: None,
         predicates: Vec::new(),
     };
     while !content.is_empty() {
@@ -423,14 +427,26 @@ fn parse_kinds_with_options(
                 }
                 owns.metadata = true;
             }
+            Some(ident) if ident == "project" && fork.peek(Token![=]) => {
+                content.call(Ident::parse_any)?;
+                content.parse::<Token![=]>()?;
+                if clause != "owns" {
+                    return Err(syn::Error::new_spanned(
+                        ident,
+                        "`project = View` applies to `owns(..)` only",
+                    ));
+                }
+                owns.project = Some(content.parse()?);
+            }
             Some(ident) if ident == "predicates" && fork.peek(syn::token::Paren) => {
                 content.call(Ident::parse_any)?;
                 owns.predicates.extend(parse_predicates(content)?);
             }
             _ => {
-                if !owns.predicates.is_empty() || owns.metadata {
+                if !owns.predicates.is_empty() || owns.metadata || owns.project.is_some() {
                     return Err(content.error(
-                        "kinds come first: write the options (`metadata`, `predicates(..)`) last",
+                        "kinds come first: write the options (`metadata`, `project = View`, \
+                         `predicates(..)`) last",
                     ));
                 }
                 owns.kinds.push(content.parse()?);
@@ -445,6 +461,21 @@ fn parse_kinds_with_options(
             span,
             format!("`{clause}()` names no kind, e.g. `{clause}(Deployment)`"),
         ));
+    }
+    if let Some(view) = &owns.project {
+        if owns.metadata {
+            return Err(syn::Error::new_spanned(
+                view,
+                "`project = View` and `metadata` exclude each other: a projection keeps the \
+                 metadata essentials already",
+            ));
+        }
+        if owns.kinds.len() != 1 {
+            return Err(syn::Error::new_spanned(
+                view,
+                "`project = View` projects one kind: write `owns(Kind, project = View)` per kind",
+            ));
+        }
     }
     Ok(owns)
 }

@@ -74,6 +74,15 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
             .kinds
             .iter()
             .map(move |kind| match (clause.metadata, &predicate) {
+                _ if clause.project.is_some() => {
+                    let view = &clause.project;
+                    let projected =
+                        quote_spanned! {kind.span()=> ::opkit::cache::Projected<#kind, #view> };
+                    match &predicate {
+                        None => quote_spanned! {kind.span()=> .owns_projected::<#kind, #view>() },
+                        Some(p) => quote_spanned! {kind.span()=> .owns_with::<#projected>(#p) },
+                    }
+                }
                 (false, None) => quote_spanned! {kind.span()=> .owns::<#kind>() },
                 (false, Some(p)) => quote_spanned! {kind.span()=> .owns_with::<#kind>(#p) },
                 (true, None) => quote_spanned! {kind.span()=> .owns_metadata::<#kind>() },

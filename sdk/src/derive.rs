@@ -100,6 +100,7 @@
 //! | `for(Kind, predicates(p, ..))` | [`Controller::with_predicate`]: only events passing every `p` | as `for = Kind` |
 //! | `owns(Kind, ..)` | [`owns::<Kind>()`](Controller::owns): a change wakes the controller-owner; whole objects cached | `get`, `list`, `watch` |
 //! | `owns(Kind, .., metadata)` | [`owns_metadata::<Kind>()`](Controller::owns_metadata): only metadata cached (`PartialObjectMeta<Kind>`) | `get`, `list`, `watch` |
+//! | `owns(Kind, project = View)` | [`owns_projected::<Kind, View>()`](Controller::owns_projected): each object cached as its projection (`Projected<Kind, View>`, see [`Projection`](crate::cache::Projection)), mapped once per event | `get`, `list`, `watch` |
 //! | `owns(Kind, .., predicates(p, ..))` | [`owns_with`](Controller::owns_with) (or [`owns_metadata_with`](Controller::owns_metadata_with)) | `get`, `list`, `watch` |
 //! | `watches(Kind, map = f)` | [`watches::<Kind>`](Controller::watches) with `f(&Kind, &Store<Primary>) -> Vec<Request>` | `get`, `list`, `watch` |
 //! | `watches(Kind, by_index = "name")` | [`watches_by_index::<Kind>("name")`](Controller::watches_by_index): the primaries whose index lists the changed object's name | `get`, `list`, `watch` |

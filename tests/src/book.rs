@@ -15,6 +15,10 @@ pub struct Testing;
 #[doc = include_str!("../../book/src/concepts/reconcile.md")]
 pub struct Reconciling;
 
+/// The informer cache.
+#[doc = include_str!("../../book/src/concepts/cache.md")]
+pub struct TheCache;
+
 /// The manager.
 #[doc = include_str!("../../book/src/concepts/manager.md")]
 pub struct TheManager;

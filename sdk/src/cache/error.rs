@@ -292,6 +292,22 @@ pub enum CacheError {
     /// An index error.
     #[error(transparent)]
     Index(#[from] IndexError),
+    /// A watch needs metadata that the projection of the kind it watches
+    /// does not keep (see [`Projection`](super::Projection)).
+    #[error(
+        "the projection {projection} drops metadata.{field}, which {needed_by} needs: keep it \
+         (Projection::{constant} = true, the default) or watch the whole kind"
+    )]
+    ProjectionDropsField {
+        /// The projection type.
+        projection: &'static str,
+        /// The metadata field it drops.
+        field: &'static str,
+        /// What needs the field.
+        needed_by: &'static str,
+        /// The `Projection` constant that keeps it.
+        constant: &'static str,
+    },
     /// The object read is in the cluster, but its current version does not
     /// deserialize into the Rust type: it is not deleted, and its metadata
     /// (finalizers, deletion, owners) is in the record (see

@@ -108,7 +108,9 @@ impl<K: Resource + 'static> ListWatch<K> {
             kind: K::kind(dyntype).into_owned(),
             api_version: K::api_version(dyntype).into_owned(),
             ns_template: K::url_path(dyntype, Some(NS_PLACEHOLDER)),
-            format: protobuf::codec::<K>().map_or(Format::Json, Format::Protobuf),
+            format: protobuf::codec::<K>()
+                .or_else(super::projection::codec::<K>)
+                .map_or(Format::Json, Format::Protobuf),
             _k: PhantomData,
         }
     }

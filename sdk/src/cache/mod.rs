@@ -52,7 +52,9 @@
 //! queue and every notification; `metadata.managedFields` is stripped before
 //! storing unless [`SharedCacheBuilder::keep_managed_fields`] is set. A
 //! per-kind transform ([`SharedCacheBuilder::transform`], client-go's
-//! `SetTransform`) can slim objects further before they are stored.
+//! `SetTransform`) can slim objects further before they are stored, and a
+//! [`Projection`] caches a type of the user's own made from each object
+//! (`Projected<K, P>`: one informer per `(K, P)`, mapped once per event).
 //!
 //! Wire format: `ConfigMap` and `Secret` are listed and watched as
 //! protobuf, as client-go does for built-in kinds (a third of the API
@@ -68,6 +70,7 @@ mod informer;
 mod key;
 mod list_watch;
 mod processor;
+mod projection;
 pub mod read_your_writes;
 mod reflector;
 mod start;
@@ -103,6 +106,8 @@ use list_watch::ListWatch;
 pub use processor::{
     EventHandler, HandlerFn, HandlerRegistration, InformerEvent, MINIMUM_RESYNC_PERIOD, handler_fn,
 };
+pub(crate) use projection::drops_owner_references as projection_drops_owner_references;
+pub use projection::{Projected, Projection};
 use read_your_writes::{WriteTracker, wait_observed};
 use reflector::strip_managed_fields;
 pub use reflector::{ReflectorConfig, ReflectorStats, StreamingList, Transform, WatchErrorHandler};
@@ -996,7 +1001,16 @@ mod tests {
         let _dyn = cache
             .informer_for(Scope::<DynamicObject>::with_dyntype(ar))
             .unwrap();
-        assert_eq!(cache.informer_count(), 6);
+        // a projection is an informer of its own (keyed by (K, P))
+        struct Phase;
+        impl Projection<Pod> for Phase {
+            fn project(_: Pod) -> Self {
+                Phase
+            }
+        }
+        let _projected = cache.informer::<Projected<Pod, Phase>>().unwrap();
+        let _projected2 = cache.informer::<Projected<Pod, Phase>>().unwrap();
+        assert_eq!(cache.informer_count(), 7);
         assert!(cache.get::<ConfigMap>(Some("x"), "y").unwrap().is_none());
         assert!(matches!(
             cache.list::<k8s_openapi::api::core::v1::Secret>(None),

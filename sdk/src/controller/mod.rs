@@ -265,6 +265,45 @@ impl<R: Reconcile> Controller<R> {
         self.owns_watch::<PartialObjectMeta<C>>(WatchPredicates::new().with(predicate))
     }
 
+    /// [`owns`](Self::owns), caching each `C` object as its projection
+    /// `P` ([`Projected<C, P>`](crate::cache::Projected), see
+    /// [projections](crate::cache::Projection)): the mapping runs once per
+    /// event, and the reconciler, predicates and reads see `P`. A
+    /// projection that drops `ownerReferences` fails the wiring.
+    ///
+    /// ```
+    /// use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+    /// use opkit::cache::Projection;
+    /// use opkit::controller::Controller;
+    /// use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
+    ///
+    /// struct PodPhase(Option<String>);
+    /// impl Projection<Pod> for PodPhase {
+    ///     fn project(pod: Pod) -> Self {
+    ///         PodPhase(pod.status.and_then(|s| s.phase))
+    ///     }
+    /// }
+    ///
+    /// struct Web;
+    /// impl Reconcile for Web {
+    ///     type Object = Deployment;
+    ///     async fn reconcile(&self, _: Request, _: &Context<Deployment>) -> Result<Action, ReconcileError> {
+    ///         Ok(Action::done())
+    ///     }
+    /// }
+    ///
+    /// let controller = Controller::new(Web).owns_projected::<Pod, PodPhase>();
+    /// # let _ = controller;
+    /// ```
+    pub fn owns_projected<C, P>(self) -> Self
+    where
+        C: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        C::Scope: 'static,
+        P: crate::cache::Projection<C>,
+    {
+        self.owns_watch::<crate::cache::Projected<C, P>>(WatchPredicates::new())
+    }
+
     fn owns_watch<C>(mut self, predicates: WatchPredicates<C>) -> Self
     where
         C: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
@@ -277,7 +316,22 @@ impl<R: Reconcile> Controller<R> {
         if crate::cache::is_namespaced::<C>() == owner.namespaced {
             self.sharded_kinds.push(sharded::shard_kind::<C>);
         }
-        self.add_watch::<C>(move |_| Ok(owner_of(owner)), predicates);
+        self.add_watch::<C>(
+            move |_| {
+                // asking the kind registers a projection (see cache::projection)
+                let _ = C::kind(&());
+                if let Some(projection) = crate::cache::projection_drops_owner_references::<C>() {
+                    return Err(CacheError::ProjectionDropsField {
+                        projection,
+                        field: "ownerReferences",
+                        needed_by: "owns (mapping an owned object to its owner)",
+                        constant: "OWNER_REFERENCES",
+                    });
+                }
+                Ok(owner_of(owner))
+            },
+            predicates,
+        );
         self
     }
 

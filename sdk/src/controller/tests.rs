@@ -503,3 +503,25 @@ async fn a_channel_source_enqueues_its_requests_until_the_controller_goes() {
         .await
         .expect("the forwarding task ends with the controller");
 }
+
+/// Issue 27: `owns_projected` refuses a projection without the
+/// ownerReferences owner mapping needs, naming what to change.
+#[tokio::test]
+async fn a_projection_without_owner_references_cannot_be_owned() {
+    struct NoOwners;
+    impl crate::cache::Projection<k8s_openapi::api::core::v1::Pod> for NoOwners {
+        const OWNER_REFERENCES: bool = false;
+        fn project(_: k8s_openapi::api::core::v1::Pod) -> Self {
+            NoOwners
+        }
+    }
+    let controller = super::Controller::new(Scripted::new(&[]))
+        .owns_projected::<k8s_openapi::api::core::v1::Pod, NoOwners>();
+    let cache = shared().cache.clone();
+    let err = controller.prepare(&cache).err().expect("a wiring error");
+    let msg = err.to_string();
+    assert!(msg.contains("NoOwners"), "{msg}");
+    assert!(msg.contains("drops metadata.ownerReferences"), "{msg}");
+    assert!(msg.contains("OWNER_REFERENCES = true"), "{msg}");
+    assert!(msg.contains("Pod"), "{msg}");
+}

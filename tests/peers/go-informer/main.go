@@ -4,7 +4,11 @@
 // namespace, waits for the cache to sync, and prints one JSON line with the
 // sync time, the number of cached objects and the process RSS after sync.
 //
-//	go-informer -kubeconfig K -namespace NS [-settle 1s]
+//	go-informer -kubeconfig K -namespace NS [-settle 1s] [-strip-managed-fields]
+//
+// -strip-managed-fields sets the transform controller-runtime's
+// cache.TransformStripManagedFields is (drop metadata.managedFields before
+// storing), as opkit's cache does by default.
 package main
 
 import (
@@ -18,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
@@ -52,10 +57,19 @@ func cpuMs() float64 {
 	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e6
 }
 
+// stripManagedFields is controller-runtime's TransformStripManagedFields.
+func stripManagedFields(obj interface{}) (interface{}, error) {
+	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
+		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig path")
 	namespace := flag.String("namespace", "", "namespace to watch")
 	settle := flag.Duration("settle", time.Second, "wait after sync before reading RSS")
+	strip := flag.Bool("strip-managed-fields", false, "drop managedFields before storing")
 	flag.Parse()
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
@@ -72,7 +86,13 @@ func main() {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		os.Exit(1)
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithNamespace(*namespace))
+	opts := []informers.SharedInformerOption{informers.WithNamespace(*namespace)}
+	peer := "client-go"
+	if *strip {
+		opts = append(opts, informers.WithTransform(stripManagedFields))
+		peer = "client-go-strip-mf"
+	}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, opts...)
 	informer := factory.Core().V1().ConfigMaps().Informer()
 	stop := make(chan struct{})
 	start := time.Now()
@@ -88,7 +108,7 @@ func main() {
 	objects := len(informer.GetStore().ListKeys())
 	time.Sleep(*settle)
 	out := map[string]any{
-		"peer":    "client-go",
+		"peer":    peer,
 		"sync_ms": syncMs,
 		"cpu_ms":  cpu,
 		"objects": objects,

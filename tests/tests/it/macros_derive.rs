@@ -4,7 +4,7 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod, Secret, Service};
-use opkit::cache::Store;
+use opkit::cache::{Projection, Store};
 use opkit::predicate::{
     GenerationChanged, LabelSelector, LabelsChanged, PredicateEvent, PredicateExt,
 };
@@ -27,12 +27,38 @@ fn ready_changed(e: &PredicateEvent<'_, Deployment>) -> bool {
     }
 }
 
+/// A projection of Secrets: how many keys they hold.
+struct SecretKeys(usize);
+
+impl Projection<Secret> for SecretKeys {
+    fn project(secret: Secret) -> Self {
+        SecretKeys(secret.data.map_or(0, |d| d.len()))
+    }
+}
+
+/// A projection of Pods: running or not.
+struct PodRunning(bool);
+
+impl Projection<Pod> for PodRunning {
+    fn project(pod: Pod) -> Self {
+        PodRunning(pod.status.and_then(|s| s.phase).as_deref() == Some("Running"))
+    }
+}
+
+#[test]
+fn projections_hold_what_they_project() {
+    assert_eq!(SecretKeys::project(Secret::default()).0, 0);
+    assert!(!PodRunning::project(Pod::default()).0);
+}
+
 #[derive(Controller)]
 #[controller(
     for(ConfigMap, predicates(LabelsChanged, GenerationChanged.not())),
     owns(Deployment, predicates(ready_changed)),
     owns(Service),
-    owns(Pod, metadata, predicates(LabelsChanged))
+    owns(Pod, metadata, predicates(LabelsChanged)),
+    owns(Pod, project = PodRunning),
+    owns(Secret, project = SecretKeys, predicates(LabelsChanged))
 )]
 #[controller(
     watches(Secret, map = |s, _| Request::for_object(s).into_iter().collect()),
@@ -76,7 +102,7 @@ fn every_option_compiles_and_yields_the_documented_rules() {
     assert!(rules.permits("", "configmaps/status", Verb::Update));
     assert!(rules.permits("", "configmaps/finalizers", Verb::Update));
     assert!(rules.permits("", "secrets", Verb::List));
-    assert!(rules.permits("", "pods", Verb::Watch)); // owns(.., metadata)
+    assert!(rules.permits("", "pods", Verb::Watch)); // owns(.., metadata), owns(.., project = ..)
     assert!(rules.permits("", "nodes", Verb::List)); // reads
     assert!(!rules.permits("", "nodes", Verb::Patch));
     assert!(!rules.permits("", "secrets", Verb::Create));

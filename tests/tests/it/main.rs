@@ -5,6 +5,7 @@
 
 mod cache_consistency;
 mod cache_handlers;
+mod cache_projection;
 mod cache_protobuf;
 mod cache_reads;
 mod cache_undecodable;

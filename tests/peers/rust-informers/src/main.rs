@@ -9,6 +9,9 @@
 //! - `opkit-list`: same, paginated LIST instead of the streaming list;
 //! - `opkit-keep-mf`: same as `opkit`, managedFields kept;
 //! - `opkit-json`: same as `opkit`, JSON instead of protobuf;
+//! - `opkit-projected`: same as `opkit`, each ConfigMap cached as a
+//!   projection (issue 27) keeping its name (in the metadata essentials),
+//!   its labels and one data key (`shard`);
 //! - `kube-runtime`: `kube::runtime::reflector` over `watcher` (defaults);
 //! - `raw-list`: the floor — a paginated LIST (500 per page) decoded into
 //!   `ConfigMap`s and dropped, nothing stored.
@@ -25,7 +28,52 @@ use kube::{
     Api, Client, Resource,
     runtime::{WatchStreamExt, reflector, watcher},
 };
-use opkit::cache::{ReflectorConfig, Scope, SharedCache, StreamingList};
+use opkit::cache::{Projected, Projection, ReflectorConfig, Scope, SharedCache, StreamingList};
+
+/// What the projected peer keeps of a ConfigMap beside the metadata
+/// essentials: its labels (compact: a boxed slice, not a `BTreeMap`) and
+/// the `shard` data key.
+#[allow(dead_code)] // kept to be read, as an operator would
+struct CmView {
+    labels: Box<[(Box<str>, Box<str>)]>,
+    shard: Option<Box<str>>,
+}
+
+impl Projection<ConfigMap> for CmView {
+    // the view keeps the labels itself, more compactly than the metadata's map
+    const LABELS: bool = false;
+    fn project(cm: ConfigMap) -> Self {
+        CmView {
+            labels: cm
+                .metadata
+                .labels
+                .into_iter()
+                .flatten()
+                .map(|(k, v)| (k.into_boxed_str(), v.into_boxed_str()))
+                .collect(),
+            shard: cm
+                .data
+                .and_then(|mut d| d.remove("shard"))
+                .map(String::into_boxed_str),
+        }
+    }
+}
+
+async fn opkit_projected(client: Client, ns: &str) -> usize {
+    let cache = SharedCache::new(client);
+    let informer = cache
+        .informer_for(Scope::<Projected<ConfigMap, CmView>>::all().namespace(ns))
+        .expect("informer");
+    cache.start().expect("start");
+    informer
+        .wait_for_sync()
+        .await
+        .expect("informer stopped before sync");
+    let n = informer.store().len();
+    std::mem::forget(informer);
+    std::mem::forget(cache);
+    n
+}
 
 /// `--features mimalloc` / `--features jemalloc`: the allocator A/B of
 /// BENCHMARKS.md ("Informer"); glibc malloc otherwise.
@@ -186,6 +234,7 @@ async fn main() {
             "opkit-list" => opkit(client, &ns, false, true, true).await,
             "opkit-keep-mf" => opkit(client, &ns, true, false, true).await,
             "opkit-json" => opkit(client, &ns, true, true, false).await,
+            "opkit-projected" => opkit_projected(client, &ns).await,
             "kube-runtime" => kube_runtime(client, &ns).await,
             "raw-list" => raw_list(client, &ns).await,
             other => panic!("unknown mode {other:?}"),

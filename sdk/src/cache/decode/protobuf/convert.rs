@@ -29,14 +29,17 @@ use super::{Codec, Decode, ProtobufError};
 /// The protobuf codec of `K`, when opkit has one.
 pub(crate) fn codec<K: 'static>() -> Option<Codec<K>> {
     let t = TypeId::of::<K>();
-    let codec: Box<dyn Any> = if t == TypeId::of::<ConfigMap>() {
-        Box::new(Codec::<ConfigMap>::new(config_map))
+    if t == TypeId::of::<ConfigMap>() {
+        (&Codec::<ConfigMap>::new(config_map) as &dyn Any)
+            .downcast_ref::<Codec<K>>()
+            .copied()
     } else if t == TypeId::of::<Secret>() {
-        Box::new(Codec::<Secret>::new(secret))
+        (&Codec::<Secret>::new(secret) as &dyn Any)
+            .downcast_ref::<Codec<K>>()
+            .copied()
     } else {
-        return None;
-    };
-    codec.downcast::<Codec<K>>().ok().map(|c| *c)
+        None
+    }
 }
 
 pub(super) fn non_empty(s: Option<String>) -> Option<String> {

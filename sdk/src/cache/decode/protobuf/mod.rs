@@ -48,7 +48,7 @@ const MAGIC: &[u8; 4] = b"k8s\0";
 pub(crate) struct ProtobufError(String);
 
 impl ProtobufError {
-    fn new(what: &str) -> Self {
+    pub(crate) fn new(what: &str) -> Self {
         Self(what.to_string())
     }
 }
@@ -90,7 +90,8 @@ impl<K> Clone for Codec<K> {
 impl<K> Copy for Codec<K> {}
 
 impl<K> Codec<K> {
-    fn new(object: fn(&[u8], Decode) -> Result<K, ProtobufError>) -> Self {
+    /// The codec decoding an object message with `object`.
+    pub(crate) fn new(object: fn(&[u8], Decode) -> Result<K, ProtobufError>) -> Self {
         Self {
             object,
             options: Decode::default(),
@@ -106,6 +107,11 @@ impl<K> Codec<K> {
     /// Decodes one object message (no envelope).
     pub(crate) fn object(&self, raw: &[u8]) -> Result<K, ProtobufError> {
         (self.object)(raw, self.options)
+    }
+
+    /// Decodes one object message (no envelope) with `options`.
+    pub(crate) fn object_with(&self, raw: &[u8], options: Decode) -> Result<K, ProtobufError> {
+        (self.object)(raw, options)
     }
 }
 

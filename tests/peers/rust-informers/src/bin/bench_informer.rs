@@ -82,7 +82,14 @@ async fn populate(client: &kube::Client, ns: &str, n: usize) {
                         labels: Some([("bench".to_string(), "informer".to_string())].into()),
                         ..Default::default()
                     },
-                    data: Some([("payload".to_string(), payload(i))].into()),
+                    data: Some(
+                        [
+                            ("payload".to_string(), payload(i)),
+                            // the one key the projected peer keeps (issue 27)
+                            ("shard".to_string(), (i % 16).to_string()),
+                        ]
+                        .into(),
+                    ),
                     ..Default::default()
                 };
                 for attempt in 0..5 {
@@ -168,8 +175,16 @@ async fn main() {
             cmd: rp("opkit-json"),
         },
         Peer {
+            label: "opkit informer, projected (name, labels, 1 key)",
+            cmd: rp("opkit-projected"),
+        },
+        Peer {
             label: "kube-runtime reflector",
             cmd: rp("kube-runtime"),
+        },
+        Peer {
+            label: "client-go informer, managedFields stripped",
+            cmd: vec![go_peer.clone(), "-strip-managed-fields".into()],
         },
         Peer {
             label: "client-go informer",
@@ -240,20 +255,22 @@ async fn main() {
     );
     println!();
     println!(
-        "| objects | peer | sync (ms) | × raw LIST | client CPU (ms) | RSS after sync (MiB) | × client-go |"
+        "| objects | peer | sync (ms) | × raw LIST | client CPU (ms) | RSS after sync (MiB) | × client-go | × client-go, managedFields stripped |"
     );
-    println!("|---:|---|---:|---:|---:|---:|---:|");
+    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
     let go = peers.len() - 1;
+    let go_strip = peers.len() - 2;
     for (size, med) in &rows {
         for (i, p) in peers.iter().enumerate() {
             println!(
-                "| {size} | {} | {:.0} | {:.2} | {:.0} | {:.1} | {:.2} |",
+                "| {size} | {} | {:.0} | {:.2} | {:.0} | {:.1} | {:.2} | {:.2} |",
                 p.label,
                 med[i].sync_ms,
                 med[i].sync_ms / med[0].sync_ms,
                 med[i].cpu_ms,
                 med[i].rss_kib / 1024.0,
-                med[i].rss_kib / med[go].rss_kib
+                med[i].rss_kib / med[go].rss_kib,
+                med[i].rss_kib / med[go_strip].rss_kib
             );
         }
     }
@@ -283,6 +300,34 @@ async fn main() {
             met(o.rss_kib < kr.rss_kib),
             o.rss_kib / 1024.0,
             kr.rss_kib / 1024.0,
+        );
+    }
+    for (size, med) in &rows {
+        let by_label = |label: &str| {
+            let i = peers
+                .iter()
+                .position(|p| p.label == label)
+                .expect("peer label");
+            med[i]
+        };
+        let o = by_label("opkit informer");
+        let p = by_label("opkit informer, projected (name, labels, 1 key)");
+        let g = by_label("client-go informer, managedFields stripped");
+        let met = |ok: bool| if ok { "met" } else { "MISSED" };
+        println!(
+            "targets at {size} (issue 27, vs client-go with managedFields stripped): whole objects RSS ≤ 0.9×: {} ({:.2}×); projected RSS ≤ 0.3×: {} ({:.2}×); sync ≤: whole {} ({:.2}×), projected {} ({:.2}×); CPU ≤: whole {} ({:.2}×), projected {} ({:.2}×)",
+            met(o.rss_kib <= 0.9 * g.rss_kib),
+            o.rss_kib / g.rss_kib,
+            met(p.rss_kib <= 0.3 * g.rss_kib),
+            p.rss_kib / g.rss_kib,
+            met(o.sync_ms <= g.sync_ms),
+            o.sync_ms / g.sync_ms,
+            met(p.sync_ms <= g.sync_ms),
+            p.sync_ms / g.sync_ms,
+            met(o.cpu_ms <= g.cpu_ms),
+            o.cpu_ms / g.cpu_ms,
+            met(p.cpu_ms <= g.cpu_ms),
+            p.cpu_ms / g.cpu_ms,
         );
     }
     cp.stop();
