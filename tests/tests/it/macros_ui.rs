@@ -9,6 +9,8 @@ fn controller_derive() {
     t.compile_fail("ui/missing_for.rs");
     t.compile_fail("ui/no_attribute.rs");
     t.compile_fail("ui/unknown_option.rs");
+    t.compile_fail("ui/project_with_metadata.rs");
+    t.compile_fail("ui/project_for_two_kinds.rs");
     t.compile_fail("ui/unknown_verb.rs");
     t.compile_fail("ui/misspelt_resource.rs");
     t.compile_fail("ui/watch_without_map.rs");

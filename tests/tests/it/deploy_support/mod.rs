@@ -84,10 +84,30 @@ impl Tools {
         let path = std::env::var_os("PATH").unwrap_or_default();
         let mut paths = vec![target_dir().join("debug")];
         paths.extend(std::env::split_paths(&path));
-        let mut command = Command::new("make");
+        // Journeys run in separate test processes, several on one project
+        // (examples/memcached): `make image` writes the image's layout into
+        // the shared target dir, so one process at a time builds a project's
+        // image (flock(1) on a lock file per project) ...
+        let mut command = if args.first() == Some(&"image") {
+            let project = dir.file_name().unwrap_or_default().to_string_lossy();
+            let mut command = Command::new("flock");
+            command
+                .arg(target_dir().join(format!("image-{project}.lock")))
+                .arg("make");
+            command
+        } else {
+            Command::new("make")
+        };
         cargo_opkit::clear_crate_env(&mut command)
             .arg("--no-print-directory")
             .arg(format!("KUBECTL={}", self.kubectl.display()))
+            // ... and what `make image PUSH=1` pushed, which `make deploy`
+            // and `make build-installer` deploy, is recorded per cluster,
+            // not in the project's `.pushed-image`.
+            .arg(format!(
+                "PUSHED={}",
+                self.kubeconfig.with_file_name("pushed-image").display()
+            ))
             .args(args)
             .current_dir(dir)
             .env("KUBECONFIG", &self.kubeconfig)
