@@ -103,9 +103,9 @@
 //! | `owns(Kind, project = View)` | [`owns_projected::<Kind, View>()`](Controller::owns_projected): each object cached as its projection (`Projected<Kind, View>`, see [`Projection`](crate::cache::Projection)), mapped once per event | `get`, `list`, `watch` |
 //! | `owns(Kind, .., predicates(p, ..))` | [`owns_with`](Controller::owns_with) (or [`owns_metadata_with`](Controller::owns_metadata_with)) | `get`, `list`, `watch` |
 //! | `watches(Kind, map = f)` | [`watches::<Kind>`](Controller::watches) with `f(&Kind, &Store<Primary>) -> Vec<Request>` | `get`, `list`, `watch` |
-//! | `watches(Kind, by_index = "name")` | [`watches_by_index::<Kind>("name")`](Controller::watches_by_index): the primaries whose index lists the changed object's name | `get`, `list`, `watch` |
+//! | `watches(Kind, by_index = "name")` | [`watches_by_index::<Kind>("name")`](Controller::watches_by_index): the primaries in the changed object's namespace (any, when one kind is cluster-scoped) whose index lists its name; for a reference across namespaces, use `map = f` with [`Store::by_index`](crate::cache::Store::by_index) | `get`, `list`, `watch` |
 //! | `watches(Kind, map = f, predicates(p, ..))` (or `by_index = ..`) | [`watches_with`](Controller::watches_with) ([`watches_by_index_with`](Controller::watches_by_index_with)) | `get`, `list`, `watch` |
-//! | `index(Kind, "name", f)` | [`index::<Kind>("name", f)`](Controller::index) with `f(&Kind) -> Vec<String>`; read with [`Context::by_index`](crate::reconcile::Context::by_index) | — (the kind must be watched or read) |
+//! | `index(Kind, "name", f)` | [`index::<Kind>("name", f)`](Controller::index) with `f(&Kind) -> Vec<String>`; read with [`Context::by_index`](crate::reconcile::Context::by_index), or in a mapper with [`Store::by_index`](crate::cache::Store::by_index) on the primary kind's store | — (the kind must be watched or read) |
 //! | `reads(Kind, ..)` | [`reads::<Kind>()`](Controller::reads): cached and synced before the first reconcile, no reconcile on change | `get`, `list`, `watch` |
 //! | `event_filter(p, ..)` | [`with_event_filter(p)`](Controller::with_event_filter) for each: every watch | — |
 //! | `rbac(verb, .. on Target, ..)` | — | the verbs on each target |

@@ -30,3 +30,7 @@ pub struct LocalCluster;
 /// The `#[controller(...)]` reference.
 #[doc = include_str!("../../book/src/reference/controller.md")]
 pub struct ControllerReference;
+
+/// Migrating from controller-runtime.
+#[doc = include_str!("../../book/src/guides/from-controller-runtime.md")]
+pub struct FromControllerRuntime;
