@@ -528,6 +528,12 @@ fn plan_api(
         imports.push("use kube::CustomResourceExt;");
     }
     if let Some((_, lib)) = edited.iter_mut().find(|(f, _)| f == "src/lib.rs") {
+        // A project made without a kind names the parameter `_manager`
+        // (unused until now); the first controller uses it.
+        *lib = lib.replace(
+            "add_controllers(_manager: &mut Manager)",
+            "add_controllers(manager: &mut Manager)",
+        );
         for import in imports {
             if lib.lines().any(|l| l.trim() == import) {
                 continue;
@@ -1692,6 +1698,11 @@ mod tests {
             !lib.contains("ControllerWiring") && !lib.contains("CustomResourceExt"),
             "{lib}"
         );
+        // No controller uses the manager yet: no unused-variable warning.
+        assert!(
+            lib.contains("add_controllers(_manager: &mut Manager)"),
+            "{lib}"
+        );
         assert!(ProjectFile::read(&dir).unwrap().resources.is_empty());
         let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
         assert!(cargo.contains("description = \"A Kubernetes operator, built with opkit.\""));
@@ -1704,6 +1715,10 @@ mod tests {
             "{lib}"
         );
         assert!(lib.contains("api::widget::Widget::crd(),"), "{lib}");
+        assert!(
+            lib.contains("add_controllers(manager: &mut Manager)"),
+            "{lib}"
+        );
         // Same code as a project made with the kind (but for the doc lines
         // naming it).
         let other = tmp.path().join("with");

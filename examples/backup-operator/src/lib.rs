@@ -34,7 +34,7 @@ pub const METRICS_READER_ROLE: &str = "backup-operator-metrics-reader";
 pub const LEADER_ELECTION_ID: &str = "backup-operator-lock";
 
 // ANCHOR: add_controllers
-/// Adds every controller of this operator to `manager`.
+/// Adds every controller of this operator to the manager.
 pub fn add_controllers(manager: &mut Manager) -> Result<(), ManagerError> {
     let metrics = metrics::BackupMetrics::register(manager.metrics());
     controllers::backup::BackupReconciler::new(controllers::backup::Clock::system(), metrics)

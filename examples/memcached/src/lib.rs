@@ -31,7 +31,7 @@ pub const METRICS_READER_ROLE: &str = "memcached-operator-metrics-reader";
 /// The Lease replicas elect a leader on.
 pub const LEADER_ELECTION_ID: &str = "memcached-operator-lock";
 
-/// Adds every controller of this operator to `manager`.
+/// Adds every controller of this operator to the manager.
 pub fn add_controllers(manager: &mut Manager) -> Result<(), ManagerError> {
     controllers::memcached::MemcachedReconciler.add_to(manager)?;
     // opkit:scaffold:controllers
