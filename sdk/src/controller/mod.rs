@@ -185,6 +185,13 @@ impl<R: Reconcile> Controller<R> {
     /// ([`Reconcile::Object`]): every change of one enqueues it (as
     /// controller-runtime's `For`). Named after the kind (lower case) unless
     /// [`name`](Self::name) says otherwise.
+    ///
+    /// This is the builder alone: for a reconciler with
+    /// `#[derive(Controller)]`, call
+    /// [`ControllerWiring::controller`](crate::ControllerWiring::controller)
+    /// (`MyReconciler.controller()`) instead, which also applies the
+    /// attribute's `owns(..)`, `watches(..)`, `index(..)` and other options;
+    /// `Controller::new` ignores them.
     pub fn new(reconciler: R) -> Self {
         Self::primary(reconciler, WatchPredicates::new())
     }
