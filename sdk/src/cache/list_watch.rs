@@ -53,6 +53,8 @@ pub(crate) struct ListWatch<K> {
     shard_selector: Option<String>,
     metadata_only: bool,
     kind: String,
+    /// The view's type name, for a projected kind.
+    projection: Option<&'static str>,
     api_version: String,
     ns_template: String,
     /// Protobuf for kinds opkit decodes from it (and not turned off).
@@ -73,6 +75,7 @@ impl<K> Clone for ListWatch<K> {
             shard_selector: self.shard_selector.clone(),
             metadata_only: self.metadata_only,
             kind: self.kind.clone(),
+            projection: self.projection,
             api_version: self.api_version.clone(),
             ns_template: self.ns_template.clone(),
             format: self.format.clone(),
@@ -106,6 +109,8 @@ impl<K: Resource + 'static> ListWatch<K> {
             shard_selector: None,
             metadata_only: K::metadata_api(),
             kind: K::kind(dyntype).into_owned(),
+            // after `kind`: asking it registers a projection
+            projection: super::projection::name::<K>(),
             api_version: K::api_version(dyntype).into_owned(),
             ns_template: K::url_path(dyntype, Some(NS_PLACEHOLDER)),
             format: protobuf::codec::<K>()
@@ -204,6 +209,9 @@ impl<K> ListWatch<K> {
         }
         if self.metadata_only {
             scope.push("metadata only".to_string());
+        }
+        if let Some(view) = self.projection {
+            scope.push(format!("projected as {view}"));
         }
         format!("{}/{} ({})", self.api_version, self.kind, scope.join(", "))
     }

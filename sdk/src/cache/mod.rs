@@ -1008,9 +1008,18 @@ mod tests {
                 Phase
             }
         }
-        let _projected = cache.informer::<Projected<Pod, Phase>>().unwrap();
+        let projected = cache.informer::<Projected<Pod, Phase>>().unwrap();
         let _projected2 = cache.informer::<Projected<Pod, Phase>>().unwrap();
         assert_eq!(cache.informer_count(), 7);
+        // its logs tell it from a whole-object informer of the kind
+        assert!(
+            projected
+                .describe()
+                .starts_with("v1/Pod (all namespaces, projected as ")
+                && projected.describe().ends_with("Phase)"),
+            "{}",
+            projected.describe()
+        );
         assert!(cache.get::<ConfigMap>(Some("x"), "y").unwrap().is_none());
         assert!(matches!(
             cache.list::<k8s_openapi::api::core::v1::Secret>(None),

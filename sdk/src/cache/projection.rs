@@ -280,6 +280,15 @@ where
     codec.object_with(raw, options).map(Projected::project)
 }
 
+/// `P`'s type name when `T` is a projection `Projected<K, P>` (`T::kind`
+/// must have been asked first), for descriptions in logs and errors.
+pub(crate) fn name<T: 'static>() -> Option<&'static str> {
+    REGISTERED
+        .read()
+        .get(&TypeId::of::<T>())
+        .map(|r| r.projection)
+}
+
 /// The protobuf codec of `T` when it is a projection of a kind that has
 /// one.
 pub(crate) fn codec<T: 'static>() -> Option<Codec<T>> {
