@@ -231,3 +231,37 @@ pub async fn grant_cluster_role(
         .await
         .unwrap_or_else(|e| panic!("creating ClusterRoleBinding {name}: {e}"));
 }
+
+/// A controller running on a cache in a task of its own (see
+/// [`spawn_controller`]).
+pub struct RunningController {
+    token: tokio_util::sync::CancellationToken,
+    task: tokio::task::JoinHandle<Result<(), opkit::controller::ControllerError>>,
+}
+
+/// Runs `controller` on `cache` in a task until [`RunningController::stop`].
+pub fn spawn_controller<R>(
+    controller: opkit::controller::Controller<R>,
+    cache: &opkit::cache::SharedCache,
+) -> RunningController
+where
+    R: opkit::reconcile::Reconcile + Send + Sync + 'static,
+{
+    let token = tokio_util::sync::CancellationToken::new();
+    let task = tokio::spawn({
+        let (token, cache) = (token.clone(), cache.clone());
+        async move { controller.run(&cache, token.cancelled_owned()).await }
+    });
+    RunningController { token, task }
+}
+
+impl RunningController {
+    /// Stops the controller; panics if it failed or panicked.
+    pub async fn stop(self) {
+        self.token.cancel();
+        self.task
+            .await
+            .unwrap_or_else(|e| panic!("the controller task: {e}"))
+            .unwrap_or_else(|e| panic!("the controller: {e}"));
+    }
+}

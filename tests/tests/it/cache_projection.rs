@@ -15,9 +15,8 @@ use opkit::controller::Controller;
 use opkit::predicate::from_fn;
 use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use opkit_envtest::ControlPlane;
-use opkit_tests::{create_namespace, eventually, init_tracing};
+use opkit_tests::{create_namespace, eventually, init_tracing, spawn_controller};
 use serde_json::json;
-use tokio_util::sync::CancellationToken;
 
 const WAIT: Duration = Duration::from_secs(30);
 const NS: &str = "cache-projection";
@@ -118,11 +117,7 @@ async fn owned_pods_cached_as_a_projection_wake_their_owner() {
                 e.object().0.as_deref() == Some("Running")
             }),
         );
-    let token = CancellationToken::new();
-    let run = tokio::spawn({
-        let (token, cache) = (token.clone(), cache.clone());
-        async move { controller.run(&cache, token.cancelled_owned()).await }
-    });
+    let running = spawn_controller(controller, &cache);
 
     let owner = cms
         .create(
@@ -189,6 +184,5 @@ async fn owned_pods_cached_as_a_projection_wake_their_owner() {
     // the projected informer is not the whole-object one
     assert!(cache.get::<Pod>(Some(NS), "p1").is_err());
 
-    token.cancel();
-    run.await.unwrap().unwrap();
+    running.stop().await;
 }

@@ -27,10 +27,8 @@ use opkit::controller::Controller as ControllerBuilder;
 use opkit::rbac::Verb;
 use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use opkit::{Controller, ControllerWiring};
-use opkit_envtest::ControlPlane;
-use opkit_tests::{create_namespace, eventually, init_tracing};
+use opkit_tests::{eventually, plane_with_namespace, spawn_controller};
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
 
 // ANCHOR: controller
 #[allow(clippy::all, missing_docs, dead_code)]
@@ -76,6 +74,18 @@ fn workspace() -> &'static Path {
     Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
 }
 
+/// The shared control plane with the Widget CRD (`tests/kopium/widgets.json`)
+/// installed and namespace `ns` created; an admin client.
+async fn plane_with_widgets(ns: &str) -> kube::Client {
+    let (plane, client) = plane_with_namespace(ns).await;
+    let crd = serde_json::from_str(
+        &std::fs::read_to_string(workspace().join("tests/kopium/widgets.json")).unwrap(),
+    )
+    .unwrap();
+    plane.install_crds(&[crd]).await.unwrap();
+    client
+}
+
 #[test]
 fn kopium_output_is_committed_unchanged() {
     let install = Command::new(workspace().join("tests/kopium/install.sh"))
@@ -103,31 +113,18 @@ fn kopium_output_is_committed_unchanged() {
 
 #[tokio::test]
 async fn a_kopium_generated_kind_is_reconciled_unchanged() {
-    init_tracing();
     let rules = WidgetReady::rbac_rules();
     assert!(rules.permits("thirdparty.example.com", "widgets", Verb::Watch));
     assert!(rules.permits("thirdparty.example.com", "widgets/status", Verb::Patch));
 
-    let plane = ControlPlane::shared().await.unwrap();
-    let crd = serde_json::from_str(
-        &std::fs::read_to_string(workspace().join("tests/kopium/widgets.json")).unwrap(),
-    )
-    .unwrap();
-    plane.install_crds(&[crd]).await.unwrap();
-    let client = plane.client().unwrap();
     let ns = "external-kinds";
-    create_namespace(&client, ns).await;
+    let client = plane_with_widgets(ns).await;
     let widgets: Api<Widget> = Api::namespaced(client.clone(), ns);
 
     let cache = SharedCache::builder(client.clone()).namespace(ns).build();
     let controller = ControllerBuilder::new(WidgetReady);
     cache.start().unwrap();
-    let token = CancellationToken::new();
-    let run = tokio::spawn({
-        let token = token.clone();
-        let cache = cache.clone();
-        async move { controller.run(&cache, token.cancelled_owned()).await }
-    });
+    let running = spawn_controller(controller, &cache);
 
     let spec: WidgetSpec =
         serde_json::from_value(serde_json::json!({ "size": 3, "port": "http" })).unwrap();
@@ -149,8 +146,7 @@ async fn a_kopium_generated_kind_is_reconciled_unchanged() {
     .await;
     assert_eq!(ready.message, "size 3");
 
-    token.cancel();
-    run.await.unwrap().unwrap();
+    running.stop().await;
 }
 
 // ANCHOR: dynamic
@@ -241,28 +237,15 @@ fn widget_index(
 
 #[tokio::test]
 async fn a_kind_without_a_rust_type_is_watched_as_dynamic_objects() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let crd = serde_json::from_str(
-        &std::fs::read_to_string(workspace().join("tests/kopium/widgets.json")).unwrap(),
-    )
-    .unwrap();
-    plane.install_crds(&[crd]).await.unwrap();
-    let client = plane.client().unwrap();
     let ns = "dynamic-kinds";
-    create_namespace(&client, ns).await;
+    let client = plane_with_widgets(ns).await;
     let widgets: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &widget_resource());
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
 
     let cache = SharedCache::builder(client.clone()).namespace(ns).build();
     let controller = widget_index(&cache, ns).unwrap();
     cache.start().unwrap();
-    let token = CancellationToken::new();
-    let run = tokio::spawn({
-        let token = token.clone();
-        let cache = cache.clone();
-        async move { controller.run(&cache, token.cancelled_owned()).await }
-    });
+    let running = spawn_controller(controller, &cache);
 
     let widget = |name: &str| -> DynamicObject {
         serde_json::from_value(serde_json::json!({
@@ -302,8 +285,7 @@ async fn a_kind_without_a_rust_type_is_watched_as_dynamic_objects() {
     )
     .await;
 
-    token.cancel();
-    run.await.unwrap().unwrap();
+    running.stop().await;
 }
 
 // ANCHOR: metadata
@@ -350,23 +332,15 @@ impl Reconcile for SecretCount {
 
 #[tokio::test]
 async fn owned_objects_cached_as_metadata_only_wake_their_owner() {
-    init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let client = plane.client().unwrap();
     let ns = "metadata-only";
-    create_namespace(&client, ns).await;
+    let (_, client) = plane_with_namespace(ns).await;
     let configmaps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
 
     let cache = SharedCache::builder(client.clone()).namespace(ns).build();
     let controller = SecretCount.controller();
     cache.start().unwrap();
-    let token = CancellationToken::new();
-    let run = tokio::spawn({
-        let token = token.clone();
-        let cache = cache.clone();
-        async move { controller.run(&cache, token.cancelled_owned()).await }
-    });
+    let running = spawn_controller(controller, &cache);
 
     let bundle: ConfigMap = serde_json::from_value(serde_json::json!({
         "metadata": { "name": "bundle" },
@@ -420,6 +394,5 @@ async fn owned_objects_cached_as_metadata_only_wake_their_owner() {
     )
     .await;
 
-    token.cancel();
-    run.await.unwrap().unwrap();
+    running.stop().await;
 }
