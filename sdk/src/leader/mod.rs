@@ -83,6 +83,7 @@ mod lock;
 mod tests;
 
 pub use builder::{DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD};
+pub(crate) use builder::{Timing as LeaseTiming, lease_seconds};
 pub use config::LeaderElection;
 pub(crate) use elector::LeaderElector;
 pub use error::LeaderError;

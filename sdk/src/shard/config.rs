@@ -3,7 +3,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::leader::{DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD};
+use crate::leader::{
+    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaseTiming,
+    lease_seconds,
+};
 
 use super::error::ShardError;
 use super::handle::ShardHandle;
@@ -39,13 +42,9 @@ pub struct Sharding {
     scheme: KeyScheme,
 }
 
-/// The validated timing of a ring.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Timing {
-    pub(crate) lease_duration: Duration,
-    pub(crate) renew_deadline: Duration,
-    pub(crate) retry_period: Duration,
-}
+/// The validated timing of a ring: a member Lease is timed, and checked,
+/// as leader election's Lease is.
+pub(crate) type Timing = LeaseTiming;
 
 impl Sharding {
     /// A ring named `ring`: the same name on every replica, unique per
@@ -145,19 +144,15 @@ impl Sharding {
         if identity.is_empty() || identity.len() > 128 {
             return Err(ShardError::InvalidIdentity(identity));
         }
+        let invalid = |e: crate::leader::LeaderError| ShardError::InvalidTiming(e.to_string());
         let timing = Timing {
             lease_duration: self.lease_duration,
             renew_deadline: self.renew_deadline,
             retry_period: self.retry_period,
-        };
-        validate_timing(timing)?;
-        let lease_seconds = i32::try_from(
-            self.lease_duration
-                .as_secs()
-                .saturating_add(u64::from(self.lease_duration.subsec_nanos() > 0))
-                .max(1),
-        )
-        .map_err(|_| ShardError::InvalidTiming("lease_duration is too long"))?;
+        }
+        .validate()
+        .map_err(invalid)?;
+        let lease_seconds = lease_seconds(self.lease_duration).map_err(invalid)?;
         let lease_name = format!("{}-{:016x}", self.ring, hash64(identity.as_bytes()));
         Ok(Member {
             ring: self.ring,
@@ -184,27 +179,6 @@ fn validate_ring(ring: &str) -> Result<(), ShardError> {
     } else {
         Err(ShardError::InvalidRing(ring.to_owned()))
     }
-}
-
-fn validate_timing(t: Timing) -> Result<(), ShardError> {
-    if t.lease_duration.is_zero() || t.renew_deadline.is_zero() || t.retry_period.is_zero() {
-        return Err(ShardError::InvalidTiming(
-            "durations must be greater than zero",
-        ));
-    }
-    if t.lease_duration <= t.renew_deadline {
-        return Err(ShardError::InvalidTiming(
-            "lease_duration must be greater than renew_deadline, so a replica that cannot renew \
-             stops starting reconciles before others may remove it",
-        ));
-    }
-    if t.renew_deadline <= t.retry_period {
-        return Err(ShardError::InvalidTiming(
-            "renew_deadline must be greater than retry_period, so a replica gets more than one \
-             renew attempt before it stops",
-        ));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -17,7 +17,7 @@ pub enum ShardError {
     #[error("the replica identity {0:?} must be 1 to 128 bytes long")]
     InvalidIdentity(String),
     /// The lease duration, renew deadline and retry period do not fit
-    /// together; the text says why.
+    /// together (leader election's rules); the text says why.
     #[error("invalid sharding timing: {0}")]
-    InvalidTiming(&'static str),
+    InvalidTiming(String),
 }
