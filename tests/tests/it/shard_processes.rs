@@ -15,7 +15,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use opkit_envtest::ControlPlane;
-use opkit_tests::plane_with_namespace;
+use opkit_tests::{eventually, plane_with_namespace};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const NS: &str = "shard-processes";
@@ -174,6 +174,18 @@ async fn touch_round(
     }
 }
 
+/// How many reconciles `replica` started and has not finished.
+fn reconciling(lines: &Lines, replica: &str) -> usize {
+    let lines = lines.lock().unwrap();
+    let count = |what: &str| {
+        lines
+            .iter()
+            .filter(|(r, _, line)| r == replica && line.starts_with(what))
+            .count()
+    };
+    count("start ") - count("end ")
+}
+
 /// No two reconciles of one key by two replicas overlap. A start without
 /// its end (a killed replica) lasts until `killed` of that replica.
 fn assert_no_overlap(lines: &Lines, killed: &BTreeMap<String, u128>) {
@@ -287,6 +299,15 @@ async fn three_processes_split_scale_survive_sigkill_and_sigstop() {
     // SIGSTOP b past its Lease: a and d take its objects; resumed, b starts
     // nothing until it has rejoined.
     let b = replicas.iter().find(|r| r.name == "b").unwrap();
+    // Stopped between reconciles: one in flight at SIGSTOP would resume
+    // and finish after its key moved, which no membership protocol can
+    // prevent (only the apiserver's resourceVersion fences its writes).
+    eventually(
+        "b to finish the reconciles it started",
+        Duration::from_secs(10),
+        || async { (reconciling(&lines, "b") == 0).then_some(()) },
+    )
+    .await;
     b.signal("-STOP");
     // `kill` returns before every thread has stopped (a loaded machine may
     // take milliseconds): the process is stopped once all its threads are.
