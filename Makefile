@@ -8,7 +8,7 @@ export OPKIT_CACHE
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: help demo test book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard
+.PHONY: help demo test book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-managed-fields
 
 help:
 	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
@@ -128,6 +128,11 @@ bench-scale: controlplane
 # ShardedListAndWatch gate on and off (issue 26); prints a table.
 bench-shard: controlplane
 	$(CARGO) test -p opkit-tests --test it shard_cache::measure -- --ignored --nocapture
+
+# What managedFields cost a cached ConfigMap and Pod, decoded by k8s-openapi,
+# as raw bytes (WithManagedFields) and in client-go (issue 27); prints a table.
+bench-managed-fields: controlplane
+	@tests/peers/bench-managed-fields.sh
 
 # Create latency against a real apiserver, with and without opkit's
 # validating and mutating webhooks in the path (CREATES=300 by default).

@@ -208,7 +208,9 @@ pub trait ControllerWiring: Reconcile + Sized {
     }
 }
 
-/// Checks that `map` is a mapper of `K` objects for a controller of `P`:
+/// Support for the code `#[derive(Controller)]` generates, not an API to
+/// call (hidden from the docs): checks that `map` is a mapper of `K`
+/// objects for a controller of `P`:
 /// what the code generated for `watches(Kind, map = f)` passes `f`
 /// through, so a closure gets its argument types from `Kind` and the
 /// primary kind, and a wrong signature is reported at `f`.
@@ -228,6 +230,7 @@ pub trait ControllerWiring: Reconcile + Sized {
 /// });
 /// # let _ = map;
 /// ```
+#[doc(hidden)]
 pub fn mapper<K, P, F>(map: F) -> F
 where
     F: Fn(&K, &Store<P>) -> Vec<Request> + Send + Sync + 'static,
@@ -235,8 +238,10 @@ where
     map
 }
 
-/// Checks that `values` is an index function of `K` objects: what the
+/// Support for the derive's generated code (hidden from the docs): checks
+/// that `values` is an index function of `K` objects: what the
 /// code generated for `index(Kind, "name", f)` passes `f` through.
+#[doc(hidden)]
 pub fn index_values<K, F>(values: F) -> F
 where
     F: Fn(&K) -> Vec<String> + Send + Sync + 'static,
@@ -244,9 +249,11 @@ where
     values
 }
 
-/// Compiles only if `R`'s [`Reconcile::Object`] is `K`: what the code
+/// Support for the derive's generated code (hidden from the docs):
+/// compiles only if `R`'s [`Reconcile::Object`] is `K`: what the code
 /// generated for `#[controller(for = K)]` calls, so a `for` kind that
 /// disagrees with the reconciler's kind is a compile error at `K`.
+#[doc(hidden)]
 pub fn primary_kind_is<R, K>()
 where
     R: Reconcile<Object = K>,

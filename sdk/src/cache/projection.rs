@@ -110,6 +110,14 @@ pub trait Projection<K>: Sized + Send + Sync + 'static {
     /// projection without them.
     const OWNER_REFERENCES: bool = true;
 
+    /// Hand [`project`](Self::project) the object's `metadata.managedFields`
+    /// (default: no). The cache strips them as it decodes unless
+    /// [`SharedCacheBuilder::keep_managed_fields`](crate::cache::SharedCacheBuilder::keep_managed_fields)
+    /// is set; a projection that keeps them in a compact form of its own
+    /// ([`WithManagedFields`](crate::cache::WithManagedFields)) sets this so
+    /// they reach it whatever the cache does for whole objects.
+    const MANAGED_FIELDS: bool = false;
+
     /// The projection of one object. Runs once per object as it arrives
     /// (list and watch), never on a read.
     fn project(obj: K) -> Self;
@@ -243,6 +251,7 @@ struct Registered {
     /// `P`'s type name, for errors.
     projection: &'static str,
     owner_references: bool,
+    managed_fields: bool,
     codec: Option<Box<dyn Any + Send + Sync>>,
 }
 
@@ -264,6 +273,7 @@ where
         Registered {
             projection: std::any::type_name::<P>(),
             owner_references: P::OWNER_REFERENCES,
+            managed_fields: P::MANAGED_FIELDS,
             codec,
         },
     );
@@ -298,6 +308,15 @@ pub(crate) fn codec<T: 'static>() -> Option<Codec<T>> {
         .and_then(|r| r.codec.as_ref())
         .and_then(|c| c.downcast_ref::<Codec<T>>())
         .copied()
+}
+
+/// Whether `T` is a projection that wants `metadata.managedFields` decoded
+/// (`T::kind` must have been asked first).
+pub(crate) fn keeps_managed_fields<T: 'static>() -> bool {
+    REGISTERED
+        .read()
+        .get(&TypeId::of::<T>())
+        .is_some_and(|r| r.managed_fields)
 }
 
 /// The name of the projection when `T` is a projection that drops

@@ -186,3 +186,98 @@ async fn owned_pods_cached_as_a_projection_wake_their_owner() {
 
     running.stop().await;
 }
+
+/// `WithManagedFields`: with the cache stripping managedFields (its
+/// default), the projection still gets them — for a ConfigMap (read as
+/// protobuf) and a Pod (JSON) — keeps them as bytes, and decodes them to
+/// what the apiserver serves; the whole-object informer of the same kind
+/// stays stripped.
+#[tokio::test]
+async fn managed_fields_kept_as_bytes_by_a_projection_decode_to_the_servers() {
+    use opkit::cache::WithManagedFields;
+    const NS: &str = "cache-managed-fields";
+    init_tracing();
+    let plane = ControlPlane::shared().await.unwrap();
+    let client = plane.client().unwrap();
+    create_namespace(&client, NS).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NS);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NS);
+    let as_manager = |manager: &str| PostParams {
+        field_manager: Some(manager.into()),
+        ..PostParams::default()
+    };
+    cms.create(
+        &as_manager("writer-one"),
+        &serde_json::from_value(json!({
+            "metadata": {"name": "settings", "labels": {"app": "web"}},
+            "data": {"colour": "blue"},
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    pods.create(
+        &as_manager("writer-one"),
+        &serde_json::from_value(json!({
+            "metadata": {"name": "p1"},
+            "spec": {"containers": [{"name": "app", "image": "example.com/app:1"}]},
+        }))
+        .unwrap(),
+    )
+    .await
+    .unwrap();
+    pods.patch_status(
+        "p1",
+        &PatchParams {
+            field_manager: Some("writer-two".into()),
+            ..PatchParams::default()
+        },
+        &Patch::Merge(json!({"status": {"phase": "Running"}})),
+    )
+    .await
+    .unwrap();
+
+    let cache = SharedCache::builder(client.clone()).namespace(NS).build();
+    let kept_cms = cache
+        .store::<Projected<ConfigMap, WithManagedFields<ConfigMap>>>()
+        .unwrap();
+    let kept_pods = cache
+        .store::<Projected<Pod, WithManagedFields<Pod>>>()
+        .unwrap();
+    let whole_cms = cache.store::<ConfigMap>().unwrap();
+    cache.start().unwrap();
+    cache.wait_for_sync(WAIT).await.unwrap();
+
+    let served = cms.get("settings").await.unwrap();
+    let cm = kept_cms.get(Some(NS), "settings").unwrap();
+    assert_eq!(cm.data, served.data, "the object by Deref");
+    assert!(cm.metadata.managed_fields.is_none());
+    assert_eq!(
+        Some(cm.managed_fields().unwrap()),
+        served.metadata.managed_fields,
+        "protobuf path"
+    );
+    let served = pods.get("p1").await.unwrap();
+    let pod = kept_pods.get(Some(NS), "p1").unwrap();
+    let entries = pod.managed_fields().unwrap();
+    assert_eq!(
+        Some(entries.clone()),
+        served.metadata.managed_fields,
+        "JSON path"
+    );
+    let managers: Vec<_> = entries
+        .iter()
+        .filter_map(|e| e.manager.as_deref())
+        .collect();
+    assert_eq!(managers, ["writer-one", "writer-two"]);
+    assert!(
+        whole_cms
+            .get(Some(NS), "settings")
+            .unwrap()
+            .metadata
+            .managed_fields
+            .is_none(),
+        "whole objects stay stripped"
+    );
+    cache.stop();
+}
