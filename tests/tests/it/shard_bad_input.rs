@@ -509,7 +509,7 @@ async fn member_leases_edited_by_hand_are_logged_and_cause_no_overlap() {
         },
         spec: Some(LeaseSpec {
             holder_identity: Some("someone".into()),
-            lease_duration_seconds: Some(-5),
+            lease_duration_seconds: Some(99_999),
             ..LeaseSpec::default()
         }),
     };
