@@ -552,7 +552,7 @@ async fn memcached_sharded_over_three_pods_keeps_converging_when_one_is_deleted(
     assert!(!second.contains(&victim));
     let took = converged(&client, &names, "after the deletion").await;
     println!(
-        "FIGURE after deleting {victim}: {} Memcacheds ({after_deletion} created while it was going, 5 once it was gone; 17 resized) converged {took:.1?} after the last write, {:.1?} after the deletion",
+        "FIGURE after deleting {victim}: {} Memcacheds ({after_deletion} created while it was going, 5 once it was gone; 17 resized) converged {took:.1?} after three pods were Ready again, {:.1?} after the deletion",
         names.len(),
         deleted_at.elapsed()
     );
