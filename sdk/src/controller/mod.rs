@@ -848,6 +848,9 @@ impl<R: Reconcile> Controller<R> {
             stats: self.stats,
             observer,
         };
+        if let Some(shard) = &prepared.settings.shard {
+            shard.register_kind(&self.primary.group, &self.primary.kind);
+        }
         if let Some(selector) = prepared
             .settings
             .shard

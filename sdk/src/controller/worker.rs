@@ -49,6 +49,16 @@ pub(crate) async fn process_observed<R: Reconcile>(
     let ctx = Context::<R::Object>::new(Arc::clone(shared), request.clone());
     let active = Active::start(stats, observer);
     let started = tokio::time::Instant::now();
+    // As controller-runtime's "Reconciling" / "Reconcile successful" (debug
+    // there too): with `opkit::controller=debug`, every reconcile's start
+    // and end (its `on_error` included), the object on the event itself.
+    tracing::debug!(
+        controller = %shared.name,
+        namespace = request.namespace.as_deref().unwrap_or(""),
+        name = %request.name,
+        reconcile_id = %reconcile_id,
+        "reconcile started"
+    );
     let run = AssertUnwindSafe(reconciler.reconcile(request.clone(), &ctx)).catch_unwind();
     let result = match timeout {
         Some(limit) => tokio::time::timeout(limit, run).await.ok(),
@@ -125,6 +135,15 @@ pub(crate) async fn process_observed<R: Reconcile>(
             .instrument(span)
             .await;
     }
+    tracing::debug!(
+        controller = %shared.name,
+        namespace = request.namespace.as_deref().unwrap_or(""),
+        name = %request.name,
+        reconcile_id = %reconcile_id,
+        result = ?observed,
+        elapsed = ?started.elapsed(),
+        "reconcile finished"
+    );
     if let Some(observer) = observer {
         observer.finished(observed, started.elapsed());
     }

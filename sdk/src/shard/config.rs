@@ -141,7 +141,7 @@ impl Sharding {
             Some(identity) => identity,
             None => crate::leader::default_identity(),
         };
-        if identity.is_empty() || identity.len() > 128 {
+        if !valid_identity(&identity) {
             return Err(ShardError::InvalidIdentity(identity));
         }
         let invalid = |e: crate::leader::LeaderError| ShardError::InvalidTiming(e.to_string());
@@ -153,7 +153,7 @@ impl Sharding {
         .validate()
         .map_err(invalid)?;
         let lease_seconds = lease_seconds(self.lease_duration).map_err(invalid)?;
-        let lease_name = format!("{}-{:016x}", self.ring, hash64(identity.as_bytes()));
+        let lease_name = lease_name(&self.ring, &identity);
         Ok(Member {
             ring: self.ring,
             namespace,
@@ -164,6 +164,17 @@ impl Sharding {
             scheme: self.scheme,
         })
     }
+}
+
+/// The name of `identity`'s member Lease in `ring`: `<ring>-<16 hex digits
+/// of the identity's hash>`.
+pub(crate) fn lease_name(ring: &str, identity: &str) -> String {
+    format!("{ring}-{:016x}", hash64(identity.as_bytes()))
+}
+
+/// Whether `identity` may name a replica (1 to 128 bytes).
+pub(crate) fn valid_identity(identity: &str) -> bool {
+    !identity.is_empty() && identity.len() <= 128
 }
 
 fn validate_ring(ring: &str) -> Result<(), ShardError> {

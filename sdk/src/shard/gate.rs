@@ -128,7 +128,6 @@ impl Gate {
     }
 
     /// Keys reconciling now.
-    #[cfg_attr(not(test), allow(dead_code))]
     pub(crate) fn in_flight(&self) -> usize {
         self.state.lock().in_flight.len()
     }

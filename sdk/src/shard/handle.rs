@@ -37,7 +37,15 @@ pub struct ShardHandle {
     pub(crate) shares: Arc<std::sync::OnceLock<super::observe::ShareFamilies>>,
     /// How keys are hashed: only [`KeyScheme::Namespace`] divides the cache.
     pub(crate) scheme: KeyScheme,
+    /// The kinds this replica's sharded controllers reconcile
+    /// (`Kind.group`), published in its member Lease.
+    pub(crate) kinds: Kinds,
 }
+
+/// The kinds a replica's sharded controllers reconcile, shared between the
+/// controllers (which register theirs) and the membership loop (which
+/// publishes them).
+pub(crate) type Kinds = Arc<parking_lot::Mutex<std::collections::BTreeSet<String>>>;
 
 impl ShardHandle {
     /// This replica's identity: its name in the ring.
@@ -57,6 +65,19 @@ impl ShardHandle {
     /// sees (it may still have to wait before starting it).
     pub fn owns(&self, key: &str) -> bool {
         self.gate.owns(key)
+    }
+
+    /// Records that a sharded controller of this replica reconciles
+    /// `kind` of `group` (`""`: the core group); the next renew publishes
+    /// it in the member Lease, where replicas of another operator sharing
+    /// the ring name are told apart.
+    pub(crate) fn register_kind(&self, group: &str, kind: &str) {
+        let kind = if group.is_empty() {
+            kind.to_owned()
+        } else {
+            format!("{kind}.{group}")
+        };
+        self.kinds.lock().insert(kind);
     }
 
     /// The current status.

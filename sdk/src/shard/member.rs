@@ -12,11 +12,11 @@ use tokio::sync::{Mutex as AsyncMutex, watch};
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 
-use super::config::Timing;
+use super::config::{Timing, lease_name, valid_identity};
 use super::gate::Gate;
-use super::handle::{ShardHandle, ShardStatus};
+use super::handle::{Kinds, ShardHandle, ShardStatus};
 use super::liveness::Liveness;
-use super::store::{LeaseStore, RING_LABEL, VIEW_ANNOTATION};
+use super::store::{KINDS_ANNOTATION, LeaseStore, RING_LABEL, VIEW_ANNOTATION};
 use super::view::{KeyScheme, View};
 
 /// A validated, not yet running, member of a ring.
@@ -39,6 +39,7 @@ pub(crate) fn spawn_member<S: LeaseStore>(member: Member, store: S) -> ShardHand
     let shutdown = CancellationToken::new();
     let identity = member.identity.clone();
     let scheme = member.scheme;
+    let kinds = Kinds::default();
     let runner = Runner {
         store,
         member,
@@ -49,6 +50,10 @@ pub(crate) fn spawn_member<S: LeaseStore>(member: Member, store: S) -> ShardHand
         status: status_tx,
         shutdown: shutdown.clone(),
         disagreeing: hashbrown::HashSet::new(),
+        kinds: kinds.clone(),
+        reported_invalid: hashbrown::HashSet::new(),
+        reported_kinds: hashbrown::HashSet::new(),
+        reported_durations: hashbrown::HashSet::new(),
     };
     let task = tokio::spawn(runner.run());
     ShardHandle {
@@ -60,6 +65,7 @@ pub(crate) fn spawn_member<S: LeaseStore>(member: Member, store: S) -> ShardHand
         _drop: Arc::new(shutdown.drop_guard()),
         shares: Arc::default(),
         scheme,
+        kinds,
     }
 }
 
@@ -77,6 +83,21 @@ struct Runner<S> {
     shutdown: CancellationToken,
     /// Members already reported as hashing keys another way.
     disagreeing: hashbrown::HashSet<String>,
+    /// The kinds this replica's sharded controllers reconcile.
+    kinds: Kinds,
+    /// `(Lease, reason)` of the invalid ring Leases already reported.
+    reported_invalid: hashbrown::HashSet<(String, String)>,
+    /// The other members' kinds already reported as differing from ours.
+    reported_kinds: hashbrown::HashSet<String>,
+    /// `(Lease, seconds)` of lease durations already reported as differing.
+    reported_durations: hashbrown::HashSet<(String, i32)>,
+}
+
+/// A ring Lease read as a member: its holder and acknowledgement.
+struct Read {
+    holder: String,
+    ack: Option<String>,
+    kinds: Option<String>,
 }
 
 /// What one read of the ring found.
@@ -178,6 +199,9 @@ impl<S: LeaseStore> Runner<S> {
             .as_ref()
             .and_then(|l| l.metadata.resource_version.clone());
         let mut own_ack = None;
+        let mut blocked = false;
+        let mut listed = hashbrown::HashSet::new();
+        let mut others_kinds: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for lease in leases {
             let (Some(name), Some(version)) = (
                 lease.metadata.name.as_deref(),
@@ -192,16 +216,18 @@ impl<S: LeaseStore> Runner<S> {
                 }
                 continue;
             }
-            let Some(holder) = lease.spec.as_ref().and_then(|s| s.holder_identity.clone()) else {
-                continue;
-            };
+            listed.insert(name.to_owned());
+            let read = self.read(lease, name);
             let fresh = self
                 .liveness
                 .is_fresh(name, now, self.member.timing.lease_duration);
             if !fresh {
+                let member = read
+                    .as_ref()
+                    .map_or("(invalid Lease)", |r| r.holder.as_str());
                 match self.store.delete(name, version).await {
                     Ok(()) => {
-                        tracing::info!(ring = %self.member.ring, lease = name, member = %holder, "removed a member whose Lease expired");
+                        tracing::info!(ring = %self.member.ring, lease = name, member, "removed a member whose Lease expired");
                         continue;
                     }
                     Err(kube::Error::Api(e)) if e.code == 404 => continue,
@@ -211,15 +237,147 @@ impl<S: LeaseStore> Runner<S> {
                     }
                 }
             }
-            let ack = ack_of(lease);
-            self.check_scheme(&holder, name, ack.as_deref());
-            members.push(holder);
-            acks.push(ack);
+            let Some(read) = read else {
+                // Not a member, but perhaps a member's Lease edited by hand:
+                // while it is fresh nobody may take that member's keys.
+                blocked = true;
+                continue;
+            };
+            self.check_scheme(&read.holder, name, read.ack.as_deref());
+            if let Some(kinds) = read.kinds {
+                others_kinds
+                    .entry(kinds)
+                    .or_default()
+                    .push(read.holder.clone());
+            }
+            members.push(read.holder);
+            acks.push(read.ack);
         }
+        self.reported_invalid
+            .retain(|(name, _)| listed.contains(name));
+        self.reported_durations
+            .retain(|(name, _)| listed.contains(name));
+        self.check_kinds(others_kinds);
         let view = View::with_scheme(members, self.member.scheme);
-        let all_acked = own_ack.is_some_and(|a| a.as_deref() == Some(view.id()))
+        let all_acked = !blocked
+            && own_ack.is_some_and(|a| a.as_deref() == Some(view.id()))
             && acks.iter().all(|a| a.as_deref() == Some(view.id()));
         Observed { view, all_acked }
+    }
+
+    /// `lease` (named `name`, not this replica's) as a member, or `None`,
+    /// logged once, when it cannot be one: no ring label, no or an invalid
+    /// holder, or a name that is not its holder's (a Lease edited or made
+    /// by hand). A lease duration other than this replica's is logged and
+    /// otherwise ignored: each replica judges expiry by its own.
+    fn read(&mut self, lease: &Lease, name: &str) -> Option<Read> {
+        let ring = &self.member.ring;
+        let labelled = lease
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(RING_LABEL))
+            .is_some_and(|r| r == ring);
+        let spec = lease.spec.as_ref();
+        let holder = spec.and_then(|s| s.holder_identity.as_deref());
+        let reason = match holder {
+            _ if !labelled => Some(format!("its label {RING_LABEL} is not {ring:?}")),
+            None => Some("it has no holderIdentity".to_owned()),
+            Some(holder) if !valid_identity(holder) => Some(format!(
+                "its holderIdentity {holder:?} is not 1 to 128 bytes"
+            )),
+            Some(holder) if lease_name(ring, holder) != name => Some(format!(
+                "its name is not its holder's (holderIdentity {holder:?} has the Lease {})",
+                lease_name(ring, holder)
+            )),
+            Some(_) => None,
+        };
+        if let Some(reason) = reason {
+            if self
+                .reported_invalid
+                .insert((name.to_owned(), reason.clone()))
+            {
+                tracing::warn!(
+                    ring = %ring,
+                    namespace = %self.member.namespace,
+                    lease = name,
+                    reason,
+                    "a Lease of this shard ring is not a valid member Lease (edited or created by \
+                     hand?): it is not a member, and no replica starts new keys while it is fresh; \
+                     its replica replaces it at its next renew, or it is deleted once unchanged \
+                     for the lease duration"
+                );
+            }
+            return None;
+        }
+        let holder = holder?.to_owned();
+        let seconds = spec.and_then(|s| s.lease_duration_seconds);
+        if let Some(seconds) = seconds
+            && seconds != self.member.lease_seconds
+            && self.reported_durations.insert((name.to_owned(), seconds))
+        {
+            tracing::warn!(
+                ring = %ring,
+                lease = name,
+                member = %holder,
+                lease_duration_seconds = seconds,
+                this_replica_seconds = self.member.lease_seconds,
+                "a member Lease states another lease duration than this replica's; ignored: \
+                 each replica judges expiry by its own lease duration (give every replica of a \
+                 ring the same timing)"
+            );
+        }
+        let kinds = lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(KINDS_ANNOTATION))
+            .cloned();
+        Some(Read {
+            holder,
+            ack: ack_of(lease),
+            kinds,
+        })
+    }
+
+    /// Logs, once per distinct set, members whose sharded controllers
+    /// reconcile other kinds than this replica's: two operators sharing one
+    /// ring name in one namespace (or a rolling upgrade that changes the
+    /// sharded controllers). The ring still gives each object one member,
+    /// so nothing is reconciled twice, but objects given to the other
+    /// operator's replicas are reconciled by neither.
+    fn check_kinds(&mut self, others: BTreeMap<String, Vec<String>>) {
+        let ours = joined_kinds(&self.kinds);
+        let differing: BTreeMap<String, Vec<String>> = if ours.is_empty() {
+            BTreeMap::new()
+        } else {
+            others
+                .into_iter()
+                .filter(|(kinds, _)| *kinds != ours)
+                .collect()
+        };
+        for (kinds, holders) in &differing {
+            if self.reported_kinds.insert(kinds.clone()) {
+                tracing::error!(
+                    ring = %self.member.ring,
+                    namespace = %self.member.namespace,
+                    this_replica = %self.member.identity,
+                    this_replica_kinds = %ours,
+                    other_members = %holders.join(", "),
+                    other_kinds = %kinds,
+                    "two operators share this shard ring: its members reconcile different kinds \
+                     (two Deployments using one ring name in one namespace, or a rolling upgrade \
+                     changing the sharded controllers). Each object is still given to one member, \
+                     so none is reconciled twice, but objects given to the other's replicas are \
+                     reconciled by neither: give each operator its own ring name (Sharding::new)"
+                );
+            }
+        }
+        if differing.is_empty() && !self.reported_kinds.is_empty() {
+            tracing::info!(ring = %self.member.ring, kinds = %ours, "the shard ring's members reconcile the same kinds again");
+        }
+        self.reported_kinds
+            .retain(|kinds| differing.contains_key(kinds));
     }
 
     /// Logs, once per member, a member whose acknowledgement shows it
@@ -255,6 +413,7 @@ impl<S: LeaseStore> Runner<S> {
                 let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
                 spec.renew_time = Some(now);
                 set_ack(&mut lease.metadata, ack.as_deref());
+                set_kinds(&mut lease.metadata, &joined_kinds(&self.kinds));
                 let result = self.store.replace(&lease).await;
                 match result {
                     Ok(written) => {
@@ -272,7 +431,7 @@ impl<S: LeaseStore> Runner<S> {
                     }
                 }
             }
-            None => self.new_lease(now, ack.as_deref()),
+            None => self.new_lease(now.clone(), ack.as_deref()),
         };
         match self.store.create(&lease).await {
             Ok(written) => {
@@ -283,13 +442,29 @@ impl<S: LeaseStore> Runner<S> {
             Err(kube::Error::Api(e)) if e.code == 409 => {
                 // A Lease of our name from an earlier life: never reuse its
                 // acknowledgement; delete it and create ours next round.
+                let Ok(leases) = self.store.list().await else {
+                    return false;
+                };
+                let Some(mut old) = leases
+                    .into_iter()
+                    .find(|l| l.metadata.name.as_deref() == Some(&self.member.lease_name))
+                else {
+                    return false;
+                };
+                // The old Lease (edited by hand under this replica, say)
+                // still holds the others off the keys this replica is
+                // reconciling: renew it as it is until those reconciles
+                // end, then delete it.
+                if self.gate.in_flight() > 0 {
+                    tracing::info!(ring = %self.member.ring, lease = %self.member.lease_name, in_flight = self.gate.in_flight(), "a member Lease of this identity exists; keeping it fresh until this replica's reconciles end, then replacing it");
+                    if let Some(spec) = old.spec.as_mut() {
+                        spec.renew_time = Some(now);
+                    }
+                    let _ = self.store.replace(&old).await;
+                    return false;
+                }
                 tracing::warn!(ring = %self.member.ring, lease = %self.member.lease_name, "a member Lease of this identity exists; replacing it");
-                if let Ok(leases) = self.store.list().await
-                    && let Some(old) = leases
-                        .iter()
-                        .find(|l| l.metadata.name.as_deref() == Some(&self.member.lease_name))
-                    && let Some(version) = old.metadata.resource_version.as_deref()
-                {
+                if let Some(version) = old.metadata.resource_version.as_deref() {
                     let _ = self.store.delete(&self.member.lease_name, version).await;
                 }
                 false
@@ -318,6 +493,7 @@ impl<S: LeaseStore> Runner<S> {
             ..ObjectMeta::default()
         };
         set_ack(&mut metadata, ack);
+        set_kinds(&mut metadata, &joined_kinds(&self.kinds));
         Lease {
             metadata,
             spec: Some(LeaseSpec {
@@ -380,6 +556,25 @@ fn ack_of(lease: &Lease) -> Option<String> {
         .as_ref()
         .and_then(|a| a.get(VIEW_ANNOTATION))
         .cloned()
+}
+
+/// The registered kinds, as the annotation holds them.
+fn joined_kinds(kinds: &Kinds) -> String {
+    kinds
+        .lock()
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+fn set_kinds(metadata: &mut ObjectMeta, kinds: &str) {
+    let annotations = metadata.annotations.get_or_insert_with(BTreeMap::new);
+    if kinds.is_empty() {
+        annotations.remove(KINDS_ANNOTATION);
+    } else {
+        annotations.insert(KINDS_ANNOTATION.to_owned(), kinds.to_owned());
+    }
 }
 
 fn set_ack(metadata: &mut ObjectMeta, ack: Option<&str>) {

@@ -119,6 +119,34 @@
 //! renew. Keep sharded reconciles shorter than that, as with leader
 //! election.
 //!
+//! # Bad input
+//!
+//! - **A Lease edited or made by hand.** A Lease of the ring is one
+//!   labelled with it *or* named like its member Leases (`<ring>-<16 hex
+//!   digits>`), so a member Lease whose label was removed is still seen.
+//!   It is a member only if it is labelled with the ring and names a
+//!   holder (1 to 128 bytes) whose Lease name it has. Any other one is
+//!   logged once with the reason and is no member, but while it is fresh
+//!   no view is complete, so no replica starts new keys: it may be a
+//!   member's Lease whose holder was just edited, and that member may
+//!   still be reconciling. Any edit changes the Lease's `resourceVersion`,
+//!   so its replica's next renew fails with 409: the replica stops
+//!   starting keys, waits until its reconciles ended, deletes the edited
+//!   Lease and joins again. A Lease nobody renews is deleted once it was
+//!   unchanged for the lease duration. A `leaseDurationSeconds` other than
+//!   this replica's is logged and ignored: each replica judges expiry by
+//!   its own lease duration.
+//! - **Two operators sharing one ring name** (two Deployments in one
+//!   namespace with the same `Sharding::new` name). Each member Lease
+//!   lists, in the annotation `shard.opkit.dev/kinds`, the kinds its
+//!   sharded controllers reconcile; a replica that finds members
+//!   reconciling other kinds logs one error per distinct set, naming
+//!   itself, those members and both sets. The ring stays one ring (a
+//!   rolling upgrade that adds a controller looks the same, and splitting
+//!   the ring there could let two replicas reconcile one object), so no
+//!   object is reconciled twice, but the objects it gives to the other
+//!   operator's replicas are reconciled by neither until the names differ.
+//!
 //! # Defaults and RBAC
 //!
 //! Lease duration 15 s, renew deadline 10 s, retry period 2 s (as leader

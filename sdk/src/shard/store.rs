@@ -28,29 +28,58 @@ pub(crate) trait LeaseStore: Send + Sync + 'static {
     ) -> impl Future<Output = Result<(), kube::Error>> + Send;
 }
 
+/// The annotation where a member lists the kinds its sharded controllers
+/// reconcile (`Kind.group`, comma-separated, sorted): replicas of one
+/// ring that disagree on it are two operators sharing a ring name.
+pub(crate) const KINDS_ANNOTATION: &str = "shard.opkit.dev/kinds";
+
 /// The real store: Leases in one namespace through a `kube::Api`.
 pub(crate) struct KubeLeaseStore {
     api: Api<Lease>,
-    selector: String,
+    ring: String,
 }
 
 impl KubeLeaseStore {
     pub(crate) fn new(client: kube::Client, namespace: &str, ring: &str) -> Self {
         Self {
             api: Api::namespaced(client, namespace),
-            selector: format!("{RING_LABEL}={ring}"),
+            ring: ring.to_owned(),
         }
     }
+}
+
+/// Whether `lease` is one of `ring`'s: labelled with it, or named as its
+/// member Leases are (`<ring>-<16 hex digits>`) whatever its labels say, so
+/// that a member Lease whose label was edited away by hand is still seen
+/// (and judged invalid) rather than silently dropping its member.
+pub(crate) fn of_ring(lease: &Lease, ring: &str) -> bool {
+    let labelled = lease
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(RING_LABEL))
+        .is_some_and(|r| r == ring);
+    let named = lease
+        .metadata
+        .name
+        .as_deref()
+        .and_then(|n| n.strip_prefix(ring))
+        .and_then(|n| n.strip_prefix('-'))
+        .is_some_and(|hex| hex.len() == 16 && hex.bytes().all(|b| b.is_ascii_hexdigit()));
+    labelled || named
 }
 
 impl LeaseStore for KubeLeaseStore {
     async fn list(&self) -> Result<Vec<Lease>, kube::Error> {
         // No resourceVersion: the apiserver reads etcd with a quorum read.
-        let list = self
-            .api
-            .list(&ListParams::default().labels(&self.selector))
-            .await?;
-        Ok(list.items)
+        // No label selector: a member Lease relabelled by hand must still
+        // be seen (an operator's namespace holds few Leases).
+        let list = self.api.list(&ListParams::default()).await?;
+        Ok(list
+            .items
+            .into_iter()
+            .filter(|lease| of_ring(lease, &self.ring))
+            .collect())
     }
 
     async fn create(&self, lease: &Lease) -> Result<Lease, kube::Error> {

@@ -535,3 +535,65 @@ async fn replicas_hashing_keys_differently_never_start_anything() {
     assert_eq!(named, ["a", "b"], "{errors:?}");
     assert!(errors.iter().all(|e| e.level == tracing::Level::ERROR));
 }
+
+/// The member Lease of `holder` in the store.
+fn lease_of(store: &Store, holder: &str) -> String {
+    store
+        .leases
+        .iter()
+        .find(|(_, l)| l.spec.as_ref().and_then(|s| s.holder_identity.as_deref()) == Some(holder))
+        .map(|(name, _)| name.clone())
+        .unwrap()
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_member_lease_edited_by_hand_holds_its_keys_until_its_reconciles_end() {
+    let (logs, _guard) = crate::test_log::capture();
+    let mut c = Cluster::new();
+    for name in ["a", "b", "c"] {
+        c.start(name);
+    }
+    c.converge(Duration::from_secs(10)).await;
+    // b is in a long reconcile of one of its keys ...
+    let key = owned_by(&c, "b")[0].clone();
+    let permit = c.replica("b").handle.try_start(&key).unwrap();
+    // ... when its Lease's holder is edited by hand.
+    {
+        let mut store = c.store.lock();
+        let name = lease_of(&store, "b");
+        let mut lease = store.leases[&name].clone();
+        lease.spec.as_mut().unwrap().holder_identity = Some("garbage".into());
+        let lease = bump(&mut store, &lease);
+        store.leases.insert(name, lease);
+    }
+    let edited = Instant::now();
+    // Far past the lease duration: b keeps the edited Lease fresh while it
+    // reconciles, so nobody takes its keys (nor starts any key at all: the
+    // edited Lease is no member, and it is fresh).
+    sleep(LEASE * 3).await;
+    let started_since: Vec<_> = c
+        .log
+        .lock()
+        .iter()
+        .filter(|(r, _, start, _)| r != "b" && *start > edited + RETRY * 2)
+        .cloned()
+        .collect();
+    assert!(started_since.is_empty(), "{started_since:?}");
+    assert!(!c.replica("b").handle.status().active);
+    let invalid = logs.with_message("is not a valid member Lease");
+    assert!(
+        invalid
+            .iter()
+            .any(|e| e.field("reason").is_some_and(|r| r.contains("garbage"))),
+        "{invalid:?}"
+    );
+    // Its reconcile ends: it replaces the Lease, and the ring is whole.
+    drop(permit);
+    c.converge(Duration::from_secs(10)).await;
+    sleep(Duration::from_secs(2)).await;
+    c.assert_no_overlap();
+    let store = c.store.lock();
+    assert_eq!(store.leases.len(), 3);
+    let name = lease_of(&store, "b");
+    assert!(name.starts_with("ring-"));
+}

@@ -51,7 +51,7 @@ use opkit_tests::{
 };
 use serde_json::json;
 
-use deploy_support::{MEMCACHED, Project, Tools, target_dir, text, workspace};
+use deploy_support::{MEMCACHED, Project, Tools, build_cargo_opkit, target_dir, text, workspace};
 
 /// How long the operator may take for anything it does.
 const WAIT: Duration = Duration::from_secs(60);
@@ -550,26 +550,6 @@ fn print_figures(what: &str, figures: &Figures) {
         figures.loaded_objects,
         figures.rss_loaded_kib,
         figures.undeploy
-    );
-}
-
-/// Builds the workspace's `cargo-opkit` (the Makefiles run `cargo opkit`)
-/// as `cargo test --workspace --all-features` builds it for the crates'
-/// integration tests (each crate's one binary, `it`): in a `make test` it
-/// is built already, and the tests running beside this one never see
-/// `target/debug/cargo-opkit` swapped for another build of it.
-fn build_cargo_opkit() {
-    let output = cargo_opkit::cargo_command()
-        .args(["test", "--workspace", "--all-features", "--no-run"])
-        .args(["--test", "it"])
-        .current_dir(workspace())
-        .env("CARGO_TARGET_DIR", target_dir())
-        .output()
-        .expect("run cargo");
-    assert!(
-        output.status.success(),
-        "building cargo-opkit:\n{}",
-        text(&output)
     );
 }
 

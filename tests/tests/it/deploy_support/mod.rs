@@ -21,6 +21,26 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| workspace().join("target"))
 }
 
+/// Builds the workspace's `cargo-opkit` (the Makefiles run `cargo opkit`)
+/// as `cargo test --workspace --all-features` builds it for the crates'
+/// integration tests (each crate's one binary, `it`): in a `make test` it
+/// is built already, and the tests running beside this one never see
+/// `target/debug/cargo-opkit` swapped for another build of it.
+pub fn build_cargo_opkit() {
+    let output = cargo_opkit::cargo_command()
+        .args(["test", "--workspace", "--all-features", "--no-run"])
+        .args(["--test", "it"])
+        .current_dir(workspace())
+        .env("CARGO_TARGET_DIR", target_dir())
+        .output()
+        .expect("run cargo");
+    assert!(
+        output.status.success(),
+        "building cargo-opkit:\n{}",
+        text(&output)
+    );
+}
+
 /// An operator project with the Makefile `cargo opkit new` generates.
 #[derive(Debug, Clone)]
 pub struct Project {
