@@ -33,6 +33,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -149,7 +150,25 @@ func main() {
 	resource := flag.String("resource", "configmaps", "configmaps or pods")
 	heap := flag.Bool("heap", false, "report the heap the cached objects take")
 	bareList := flag.Bool("bare", false, "no informer: LIST the objects and keep them (with -heap)")
+	sizes := flag.Bool("sizes", false, "print the inline sizes of the API types and exit")
 	flag.Parse()
+	if *sizes {
+		// the types tests/peers/memory-model compares with k8s-openapi's
+		_ = json.NewEncoder(os.Stdout).Encode(map[string]uintptr{
+			"ConfigMap":            unsafe.Sizeof(corev1.ConfigMap{}),
+			"ObjectMeta":           unsafe.Sizeof(metav1.ObjectMeta{}),
+			"Pod":                  unsafe.Sizeof(corev1.Pod{}),
+			"PodSpec":              unsafe.Sizeof(corev1.PodSpec{}),
+			"PodStatus":            unsafe.Sizeof(corev1.PodStatus{}),
+			"Container":            unsafe.Sizeof(corev1.Container{}),
+			"ContainerStatus":      unsafe.Sizeof(corev1.ContainerStatus{}),
+			"Probe":                unsafe.Sizeof(corev1.Probe{}),
+			"Lifecycle":            unsafe.Sizeof(corev1.Lifecycle{}),
+			"SecurityContext":      unsafe.Sizeof(corev1.SecurityContext{}),
+			"ResourceRequirements": unsafe.Sizeof(corev1.ResourceRequirements{}),
+		})
+		return
+	}
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {

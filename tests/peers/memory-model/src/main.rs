@@ -10,11 +10,13 @@
 //! counting global allocator (`counting`), and the client-go peer
 //! (`tests/peers/go-informer -heap`, Go's `runtime.MemStats.HeapAlloc`
 //! after a forced GC) for the same objects. Prints the medians as a
-//! Markdown table per kind.
+//! Markdown table per kind. `memory-model sizes [--go-peer PATH]` prints
+//! only the inline sizes of the types (`sizes`), Rust beside Go.
 
 mod counting;
 mod measure;
 mod shapes;
+mod sizes;
 
 use std::{collections::BTreeMap, process::Command};
 
@@ -103,6 +105,9 @@ async fn main() {
     if args.get(1).map(String::as_str) == Some("measure") {
         return child(&args).await;
     }
+    if args.get(1).map(String::as_str) == Some("sizes") {
+        return print_sizes(arg(&args, "--go-peer").as_deref());
+    }
     let objects: usize = arg(&args, "--objects")
         .and_then(|s| s.parse().ok())
         .unwrap_or(10_000);
@@ -116,6 +121,7 @@ async fn main() {
         .collect();
     let go_peer = arg(&args, "--go-peer");
     let me = std::env::current_exe().expect("current exe");
+    print_sizes(go_peer.as_deref());
 
     eprintln!("memory-model: starting a control plane");
     let cp = ControlPlane::start().await.expect("control plane");
@@ -143,13 +149,13 @@ async fn main() {
                             "measure",
                             mode,
                             "--kind",
-                            kind,
+                            kind.as_str(),
                             "--kubeconfig",
-                            &kubeconfig,
+                            kubeconfig.as_str(),
                             "--namespace",
-                            &ns,
+                            ns.as_str(),
                             "--objects",
-                            &objects.to_string(),
+                            objects.to_string().as_str(),
                         ]),
                         mode,
                     )
@@ -167,7 +173,7 @@ async fn main() {
                 let mut cmd = Command::new(go);
                 cmd.args([
                     "-kubeconfig",
-                    &kubeconfig,
+                    kubeconfig.as_str(),
                     "-namespace",
                     ns,
                     "-resource",
@@ -201,6 +207,23 @@ async fn main() {
         print_table(kind, objects, reps, &rows, &go_rows);
     }
     cp.stop();
+}
+
+/// The inline sizes of the types, Rust beside Go.
+fn print_sizes(go_peer: Option<&str>) {
+    let go = go_peer.map(|go| json_of(Command::new(go).arg("-sizes"), "go-informer -sizes"));
+    println!();
+    println!("Inline size of one value (`size_of` / Go's `unsafe.Sizeof`), bytes:");
+    println!();
+    println!("| type | k8s-openapi (Rust) | k8s.io/api (Go) |");
+    println!("|---|---:|---:|");
+    for (name, size) in sizes::rust_sizes() {
+        let g = go
+            .as_ref()
+            .and_then(|g| g[name].as_u64())
+            .map_or_else(|| "?".to_owned(), |g| g.to_string());
+        println!("| {name} | {size} | {g} |");
+    }
 }
 
 fn print_table(

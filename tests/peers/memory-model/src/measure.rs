@@ -128,7 +128,10 @@ fn report(mode: &str, kind: &str, n: usize, before: Mark, extra: serde_json::Val
 /// The objects LISTed and kept, managedFields dropped.
 async fn bare<K>(client: Client, ns: &str, expect: usize) -> Vec<K>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + std::fmt::Debug,
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
 {
     let api: Api<K> = Api::namespaced(client, ns);
     let mut kept = Vec::with_capacity(expect);

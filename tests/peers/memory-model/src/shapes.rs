@@ -153,10 +153,8 @@ pub async fn configmaps(client: &kube::Client, ns: &str, n: usize) {
             let api = api.clone();
             async move {
                 let cm = configmap(i);
-                retry(&format!("create cm {i}"), || {
-                    api.create(&PostParams::default(), &cm)
-                })
-                .await;
+                let pp = PostParams::default();
+                retry(&format!("create cm {i}"), || api.create(&pp, &cm)).await;
             }
         })
         .await;
@@ -173,17 +171,16 @@ pub async fn pods(client: &kube::Client, ns: &str, n: usize) {
             async move {
                 let p = pod(i);
                 let name = p.metadata.name.clone().unwrap_or_default();
-                retry(&format!("create {name}"), || {
-                    api.create(&PostParams::default(), &p)
-                })
-                .await;
+                let pp = PostParams::default();
+                retry(&format!("create {name}"), || api.create(&pp, &p)).await;
                 let status = running_status(i);
+                let patch = Patch::Merge(&status);
                 let params = PatchParams {
                     field_manager: Some("memory-model-kwok".into()),
                     ..Default::default()
                 };
                 retry(&format!("status of {name}"), || {
-                    api.patch_status(&name, &params, &Patch::Merge(&status))
+                    api.patch_status(&name, &params, &patch)
                 })
                 .await;
             }
