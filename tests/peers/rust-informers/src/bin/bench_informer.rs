@@ -392,9 +392,9 @@ async fn main() {
             )
         };
         let metrics: [(&str, fn(&Sample) -> f64); 3] = [
-            ("sync", |s| s.sync_ms),
-            ("CPU", |s| s.cpu_ms),
-            ("RSS", |s| s.rss_kib),
+            ("sync (ms)", |s| s.sync_ms),
+            ("CPU (ms)", |s| s.cpu_ms),
+            ("RSS (KiB)", |s| s.rss_kib),
         ];
         let parts: Vec<String> = metrics
             .iter()
