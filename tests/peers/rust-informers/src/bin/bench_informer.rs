@@ -24,6 +24,9 @@ struct Peer {
     cmd: Vec<String>,
 }
 
+/// One figure of a sample (sync, CPU or RSS).
+type Metric = fn(&Sample) -> f64;
+
 #[derive(Clone, Copy, Default)]
 struct Sample {
     sync_ms: f64,
@@ -376,13 +379,13 @@ async fn main() {
         let (Some(on), Some(off)) = (idx("opkit"), idx("opkit-no-ryow")) else {
             continue;
         };
-        let spread = |i: usize, f: fn(&Sample) -> f64| {
+        let spread = |i: usize, f: Metric| {
             let v: Vec<f64> = samples[i].iter().map(f).collect();
             let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
             let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
             (lo, hi, (hi - lo) / median(v.clone()))
         };
-        let paired = |f: fn(&Sample) -> f64| {
+        let paired = |f: Metric| {
             median(
                 samples[on]
                     .iter()
@@ -391,7 +394,7 @@ async fn main() {
                     .collect(),
             )
         };
-        let metrics: [(&str, fn(&Sample) -> f64); 3] = [
+        let metrics: [(&str, Metric); 3] = [
             ("sync (ms)", |s| s.sync_ms),
             ("CPU (ms)", |s| s.cpu_ms),
             ("RSS (KiB)", |s| s.rss_kib),
