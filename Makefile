@@ -8,7 +8,7 @@ export OPKIT_CACHE
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: help demo test book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-managed-fields
+.PHONY: help demo test book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-managed-fields bench-memory
 
 help:
 	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
@@ -25,6 +25,7 @@ help:
 	@echo "make bench         run the benchmarks and print ratio tables"
 	@echo "make bench-e2e     one operator in opkit, controller-runtime and kube-runtime, end to end"
 	@echo "make bench-webhook create latency with and without opkit's admission webhooks"
+	@echo "make bench-memory  bytes per cached ConfigMap and Pod by component, opkit vs client-go"
 	@echo "make bench-scale   one Pod controller in opkit and controller-runtime over 10k kwok Pods with churn"
 	@echo "make bench-shard   per-replica cache (objects, RSS) of 1 and 3 sharded replicas, gate on and off"
 
@@ -104,7 +105,7 @@ lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
-bench: bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard
+bench: bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-memory bench-managed-fields
 
 bench-workqueue:
 	@tests/peers/bench-workqueue.sh
@@ -116,6 +117,12 @@ bench-informer: controlplane
 # control plane (issue 13). SIZES=1000,10000 REPS=3 by default.
 bench-e2e: controlplane
 	@tests/peers/bench-e2e.sh
+
+# The memory model (issue 27): bytes per cached ConfigMap and Pod by
+# component (k8s-openapi layout, opkit's overhead, malloc, RSS) against
+# client-go's heap for the same objects. OBJECTS=10000 REPS=3 by default.
+bench-memory: controlplane
+	@tests/peers/bench-memory.sh
 
 # One Pod controller in opkit and controller-runtime watching 10k Pods on
 # kwok's simulated Nodes through churn: memory per Pod, CPU per watch event

@@ -6,6 +6,9 @@
 #
 #   tests/peers/bench-informer.sh                 # sizes 10000,50000, 3 runs
 #   SIZES=2000 RUNS=1 tests/peers/bench-informer.sh
+#   PEERS=opkit,opkit-no-ryow tests/peers/bench-informer.sh
+#       # only those (and the raw LIST floor and the client-go peers): here,
+#       # what read-your-own-writes costs the informer (issue 27)
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 repo=$(cd "$here/../.." && pwd)
@@ -29,4 +32,12 @@ echo "bench-informer: building the Rust peers (release)" >&2
 CARGO_TARGET_DIR="$target" cargo build --quiet --release \
   --manifest-path "$here/rust-informers/Cargo.toml" --bins
 
-"$target/release/bench_informer" --go-peer "$target/go-informer" --sizes "$sizes" --runs "$runs"
+only=()
+if [ -n "${PEERS:-}" ]; then
+  only=(--peers "$PEERS")
+fi
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
+"$target/release/bench_informer" --go-peer "$target/go-informer" --sizes "$sizes" --runs "$runs" "${only[@]}"
+echo
+echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  commit: $(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo '?')"
+echo "load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -13,6 +13,8 @@
 #   tests/peers/bench-scale.sh                              # 10000 Pods, REPS=3
 #   PODS=1000 REPS=1 CHURN_SECS=10 tests/peers/bench-scale.sh   # a quick look
 #   PODS=10000 NODES=20 WORKERS=4 CHURN=20 CHURN_SECS=20 tests/peers/bench-scale.sh
+#   PROJECTED=1 tests/peers/bench-scale.sh   # + opkit caching Pods as a
+#                                            #   projection (PodView, issue 27)
 #
 # Peers and tools (never built by `make test`):
 #   tests/peers/scale                     opkit peer + this driver (Rust workspace)
@@ -41,10 +43,15 @@ echo "bench-scale: building the controller-runtime peer" >&2
 echo "bench-scale: building the opkit peer and the driver (release)" >&2
 CARGO_TARGET_DIR="$target" cargo build --quiet --release --manifest-path "$here/scale/Cargo.toml" --bins
 
+projected=()
+if [ "${PROJECTED:-0}" = 1 ]; then
+  projected=(--peer "opkit, projected (PodView)=$target/release/scale-opkit --projected")
+fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 "$target/release/bench-scale" \
   --kwok "$kwok" --kwok-config "$here/scale/kwok/stages.yaml" \
   --peer "opkit=$target/release/scale-opkit" \
+  "${projected[@]}" \
   --peer "controller-runtime=$target/scale-controller-runtime" \
   --peer "controller-runtime (strip managedFields)=$target/scale-controller-runtime --strip-managed-fields" \
   --pods "${PODS:-10000}" --nodes "${NODES:-20}" --reps "${REPS:-3}" --workers "${WORKERS:-4}" \

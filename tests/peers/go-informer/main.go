@@ -5,26 +5,42 @@
 // sync time, the number of cached objects and the process RSS after sync.
 //
 //	go-informer -kubeconfig K -namespace NS [-settle 1s] [-strip-managed-fields]
+//	            [-resource configmaps|pods] [-heap] [-bare]
 //
 // -strip-managed-fields sets the transform controller-runtime's
 // cache.TransformStripManagedFields is (drop metadata.managedFields before
 // storing), as opkit's cache does by default.
+//
+// For the memory model (BENCHMARKS.md, tests/peers/memory-model):
+// -resource picks the kind (ConfigMaps by default, or Pods); -heap adds
+// the Go heap in use the cached objects take (runtime.MemStats.HeapAlloc
+// after a forced GC, once before the informer starts and once after sync:
+// "heap_bytes", "heap_bytes_per_object", "heap_objects" and
+// "heap_objects_per_object"); -bare measures the same with no informer:
+// the objects LISTed (500 a page, the informer's decoder: protobuf) and
+// kept in slices, managedFields dropped when -strip-managed-fields is set.
 package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -65,12 +81,94 @@ func stripManagedFields(obj interface{}) (interface{}, error) {
 	return obj, nil
 }
 
+// heapInUse forces a GC and returns the live heap bytes and objects.
+func heapInUse() (uint64, uint64) {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc, m.HeapObjects
+}
+
+// bare LISTs every object of the namespace, 500 a page, and keeps them
+// (one slice per page, as the decoder made it); managedFields dropped when
+// strip is set. Returns what is kept, so it stays live, and the count.
+func bare(client *kubernetes.Clientset, ns, resource string, strip bool) (any, int) {
+	ctx := context.Background()
+	opts := metav1.ListOptions{Limit: 500}
+	switch resource {
+	case "pods":
+		var kept [][]corev1.Pod
+		n := 0
+		for {
+			list, err := client.CoreV1().Pods(ns).List(ctx, opts)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "list:", err)
+				os.Exit(1)
+			}
+			if strip {
+				for i := range list.Items {
+					list.Items[i].ManagedFields = nil
+				}
+			}
+			kept = append(kept, list.Items)
+			n += len(list.Items)
+			if list.Continue == "" {
+				return kept, n
+			}
+			opts.Continue = list.Continue
+		}
+	default:
+		var kept [][]corev1.ConfigMap
+		n := 0
+		for {
+			list, err := client.CoreV1().ConfigMaps(ns).List(ctx, opts)
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "list:", err)
+				os.Exit(1)
+			}
+			if strip {
+				for i := range list.Items {
+					list.Items[i].ManagedFields = nil
+				}
+			}
+			kept = append(kept, list.Items)
+			n += len(list.Items)
+			if list.Continue == "" {
+				return kept, n
+			}
+			opts.Continue = list.Continue
+		}
+	}
+}
+
 func main() {
 	kubeconfig := flag.String("kubeconfig", "", "kubeconfig path")
 	namespace := flag.String("namespace", "", "namespace to watch")
 	settle := flag.Duration("settle", time.Second, "wait after sync before reading RSS")
 	strip := flag.Bool("strip-managed-fields", false, "drop managedFields before storing")
+	resource := flag.String("resource", "configmaps", "configmaps or pods")
+	heap := flag.Bool("heap", false, "report the heap the cached objects take")
+	bareList := flag.Bool("bare", false, "no informer: LIST the objects and keep them (with -heap)")
+	sizes := flag.Bool("sizes", false, "print the inline sizes of the API types and exit")
 	flag.Parse()
+	if *sizes {
+		// the types tests/peers/memory-model compares with k8s-openapi's
+		_ = json.NewEncoder(os.Stdout).Encode(map[string]uintptr{
+			"ConfigMap":            unsafe.Sizeof(corev1.ConfigMap{}),
+			"ObjectMeta":           unsafe.Sizeof(metav1.ObjectMeta{}),
+			"Pod":                  unsafe.Sizeof(corev1.Pod{}),
+			"PodSpec":              unsafe.Sizeof(corev1.PodSpec{}),
+			"PodStatus":            unsafe.Sizeof(corev1.PodStatus{}),
+			"Container":            unsafe.Sizeof(corev1.Container{}),
+			"ContainerStatus":      unsafe.Sizeof(corev1.ContainerStatus{}),
+			"Probe":                unsafe.Sizeof(corev1.Probe{}),
+			"Lifecycle":            unsafe.Sizeof(corev1.Lifecycle{}),
+			"SecurityContext":      unsafe.Sizeof(corev1.SecurityContext{}),
+			"ResourceRequirements": unsafe.Sizeof(corev1.ResourceRequirements{}),
+		})
+		return
+	}
 
 	cfg, err := clientcmd.BuildConfigFromFlags("", *kubeconfig)
 	if err != nil {
@@ -86,6 +184,26 @@ func main() {
 		fmt.Fprintln(os.Stderr, "client:", err)
 		os.Exit(1)
 	}
+	var heap0, heapObjs0 uint64
+	if *heap {
+		heap0, heapObjs0 = heapInUse()
+	}
+	if *bareList {
+		start := time.Now()
+		kept, n := bare(client, *namespace, *resource, *strip)
+		out := map[string]any{
+			"peer":    "go-bare",
+			"sync_ms": float64(time.Since(start).Microseconds()) / 1000.0,
+			"objects": n,
+		}
+		if *heap {
+			addHeap(out, heap0, heapObjs0, n)
+		}
+		runtime.KeepAlive(kept)
+		out["rss_kib"] = rssKiB()
+		_ = json.NewEncoder(os.Stdout).Encode(out)
+		return
+	}
 	opts := []informers.SharedInformerOption{informers.WithNamespace(*namespace)}
 	peer := "client-go"
 	if *strip {
@@ -93,7 +211,16 @@ func main() {
 		peer = "client-go-strip-mf"
 	}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, opts...)
-	informer := factory.Core().V1().ConfigMaps().Informer()
+	var informer cache.SharedIndexInformer
+	switch *resource {
+	case "configmaps":
+		informer = factory.Core().V1().ConfigMaps().Informer()
+	case "pods":
+		informer = factory.Core().V1().Pods().Informer()
+	default:
+		fmt.Fprintln(os.Stderr, "-resource: configmaps or pods, not", *resource)
+		os.Exit(2)
+	}
 	stop := make(chan struct{})
 	start := time.Now()
 	factory.Start(stop)
@@ -112,8 +239,24 @@ func main() {
 		"sync_ms": syncMs,
 		"cpu_ms":  cpu,
 		"objects": objects,
-		"rss_kib": rssKiB(),
 	}
+	if *heap {
+		addHeap(out, heap0, heapObjs0, objects)
+	}
+	out["rss_kib"] = rssKiB()
 	_ = json.NewEncoder(os.Stdout).Encode(out)
 	close(stop)
+}
+
+// addHeap adds the heap the objects take since heap0/objs0 (after a GC).
+func addHeap(out map[string]any, heap0, objs0 uint64, n int) {
+	heap1, objs1 := heapInUse()
+	d := int64(heap1) - int64(heap0)
+	o := int64(objs1) - int64(objs0)
+	out["heap_bytes"] = d
+	out["heap_objects"] = o
+	if n > 0 {
+		out["heap_bytes_per_object"] = float64(d) / float64(n)
+		out["heap_objects_per_object"] = float64(o) / float64(n)
+	}
 }

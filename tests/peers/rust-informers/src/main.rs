@@ -7,6 +7,10 @@
 //!   (streaming list when the server supports it, protobuf for ConfigMaps,
 //!   managedFields stripped);
 //! - `opkit-list`: same, paginated LIST instead of the streaming list;
+//! - `opkit-no-ryow`: same as `opkit`, read-your-own-writes off
+//!   (`SharedCacheBuilder::read_your_writes(false)`: no recording client
+//!   layer, no write tracker, so the informer skips even the one atomic
+//!   load per applied change): what RYOW costs the informer (issue 27);
 //! - `opkit-keep-mf`: same as `opkit`, managedFields kept;
 //! - `opkit-json`: same as `opkit`, JSON instead of protobuf;
 //! - `opkit-projected`: same as `opkit`, each ConfigMap cached as a
@@ -28,7 +32,7 @@ use kube::{
     Api, Client, Resource,
     runtime::{WatchStreamExt, reflector, watcher},
 };
-use opkit::cache::{Projected, Projection, ReflectorConfig, Scope, SharedCache, StreamingList};
+use opkit::cache::{Projected, Projection, ReflectorConfig, SharedCache, StreamingList};
 
 /// What the projected peer keeps of a ConfigMap beside the metadata
 /// essentials: its labels (compact: a boxed slice, not a `BTreeMap`) and
@@ -60,9 +64,9 @@ impl Projection<ConfigMap> for CmView {
 }
 
 async fn opkit_projected(client: Client, ns: &str) -> usize {
-    let cache = SharedCache::new(client);
+    let cache = SharedCache::builder(client).namespace(ns).build();
     let informer = cache
-        .informer_for(Scope::<Projected<ConfigMap, CmView>>::all().namespace(ns))
+        .informer::<Projected<ConfigMap, CmView>>()
         .expect("informer");
     cache.start().expect("start");
     informer
@@ -117,26 +121,39 @@ fn arg(args: &[String], name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-/// The opkit informer as a controller gets it: from a `SharedCache`
-/// (defaults: streaming list, protobuf for ConfigMaps, managedFields
-/// stripped, read-your-own-writes on).
-async fn opkit(client: Client, ns: &str, streaming: bool, strip: bool, protobuf: bool) -> usize {
-    let mut builder = SharedCache::builder(client).reflector_config(ReflectorConfig {
-        streaming_list: if streaming {
-            StreamingList::Auto
-        } else {
-            StreamingList::Off
-        },
-        protobuf,
-        ..Default::default()
-    });
+/// The opkit informer as a controller gets it: from a `SharedCache` limited
+/// to the namespace (defaults: streaming list, protobuf for ConfigMaps,
+/// managedFields stripped, read-your-own-writes on).
+async fn opkit(
+    client: Client,
+    ns: &str,
+    streaming: bool,
+    strip: bool,
+    protobuf: bool,
+    ryow: bool,
+) -> usize {
+    // The cache's own scope is the namespace, as a controller's cache
+    // limited to its namespace: its informer is the one reconcile reads
+    // use, so it is the one that does read-your-own-writes bookkeeping (an
+    // informer of another scope, e.g. `informer_for` a namespace of a
+    // cluster-wide cache, does none).
+    let mut builder = SharedCache::builder(client)
+        .namespace(ns)
+        .read_your_writes(ryow)
+        .reflector_config(ReflectorConfig {
+            streaming_list: if streaming {
+                StreamingList::Auto
+            } else {
+                StreamingList::Off
+            },
+            protobuf,
+            ..Default::default()
+        });
     if !strip {
         builder = builder.keep_managed_fields();
     }
     let cache = builder.build();
-    let informer = cache
-        .informer_for(Scope::<ConfigMap>::all().namespace(ns))
-        .expect("informer");
+    let informer = cache.informer::<ConfigMap>().expect("informer");
     cache.start().expect("start");
     informer
         .wait_for_sync()
@@ -230,10 +247,11 @@ async fn main() {
     let m = mode.clone();
     let objects = tokio::spawn(async move {
         match m.as_str() {
-            "opkit" => opkit(client, &ns, true, true, true).await,
-            "opkit-list" => opkit(client, &ns, false, true, true).await,
-            "opkit-keep-mf" => opkit(client, &ns, true, false, true).await,
-            "opkit-json" => opkit(client, &ns, true, true, false).await,
+            "opkit" => opkit(client, &ns, true, true, true, true).await,
+            "opkit-no-ryow" => opkit(client, &ns, true, true, true, false).await,
+            "opkit-list" => opkit(client, &ns, false, true, true, true).await,
+            "opkit-keep-mf" => opkit(client, &ns, true, false, true, true).await,
+            "opkit-json" => opkit(client, &ns, true, true, false, true).await,
             "opkit-projected" => opkit_projected(client, &ns).await,
             "kube-runtime" => kube_runtime(client, &ns).await,
             "raw-list" => raw_list(client, &ns).await,

@@ -5,6 +5,10 @@
 //! process against the same control plane, `runs` times each in rotating
 //! order, and prints a Markdown table of the medians: initial sync time
 //! (× the raw paginated LIST floor) and process RSS after sync (× client-go).
+//!
+//! `--peers opkit,opkit-no-ryow` runs only those peers (by mode, as
+//! `informer-peers` names them), beside the raw LIST floor and the two
+//! client-go peers, which always run (the ratios need them).
 
 use std::{path::PathBuf, process::Command, time::Duration};
 
@@ -14,9 +18,14 @@ use kube::api::{Api, ObjectMeta, PostParams};
 use opkit_envtest::ControlPlane;
 
 struct Peer {
+    /// The mode `--peers` names it by.
+    id: &'static str,
     label: &'static str,
     cmd: Vec<String>,
 }
+
+/// One figure of a sample (sync, CPU or RSS).
+type Metric = fn(&Sample) -> f64;
 
 #[derive(Clone, Copy, Default)]
 struct Sample {
@@ -153,44 +162,82 @@ async fn main() {
     let me = std::env::current_exe().expect("current exe");
     let rust_peer: PathBuf = me.with_file_name("informer-peers");
     let rp = |mode: &str| vec![rust_peer.display().to_string(), mode.to_string()];
-    let peers = [
+    let all = [
         Peer {
+            id: "raw-list",
             label: "raw paginated LIST (floor)",
             cmd: rp("raw-list"),
         },
         Peer {
+            id: "opkit",
             label: "opkit informer",
             cmd: rp("opkit"),
         },
         Peer {
+            id: "opkit-no-ryow",
+            label: "opkit informer, read-your-own-writes off",
+            cmd: rp("opkit-no-ryow"),
+        },
+        Peer {
+            id: "opkit-list",
             label: "opkit informer, LIST mode",
             cmd: rp("opkit-list"),
         },
         Peer {
+            id: "opkit-keep-mf",
             label: "opkit informer, managedFields kept",
             cmd: rp("opkit-keep-mf"),
         },
         Peer {
+            id: "opkit-json",
             label: "opkit informer, JSON",
             cmd: rp("opkit-json"),
         },
         Peer {
+            id: "opkit-projected",
             label: "opkit informer, projected (name, labels, 1 key)",
             cmd: rp("opkit-projected"),
         },
         Peer {
+            id: "kube-runtime",
             label: "kube-runtime reflector",
             cmd: rp("kube-runtime"),
         },
         Peer {
+            id: "client-go-strip-mf",
             label: "client-go informer, managedFields stripped",
             cmd: vec![go_peer.clone(), "-strip-managed-fields".into()],
         },
         Peer {
+            id: "client-go",
             label: "client-go informer",
             cmd: vec![go_peer.clone()],
         },
     ];
+
+    // `--peers a,b`: those, beside the floor and the two client-go peers
+    // (the ratio columns need them); every peer when absent.
+    let chosen: Option<Vec<String>> =
+        arg(&args, "--peers").map(|s| s.split(',').map(|p| p.trim().to_owned()).collect());
+    if let Some(chosen) = &chosen
+        && let Some(unknown) = chosen
+            .iter()
+            .find(|c| all.iter().all(|p| p.id != c.as_str()))
+    {
+        panic!(
+            "--peers: unknown peer {unknown:?}; known: {}",
+            all.iter().map(|p| p.id).collect::<Vec<_>>().join(", ")
+        );
+    }
+    let peers: Vec<Peer> = all
+        .into_iter()
+        .filter(|p| {
+            matches!(p.id, "raw-list" | "client-go-strip-mf" | "client-go")
+                || chosen
+                    .as_ref()
+                    .is_none_or(|c| c.iter().any(|id| id == p.id))
+        })
+        .collect();
 
     eprintln!("bench-informer: starting a control plane");
     let cp = ControlPlane::start().await.expect("control plane");
@@ -239,7 +286,7 @@ async fn main() {
                 rss_kib: median(v.iter().map(|s| s.rss_kib).collect()),
             })
             .collect();
-        rows.push((size, med));
+        rows.push((size, med, samples));
     }
 
     if args.iter().any(|a| a == "--hold") {
@@ -260,7 +307,7 @@ async fn main() {
     println!("|---:|---|---:|---:|---:|---:|---:|---:|");
     let go = peers.len() - 1;
     let go_strip = peers.len() - 2;
-    for (size, med) in &rows {
+    for (size, med, _) in &rows {
         for (i, p) in peers.iter().enumerate() {
             println!(
                 "| {size} | {} | {:.0} | {:.2} | {:.0} | {:.1} | {:.2} | {:.2} |",
@@ -275,59 +322,100 @@ async fn main() {
         }
     }
     println!();
-    for (size, med) in &rows {
-        let by_label = |label: &str| {
-            let i = peers
-                .iter()
-                .position(|p| p.label == label)
-                .expect("peer label");
-            med[i]
-        };
-        let (o, kr) = (
-            by_label("opkit informer"),
-            by_label("kube-runtime reflector"),
-        );
-        let g = med[go];
-        let met = |ok: bool| if ok { "met" } else { "MISSED" };
+    let met = |ok: bool| if ok { "met" } else { "MISSED" };
+    for (size, med, _) in &rows {
+        let by_id = |id: &str| peers.iter().position(|p| p.id == id).map(|i| med[i]);
+        let g = by_id("client-go").expect("client-go always runs");
+        let Some(o) = by_id("opkit") else { continue };
+        let kr = by_id("kube-runtime");
         println!(
-            "targets at {size} (issue 13): sync ≤ client-go: {} ({:.2}×); client CPU ≤ client-go: {} ({:.2}×); RSS ≤ 0.5× client-go: {} ({:.2}×); RSS below kube-runtime: {} ({:.1} vs {:.1} MiB)",
+            "targets at {size} (issue 13): sync ≤ client-go: {} ({:.2}×); client CPU ≤ client-go: {} ({:.2}×); RSS ≤ 0.5× client-go: {} ({:.2}×){}",
             met(o.sync_ms <= g.sync_ms),
             o.sync_ms / g.sync_ms,
             met(o.cpu_ms <= g.cpu_ms),
             o.cpu_ms / g.cpu_ms,
             met(o.rss_kib <= 0.5 * g.rss_kib),
             o.rss_kib / g.rss_kib,
-            met(o.rss_kib < kr.rss_kib),
-            o.rss_kib / 1024.0,
-            kr.rss_kib / 1024.0,
+            kr.map(|kr| format!(
+                "; RSS below kube-runtime: {} ({:.1} vs {:.1} MiB)",
+                met(o.rss_kib < kr.rss_kib),
+                o.rss_kib / 1024.0,
+                kr.rss_kib / 1024.0
+            ))
+            .unwrap_or_default(),
         );
     }
-    for (size, med) in &rows {
-        let by_label = |label: &str| {
-            let i = peers
-                .iter()
-                .position(|p| p.label == label)
-                .expect("peer label");
-            med[i]
-        };
-        let o = by_label("opkit informer");
-        let p = by_label("opkit informer, projected (name, labels, 1 key)");
-        let g = by_label("client-go informer, managedFields stripped");
-        let met = |ok: bool| if ok { "met" } else { "MISSED" };
-        println!(
-            "targets at {size} (issue 27, vs client-go with managedFields stripped): whole objects RSS ≤ 0.9×: {} ({:.2}×); projected RSS ≤ 0.3×: {} ({:.2}×); sync ≤: whole {} ({:.2}×), projected {} ({:.2}×); CPU ≤: whole {} ({:.2}×), projected {} ({:.2}×)",
+    for (size, med, _) in &rows {
+        let by_id = |id: &str| peers.iter().position(|p| p.id == id).map(|i| med[i]);
+        let g = by_id("client-go-strip-mf").expect("client-go always runs");
+        let Some(o) = by_id("opkit") else { continue };
+        let mut line = format!(
+            "targets at {size} (issue 27, vs client-go with managedFields stripped): whole objects RSS ≤ 0.9×: {} ({:.2}×); sync ≤: whole {} ({:.2}×); CPU ≤: whole {} ({:.2}×)",
             met(o.rss_kib <= 0.9 * g.rss_kib),
             o.rss_kib / g.rss_kib,
-            met(p.rss_kib <= 0.3 * g.rss_kib),
-            p.rss_kib / g.rss_kib,
             met(o.sync_ms <= g.sync_ms),
             o.sync_ms / g.sync_ms,
-            met(p.sync_ms <= g.sync_ms),
-            p.sync_ms / g.sync_ms,
             met(o.cpu_ms <= g.cpu_ms),
             o.cpu_ms / g.cpu_ms,
-            met(p.cpu_ms <= g.cpu_ms),
-            p.cpu_ms / g.cpu_ms,
+        );
+        if let Some(p) = by_id("opkit-projected") {
+            line.push_str(&format!(
+                "; projected RSS ≤ 0.3×: {} ({:.2}×), sync {} ({:.2}×), CPU {} ({:.2}×)",
+                met(p.rss_kib <= 0.3 * g.rss_kib),
+                p.rss_kib / g.rss_kib,
+                met(p.sync_ms <= g.sync_ms),
+                p.sync_ms / g.sync_ms,
+                met(p.cpu_ms <= g.cpu_ms),
+                p.cpu_ms / g.cpu_ms,
+            ));
+        }
+        println!("{line}");
+    }
+    // What read-your-own-writes costs the informer (issue 27): opkit with
+    // it on (the default) against the same informer with it off, and how
+    // far each peer's own runs spread, to tell a cost from noise.
+    for (size, med, samples) in &rows {
+        let idx = |id: &str| peers.iter().position(|p| p.id == id);
+        let (Some(on), Some(off)) = (idx("opkit"), idx("opkit-no-ryow")) else {
+            continue;
+        };
+        let spread = |i: usize, f: Metric| {
+            let v: Vec<f64> = samples[i].iter().map(f).collect();
+            let lo = v.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = v.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            (lo, hi, (hi - lo) / median(v.clone()))
+        };
+        let paired = |f: Metric| {
+            median(
+                samples[on]
+                    .iter()
+                    .zip(&samples[off])
+                    .map(|(a, b)| f(a) / f(b))
+                    .collect(),
+            )
+        };
+        let metrics: [(&str, Metric); 3] = [
+            ("sync (ms)", |s| s.sync_ms),
+            ("CPU (ms)", |s| s.cpu_ms),
+            ("RSS (KiB)", |s| s.rss_kib),
+        ];
+        let parts: Vec<String> = metrics
+            .iter()
+            .map(|(name, f)| {
+                let (lo_on, hi_on, rel_on) = spread(on, *f);
+                let (lo_off, hi_off, rel_off) = spread(off, *f);
+                format!(
+                    "{name} {:.3}× of medians, {:.3}× median of per-run ratios (on {lo_on:.1}–{hi_on:.1}, spread {:.0} %; off {lo_off:.1}–{hi_off:.1}, spread {:.0} %)",
+                    f(&med[on]) / f(&med[off]),
+                    paired(*f),
+                    rel_on * 100.0,
+                    rel_off * 100.0,
+                )
+            })
+            .collect();
+        println!(
+            "read-your-own-writes at {size}, opkit ÷ opkit-no-ryow: {}",
+            parts.join("; ")
         );
     }
     cp.stop();

@@ -11,6 +11,10 @@
 //! opkit's defaults (`SharedCache` cluster-wide, managed fields stripped,
 //! JSON), `--workers` concurrent reconciles (default 4).
 //!
+//! `--projected`: the same controller over a projection (issue 27): Pods
+//! cached as `Projected<Pod, PodView>`, the view keeping only what the
+//! reconciler reads (Running, Ready), beside the metadata essentials.
+//!
 //! Output on stdout, read by the driver:
 //!
 //! ```text
@@ -18,16 +22,16 @@
 //! T <unix ns> <events> <reconciles> <ready> <gone>   every 100 ms
 //! ```
 //!
-//! `scale-opkit --kubeconfig K [--workers 4]`
+//! `scale-opkit --kubeconfig K [--workers 4] [--projected]`
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::core::v1::Pod;
-use opkit::cache::SharedCache;
+use opkit::cache::{Projected, Projection, SharedCache};
 use opkit::controller::Controller;
 use opkit::predicate::PredicateEvent;
-use opkit::reconcile::{Action, Context, ReconcileError, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 
 /// Watch events the controller was handed (creates, updates, deletes).
 static EVENTS: AtomicU64 = AtomicU64::new(0);
@@ -79,6 +83,44 @@ impl Reconcile for TallyReadiness {
     }
 }
 
+/// What the reconciler reads of a Pod (`--projected`).
+struct PodView {
+    running_and_ready: bool,
+}
+
+impl Projection<Pod> for PodView {
+    fn project(pod: Pod) -> Self {
+        PodView {
+            running_and_ready: running_and_ready(&pod),
+        }
+    }
+}
+
+/// The same reconciler over the projection.
+struct TallyProjected;
+
+impl Reconcile for TallyProjected {
+    type Object = Projected<Pod, PodView>;
+
+    async fn reconcile(
+        &self,
+        _req: Request,
+        ctx: &Context<Projected<Pod, PodView>>,
+    ) -> Result<Action, ReconcileError> {
+        RECONCILES.fetch_add(1, Ordering::Relaxed);
+        match ctx.object().await? {
+            None => {
+                GONE.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(pod) if pod.running_and_ready => {
+                READY.fetch_add(1, Ordering::Relaxed);
+            }
+            Some(_) => {}
+        }
+        Ok(Action::done())
+    }
+}
+
 fn arg(args: &[String], name: &str) -> Option<String> {
     args.iter()
         .position(|a| a == name)
@@ -101,12 +143,6 @@ async fn main() {
     .expect("kubeconfig");
     let client = kube::Client::try_from(config).expect("client");
     let cache = SharedCache::new(client);
-    let informer = cache.informer::<Pod>().expect("pod informer");
-    tokio::spawn(async move {
-        if informer.wait_for_sync().await.is_ok() {
-            println!("Y {}", now_ns());
-        }
-    });
     tokio::spawn(async {
         let mut tick = tokio::time::interval(Duration::from_millis(100));
         loop {
@@ -119,6 +155,32 @@ async fn main() {
                 READY.load(Ordering::Relaxed),
                 GONE.load(Ordering::Relaxed)
             );
+        }
+    });
+    if args.iter().any(|a| a == "--projected") {
+        let informer = cache
+            .informer::<Projected<Pod, PodView>>()
+            .expect("pod informer");
+        tokio::spawn(async move {
+            if informer.wait_for_sync().await.is_ok() {
+                println!("Y {}", now_ns());
+            }
+        });
+        let count_events = |_: &PredicateEvent<'_, Projected<Pod, PodView>>| {
+            EVENTS.fetch_add(1, Ordering::Relaxed);
+            true
+        };
+        Controller::with_predicate(TallyProjected, count_events)
+            .max_concurrent_reconciles(workers)
+            .run(&cache, std::future::pending())
+            .await
+            .expect("controller");
+        return;
+    }
+    let informer = cache.informer::<Pod>().expect("pod informer");
+    tokio::spawn(async move {
+        if informer.wait_for_sync().await.is_ok() {
+            println!("Y {}", now_ns());
         }
     });
     let count_events = |_: &PredicateEvent<'_, Pod>| {
