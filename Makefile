@@ -26,7 +26,7 @@ help:
 	@echo "make bench-e2e     one operator in opkit, controller-runtime and kube-runtime, end to end"
 	@echo "make bench-webhook create latency with and without opkit's admission webhooks"
 	@echo "make bench-scale   one Pod controller in opkit and controller-runtime over 10k kwok Pods with churn"
-	@echo "make bench-shard   per-replica cache (objects, RSS) of 1 and 3 sharded replicas, gate on and off"
+	@echo "make bench-shard   sharded replicas: per-replica cache (1 vs 3), throughput and takeover (1-4 replicas)"
 
 controlplane:
 	@tests/controlplane/build.sh >/dev/null
@@ -125,9 +125,15 @@ bench-scale: controlplane
 
 # The per-replica cache of 1 and 3 sharded replicas (Sharding::by_namespace,
 # shard_replica processes) over 3 000 ConfigMaps, with the apiserver's
-# ShardedListAndWatch gate on and off (issue 26); prints a table.
+# ShardedListAndWatch gate on and off; then the throughput of 1-4 replicas
+# over 10 000 ConfigMaps (4 workers, a reconcile waiting 20 ms) and a
+# SIGKILLed replica's takeover, the replicas in a release build (issue 26).
+# Prints tables.
 bench-shard: controlplane
 	$(CARGO) test -p opkit-tests --test it shard_cache::measure -- --ignored --nocapture
+	$(CARGO) build --release -p opkit-tests --bin shard_replica
+	SHARD_REPLICA_BIN="$${CARGO_TARGET_DIR:-$(CURDIR)/target}/release/shard_replica" \
+	  $(CARGO) test -p opkit-tests --test it shard_bench -- --ignored --nocapture
 
 # Create latency against a real apiserver, with and without opkit's
 # validating and mutating webhooks in the path (CREATES=300 by default).

@@ -27,6 +27,7 @@ mod metrics_dashboard;
 mod metrics_secure;
 mod read_your_writes;
 mod shard;
+mod shard_bench;
 mod shard_cache;
 mod shard_processes;
 mod user_roles;
@@ -34,4 +35,5 @@ mod webhook;
 
 mod cache_support;
 mod deploy_support;
+mod shard_support;
 mod webhook_support;
