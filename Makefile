@@ -127,13 +127,10 @@ bench-scale: controlplane
 # shard_replica processes) over 3 000 ConfigMaps, with the apiserver's
 # ShardedListAndWatch gate on and off; then the throughput of 1-4 replicas
 # over 10 000 ConfigMaps (4 workers, a reconcile waiting 20 ms) and a
-# SIGKILLed replica's takeover, the replicas in a release build (issue 26).
-# Prints tables.
+# SIGKILLed replica's takeover (issue 26). Prints tables.
 bench-shard: controlplane
 	$(CARGO) test -p opkit-tests --test it shard_cache::measure -- --ignored --nocapture
-	$(CARGO) build --release -p opkit-tests --bin shard_replica
-	SHARD_REPLICA_BIN="$${CARGO_TARGET_DIR:-$(CURDIR)/target}/release/shard_replica" \
-	  $(CARGO) test -p opkit-tests --test it shard_bench -- --ignored --nocapture
+	$(CARGO) test -p opkit-tests --test it shard_bench -- --ignored --nocapture
 
 # Create latency against a real apiserver, with and without opkit's
 # validating and mutating webhooks in the path (CREATES=300 by default).
