@@ -422,10 +422,13 @@ async fn kill_one(mut replicas: Vec<Replica>, tally: &Shared, total: usize) {
         theirs.iter().all(|k| t.first.contains_key(k))
     })
     .await;
-    let t = tally.lock().unwrap();
-    let mut ends: Vec<u128> = theirs.iter().map(|k| t.first[k].2).collect();
+    let (mut ends, starts, reconciles, all_done) = {
+        let t = tally.lock().unwrap();
+        let ends: Vec<u128> = theirs.iter().map(|k| t.first[k].2).collect();
+        let starts: Vec<u128> = theirs.iter().map(|k| t.first[k].1).collect();
+        (ends, starts, t.reconciles, t.last_end)
+    };
     ends.sort_unstable();
-    let starts: Vec<u128> = theirs.iter().map(|k| t.first[k].1).collect();
     let first_start = starts.iter().min().copied().unwrap_or(killed);
     let at = |q: f64| {
         let i = ((ends.len() as f64 * q).ceil() as usize).clamp(1, ends.len().max(1)) - 1;
@@ -445,10 +448,9 @@ async fn kill_one(mut replicas: Vec<Replica>, tally: &Shared, total: usize) {
         at(0.5),
         at(0.99),
         at(1.0),
-        t.reconciles,
-        secs(t.last_end.saturating_sub(killed)),
+        reconciles,
+        secs(all_done.saturating_sub(killed)),
     );
-    drop(t);
     for r in replicas {
         r.stop().await;
     }
