@@ -98,9 +98,7 @@ fn settle(shard: &ShardHandle, queue: &WorkQueue<Request>, request: &Request, ke
 }
 
 /// Until `stop`: whenever this replica turns active on a member set it had
-/// not been active on, enqueues every cached primary object it owns, the
-/// ones new to it first (the queue is FIFO: a dead replica's share is
-/// taken over before the survivors redo their own).
+/// not been active on, enqueues every cached primary object it owns.
 pub(crate) async fn resync_on_rebalance<R: Reconcile>(
     shard: ShardHandle,
     cache: SharedCache,
@@ -118,9 +116,6 @@ pub(crate) async fn resync_on_rebalance<R: Reconcile>(
             match cache.list::<R::Object>(None) {
                 Ok(objects) => {
                     let mut owned = hashbrown::HashSet::new();
-                    let mut kept = Vec::new();
-                    // The first share after joining counts as moved in.
-                    let mut gained = 0;
                     for object in objects {
                         let meta = kube::Resource::meta(&*object);
                         let request = Request {
@@ -129,21 +124,15 @@ pub(crate) async fn resync_on_rebalance<R: Reconcile>(
                         };
                         let key = shard_key(&request);
                         if shard.owns(&key) {
-                            if previous
-                                .as_ref()
-                                .is_some_and(|before| before.contains(&key))
-                            {
-                                kept.push(request);
-                            } else {
-                                gained += 1;
-                                queue.add(request);
-                            }
                             owned.insert(key);
+                            queue.add(request);
                         }
                     }
-                    for request in kept {
-                        queue.add(request);
-                    }
+                    // The first share after joining counts as moved in.
+                    let gained = match &previous {
+                        Some(before) => owned.difference(before).count(),
+                        None => owned.len(),
+                    };
                     if let Some(families) = shard.shares.get() {
                         families.record(&controller, owned.len(), gained);
                     }

@@ -12,8 +12,9 @@
 //! `cargo test -p opkit-tests --test it shard_bench -- --ignored --nocapture`.
 //! `SHARD_REPLICA_BIN` runs another build of the replica (`make
 //! bench-shard` runs the debug one: 2 s of CPU per 10 000 reconciles);
-//! `SHARD_BENCH_OBJECTS` changes the
-//! object count.
+//! `SHARD_BENCH_OBJECTS` changes the object count; `SHARD_BENCH_TRACE=1`
+//! prints the last of the killed replica's keys to be taken over, and
+//! which survivor ran them.
 
 use std::collections::{BTreeMap, HashMap};
 use std::process::Stdio;
@@ -424,6 +425,29 @@ async fn kill_one(mut replicas: Vec<Replica>, tally: &Shared, total: usize) {
     .await;
     let (mut ends, starts, reconciles, all_done) = {
         let t = tally.lock().unwrap();
+        if std::env::var_os("SHARD_BENCH_TRACE").is_some() {
+            let mut late: Vec<&(String, u128, u128)> = theirs.iter().map(|k| &t.first[k]).collect();
+            late.sort_by_key(|(_, _, end)| *end);
+            for (r, start, end) in late.iter().rev().take(8) {
+                eprintln!(
+                    "late: {r} {:.2}..{:.2}",
+                    secs(start - killed),
+                    secs(end - killed)
+                );
+            }
+            let mut per: BTreeMap<&str, (usize, u128)> = BTreeMap::new();
+            for (r, _, end) in &late {
+                let e = per.entry(r.as_str()).or_default();
+                e.0 += 1;
+                e.1 = e.1.max(*end);
+            }
+            for (r, (n, end)) in per {
+                eprintln!(
+                    "survivor {r}: {n} of c's keys, last at {:.2}",
+                    secs(end - killed)
+                );
+            }
+        }
         let ends: Vec<u128> = theirs.iter().map(|k| t.first[k].2).collect();
         let starts: Vec<u128> = theirs.iter().map(|k| t.first[k].1).collect();
         (ends, starts, t.reconciles, t.last_end)
