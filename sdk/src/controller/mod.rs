@@ -592,7 +592,11 @@ impl<R: Reconcile> Controller<R> {
     /// [`ShardPermit`](crate::shard::ShardPermit), so that no key is ever
     /// reconciled by two replicas at once (see [`crate::shard`]). Keys of
     /// other replicas are dropped; when this replica's share changes, the
-    /// cached objects it now owns are enqueued.
+    /// cached objects it now owns are enqueued. A reconcile whose permit
+    /// lapses (the renew deadline passed, the replica left the ring, or the
+    /// key moved) is cancelled: its future is dropped, the cancellation is
+    /// logged and counted (`opkit_shard_cancelled_reconciles_total`), and
+    /// the key is not retried unless this replica gets a permit for it again.
     pub fn sharded(mut self, shard: crate::shard::ShardHandle) -> Self {
         self.settings.shard = Some(shard);
         self
@@ -1040,14 +1044,24 @@ impl<R: Reconcile> Workers<'_, R> {
                             None => break,
                         },
                     };
-                    let permit = match &shard {
-                        Some(shard) => match sharded::admit(shard, &queue, &request.0) {
-                            Some(permit) => Some(permit),
-                            None => continue,
-                        },
-                        None => None,
+                    let Some(shard) = &shard else {
+                        worker::process_observed(
+                            &*reconciler,
+                            &shared,
+                            &queue,
+                            &stats,
+                            observer.as_deref(),
+                            timeout,
+                            request,
+                        )
+                        .await;
+                        continue;
                     };
-                    worker::process_observed(
+                    let Some(permit) = sharded::admit(shard, &queue, &request.0) else {
+                        continue;
+                    };
+                    let key = request.0.clone();
+                    let reconcile = worker::process_observed(
                         &*reconciler,
                         &shared,
                         &queue,
@@ -1055,9 +1069,8 @@ impl<R: Reconcile> Workers<'_, R> {
                         observer.as_deref(),
                         timeout,
                         request,
-                    )
-                    .await;
-                    drop(permit);
+                    );
+                    sharded::run_under(shard, &queue, &shared.name, &key, permit, reconcile).await;
                 }
             });
         }
@@ -1096,5 +1109,7 @@ impl<R: Reconcile> Workers<'_, R> {
     }
 }
 
+#[cfg(test)]
+mod sharded_tests;
 #[cfg(test)]
 mod tests;

@@ -1,7 +1,7 @@
 //! A sharded controller's side of [`crate::shard`]: a key runs only under
-//! a [`ShardPermit`]; keys of other replicas are dropped, and every time
-//! this replica becomes active on a new member set, the cached objects it
-//! now owns are enqueued again.
+//! a [`ShardPermit`]; keys of other replicas are dropped, a reconcile whose
+//! permit lapses is cancelled, and every time this replica becomes active
+//! on a new member set, the cached objects it now owns are enqueued again.
 
 use std::time::Duration;
 
@@ -45,13 +45,56 @@ pub(crate) fn admit(
         return Some(permit);
     }
     queue.done(request);
-    if shard.owns(&key) {
+    settle(shard, queue, request, &key);
+    None
+}
+
+/// Runs `reconcile` (of `request`, admitted under `permit`) unless the
+/// permit lapses first: then the reconcile's future is dropped where it
+/// stands (polled no more: the lapse is checked before it on every poll),
+/// the cancellation is logged and counted, and the key is settled as by
+/// [`admit`] — no retry, no backoff, no `on_error`; tried again under a
+/// new permit if this replica still owns it, else left to its new owner.
+/// Returns the reconcile's output, or `None` if it was cancelled.
+pub(crate) async fn run_under<F: Future>(
+    shard: &ShardHandle,
+    queue: &WorkQueue<Request>,
+    controller: &str,
+    request: &Request,
+    permit: ShardPermit,
+    reconcile: F,
+) -> Option<F::Output> {
+    let lapse = tokio::select! {
+        biased;
+        lapse = permit.lapsed() => lapse,
+        output = reconcile => return Some(output),
+    };
+    // The reconcile future is gone; only now does the key count as free.
+    drop(permit);
+    if let Some(families) = shard.shares.get() {
+        families.cancelled(controller);
+    }
+    tracing::warn!(
+        controller,
+        namespace = request.namespace.as_deref().unwrap_or(""),
+        name = %request.name,
+        reason = lapse.as_str(),
+        "shard permit lapsed; reconcile cancelled"
+    );
+    queue.done(request);
+    settle(shard, queue, request, &shard_key(request));
+    None
+}
+
+/// A key that may not run now: retried soon if this replica owns it,
+/// dropped if another one does.
+fn settle(shard: &ShardHandle, queue: &WorkQueue<Request>, request: &Request, key: &str) {
+    if shard.owns(key) {
         queue.add_after(request.clone(), HANDOVER_RETRY);
     } else {
         queue.forget(request);
         tracing::trace!(key, "not this replica's key; dropped");
     }
-    None
 }
 
 /// Until `stop`: whenever this replica turns active on a member set it had

@@ -85,7 +85,7 @@ impl Reconcile for Scripted {
     }
 }
 
-fn shared() -> Arc<ControllerShared> {
+pub(super) fn shared() -> Arc<ControllerShared> {
     let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
     let client = kube::Client::try_from(config).unwrap();
     Arc::new(ControllerShared {

@@ -11,12 +11,21 @@
 //! A started key holds a [`ShardPermit`] until its reconcile ends; the
 //! membership loop acknowledges a new view only after every permit on a key
 //! it no longer owns has been dropped.
+//!
+//! A permit *lapses* (see [`ShardPermit::revoked`]) as soon as its key could
+//! no longer start: the renew deadline passed, the replica left the ring,
+//! or the current view gives the key to another member. The gate being
+//! closed alone (a view change still being acknowledged) does not lapse a
+//! permit whose key stays here.
 
+use std::pin::pin;
 use std::sync::Arc;
+use std::task::Poll;
 
 use hashbrown::HashMap;
 use parking_lot::Mutex;
-use tokio::time::Instant;
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep_until};
 
 use super::view::View;
 
@@ -28,11 +37,36 @@ struct State {
     in_flight: HashMap<String, usize>,
 }
 
+/// Why a permit lapsed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lapse {
+    /// This replica's Lease was not renewed by its renew deadline.
+    RenewDeadline,
+    /// This replica left the ring (shut down, or removed by the others).
+    Left,
+    /// The current member set gives the key to another replica.
+    Moved,
+}
+
+impl Lapse {
+    /// For logs.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            Self::RenewDeadline => "renew deadline passed",
+            Self::Left => "left the ring",
+            Self::Moved => "key moved to another replica",
+        }
+    }
+}
+
 /// Shared between the membership loop and every permit.
 #[derive(Debug)]
 pub(crate) struct Gate {
     identity: Arc<str>,
     state: Mutex<State>,
+    /// Signalled when a view is entered or left, for permits awaiting
+    /// their lapse (the renew deadline they watch on the clock).
+    changed: watch::Sender<()>,
 }
 
 impl Gate {
@@ -40,7 +74,55 @@ impl Gate {
         Arc::new(Self {
             identity,
             state: Mutex::new(State::default()),
+            changed: watch::Sender::new(()),
         })
+    }
+
+    /// Why a permit on `key` is no longer good, or, while it still is, the
+    /// instant it lapses at the latest (the renew deadline). Reads the
+    /// clock now: never relies on a timer having fired.
+    fn lapse(&self, key: &str) -> Result<Instant, Lapse> {
+        let state = self.state.lock();
+        let Some(view) = &state.view else {
+            return Err(Lapse::Left);
+        };
+        if !view.owns(&self.identity, key) {
+            return Err(Lapse::Moved);
+        }
+        match state.fresh_until {
+            Some(until) if Instant::now() < until => Ok(until),
+            _ => Err(Lapse::RenewDeadline),
+        }
+    }
+
+    /// Completes when a permit on `key` lapses. Checks the gate on every
+    /// poll before waiting, so that a task polling this first (a `biased`
+    /// select) sees a passed deadline even before the timer driver ran —
+    /// as after the process resumes from SIGSTOP.
+    async fn lapsed(&self, key: &str) -> Lapse {
+        let mut changes = self.changed.subscribe();
+        loop {
+            let until = match self.lapse(key) {
+                Ok(until) => until,
+                Err(lapse) => return lapse,
+            };
+            let mut wait = pin!(async {
+                tokio::select! {
+                    () = sleep_until(until) => {}
+                    _ = changes.changed() => {}
+                }
+            });
+            let lapsed = std::future::poll_fn(|cx| {
+                if let Err(lapse) = self.lapse(key) {
+                    return Poll::Ready(Some(lapse));
+                }
+                wait.as_mut().poll(cx).map(|()| None)
+            })
+            .await;
+            if let Some(lapse) = lapsed {
+                return lapse;
+            }
+        }
     }
 
     /// A permit to reconcile `key` now, or `None` if this replica may not.
@@ -80,15 +162,21 @@ impl Gate {
         }
         state.view = Some(view.clone());
         state.open = false;
+        drop(state);
+        // Permits on keys the new view gives away lapse now.
+        self.changed.send_replace(());
         true
     }
 
-    /// Closes the gate and forgets the view (this replica is out).
+    /// Closes the gate and forgets the view (this replica is out): every
+    /// permit lapses.
     pub(crate) fn leave(&self) {
         let mut state = self.state.lock();
         state.view = None;
         state.open = false;
         state.fresh_until = None;
+        drop(state);
+        self.changed.send_replace(());
     }
 
     /// Opens or closes the gate on its current view.
@@ -147,6 +235,12 @@ impl Gate {
 /// reconcile and drop it when done. While any permit on a key is held, this
 /// replica does not acknowledge a view that gives the key to another
 /// replica, so the other replica does not start it.
+///
+/// A permit can *lapse* while held (this replica's Lease was not renewed
+/// by its renew deadline, the replica left the ring, or the key moved):
+/// race the reconcile against [`revoked`](Self::revoked) and drop it when
+/// that completes, as a sharded [`Controller`](crate::controller::Controller)
+/// does.
 #[derive(Debug)]
 #[must_use = "the key counts as reconciling only while the permit is held"]
 pub struct ShardPermit {
@@ -158,6 +252,33 @@ impl ShardPermit {
     /// The key this permit is for.
     pub fn key(&self) -> &str {
         &self.key
+    }
+
+    /// Completes when this permit lapses: this replica's Lease was not
+    /// renewed by its renew deadline, the replica left the ring, or the
+    /// current member set gives the key to another replica. From then on
+    /// another replica may soon start the key: drop the work (poll this
+    /// first, in a `biased` `tokio::select!`, so that a replica resumed
+    /// from a freeze checks it before the work runs again), then the permit.
+    ///
+    /// ```no_run
+    /// # async fn example(shard: opkit::shard::ShardHandle) {
+    /// if let Some(permit) = shard.try_start("default/my-memcached") {
+    ///     tokio::select! {
+    ///         biased;
+    ///         () = permit.revoked() => { /* abandoned: not ours any more */ }
+    ///         () = async { /* ... reconcile ... */ } => {}
+    ///     }
+    /// }
+    /// # }
+    /// ```
+    pub async fn revoked(&self) {
+        self.gate.lapsed(&self.key).await;
+    }
+
+    /// [`revoked`](Self::revoked), with why.
+    pub(crate) async fn lapsed(&self) -> Lapse {
+        self.gate.lapsed(&self.key).await
     }
 }
 

@@ -139,3 +139,41 @@ impl ShardHandle {
         Some(rx)
     }
 }
+
+#[cfg(test)]
+impl ShardHandle {
+    /// A handle over a bare gate, with no membership loop: tests set its
+    /// state with [`activate`](Self::activate) and [`observe`](Self::observe).
+    pub(crate) fn detached(identity: &str) -> Self {
+        let identity: Arc<str> = Arc::from(identity);
+        let (_, status) = watch::channel(ShardStatus::default());
+        let shutdown = CancellationToken::new();
+        Self {
+            gate: Gate::new(identity.clone()),
+            identity,
+            status,
+            shutdown: shutdown.clone(),
+            task: Arc::default(),
+            _drop: Arc::new(shutdown.drop_guard()),
+            shares: Arc::default(),
+            scheme: KeyScheme::Object,
+            kinds: Kinds::default(),
+        }
+    }
+
+    /// As after a round in which every one of `members` acknowledged their
+    /// view and this replica renewed its Lease: active for `fresh_for`.
+    pub(crate) fn activate(&self, members: &[&str], fresh_for: std::time::Duration) {
+        self.observe(members);
+        self.gate
+            .set_fresh_until(tokio::time::Instant::now() + fresh_for);
+        self.gate.set_open(true);
+    }
+
+    /// As after a read that found `members`: the gate closes on their view
+    /// until it is acknowledged.
+    pub(crate) fn observe(&self, members: &[&str]) {
+        self.gate
+            .enter(&View::with_scheme(members.iter().copied(), self.scheme));
+    }
+}

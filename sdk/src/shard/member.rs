@@ -518,14 +518,18 @@ impl<S: LeaseStore> Runner<S> {
     }
 
     /// Graceful leave: no new permits; wait up to the renew deadline for
-    /// held ones; then delete the Lease so others need not wait for expiry.
+    /// held ones (they stay good until the last renew's deadline, when they
+    /// lapse: nothing renews them any more); then delete the Lease so
+    /// others need not wait for expiry.
     async fn leave(&mut self) {
-        self.gate.leave();
+        self.gate.set_open(false);
         self.publish();
         let deadline = Instant::now() + self.member.timing.renew_deadline;
         while self.gate.in_flight() > 0 && Instant::now() < deadline {
             sleep(std::time::Duration::from_millis(50)).await;
         }
+        self.gate.leave();
+        self.publish();
         if self.gate.in_flight() > 0 {
             tracing::warn!(ring = %self.member.ring, "reconciles still running at shutdown; leaving the member Lease to expire");
             return;

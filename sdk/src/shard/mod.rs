@@ -10,9 +10,15 @@
 //!     .namespace("memcached-system")
 //!     .spawn(client)?;
 //!
-//! // Before reconciling an object, ask for a permit; hold it until done.
+//! // Before reconciling an object, ask for a permit; hold it until done,
+//! // and drop the work if the permit lapses first (a sharded Controller
+//! // does both for its reconciles).
 //! if let Some(permit) = shard.try_start("default/my-memcached") {
-//!     // ... reconcile default/my-memcached ...
+//!     tokio::select! {
+//!         biased;
+//!         () = permit.revoked() => { /* no longer ours: abandoned */ }
+//!         () = async { /* ... reconcile default/my-memcached ... */ } => {}
+//!     }
 //!     drop(permit);
 //! }
 //!
@@ -106,18 +112,69 @@
 //!   others remove its Lease once it was unchanged for the lease duration
 //!   *by their clock*, which is at least the lease duration after the
 //!   member *sent* its last successful renew. The member itself stops
-//!   granting permits at send time + renew deadline, which is earlier
-//!   because `renew_deadline < lease_duration`. A paused member that
+//!   granting permits at send time + renew deadline, and its permits held
+//!   then lapse (below), which is earlier because `renew_deadline <
+//!   lease_duration`. A paused member that
 //!   resumes finds its own renew rejected (its Lease is gone or changed:
 //!   404/409), forgets its view and joins again as a new member: it starts
 //!   nothing until every member has acknowledged a view that includes it.
 //!
-//! What the protocol cannot stop is a reconcile *already running* when its
-//! replica freezes or loses the apiserver: such a reconcile may still be
-//! running when others take its key unless it ends within
-//! `lease_duration − renew_deadline` (5 s with the defaults) of the last
-//! renew. Keep sharded reconciles shorter than that, as with leader
-//! election.
+//!
+//! # Reconciles in flight when a permit lapses
+//!
+//! A held permit *lapses* as soon as its key could no longer start: this
+//! replica's renew deadline (last successful renew *sent* + renew
+//! deadline) passes, the replica leaves the ring (shutdown, or it finds
+//! itself removed), or a member set it reads gives the key to another
+//! replica. A sharded [`Controller`](crate::controller::Controller) races
+//! each reconcile against [`ShardPermit::revoked`], polling the lapse
+//! first; on a lapse it drops the reconcile's future where it stands, logs
+//! `shard permit lapsed; reconcile cancelled` (`controller`, `namespace`,
+//! `name`, `reason`), counts it in
+//! `opkit_shard_cancelled_reconciles_total{controller}`, and does not
+//! retry the key (no error, no backoff, no `on_error`): the key runs again
+//! only under a new permit, if this replica still owns it once active, or
+//! is left to its new owner. A graceful shutdown closes the gate but lets
+//! reconciles finish until the last renew's deadline.
+//!
+//! What is guaranteed:
+//! - The lapse is read from the clock on *every* poll of the worker,
+//!   before the reconcile is polled, not when a timer fires. So once the
+//!   deadline has passed, the reconcile's future is never polled again:
+//!   none of its code after the `.await` it was suspended at runs. This
+//!   holds for a process resumed after a freeze (SIGSTOP): the worker's
+//!   first poll after resuming drops the reconcile, even when the reply
+//!   the reconcile awaited is already in (unit-tested on the paused
+//!   clock). On resume the deadline *is* checked before the reconcile's
+//!   next write.
+//! - A running replica drops a reconcile at its renew deadline, at least
+//!   `lease_duration − renew_deadline` (5 s with the defaults) before the
+//!   others may remove its Lease and start the key; and a reconcile whose
+//!   key moves as soon as it reads the new member set, before it
+//!   acknowledges that set (which the new owner waits for), so a long
+//!   reconcile no longer holds a handover up.
+//!
+//! What is not:
+//! - A frozen process cannot be cancelled while frozen, and what it had
+//!   handed over before freezing goes on without the worker: a request
+//!   already written to its socket, or queued in the HTTP client's
+//!   connection task (another task, which may run before the worker on
+//!   resume), still reaches the apiserver, possibly after the key moved; a
+//!   poll in progress at the instant of SIGSTOP finishes up to its next
+//!   `.await`; tasks the reconcile spawned are not cancelled. Only the
+//!   apiserver fences such writes: an update or replace carrying the
+//!   `resourceVersion` the reconcile read fails with 409 (a merge patch or
+//!   a forced apply does not).
+//! - Cancellation happens at `.await` points: a reconcile busy on a
+//!   thread (synchronous work) is dropped at its next `.await`.
+//! - The deadline runs on the monotonic clock, which stops while the
+//!   whole machine or VM is suspended: resumed, the replica believes its
+//!   permits good until its next renew finds its Lease gone (then every
+//!   permit lapses). Leader election shares this limit.
+//! - Code holding a permit from [`ShardHandle::try_start`] itself must
+//!   race [`ShardPermit::revoked`] itself; the permit does not stop it.
+//!
+//! Reconciles are cancelled like any future: keep them idempotent.
 //!
 //! # Bad input
 //!

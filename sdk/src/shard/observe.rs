@@ -18,11 +18,13 @@ struct ControllerLabel {
 }
 
 /// Per sharded controller: the objects this replica owned at the last
-/// rebalance, and how many it gained at rebalances.
+/// rebalance, how many it gained at rebalances, and how many reconciles it
+/// cancelled because their permit lapsed.
 #[derive(Debug, Clone)]
 pub(crate) struct ShareFamilies {
     owned: Family<ControllerLabel, Gauge>,
     gained: Family<ControllerLabel, Counter>,
+    cancelled: Family<ControllerLabel, Counter>,
 }
 
 impl ShareFamilies {
@@ -37,16 +39,26 @@ impl ShareFamilies {
             .set(i64::try_from(owned).unwrap_or(i64::MAX));
         self.gained.get_or_create(&label).inc_by(gained as u64);
     }
+
+    /// Counts a reconcile of `controller` cancelled by a lapsed permit.
+    pub(crate) fn cancelled(&self, controller: &str) {
+        let label = ControllerLabel {
+            controller: controller.to_owned(),
+        };
+        self.cancelled.get_or_create(&label).inc();
+    }
 }
 
 /// Registers `opkit_shard_members`, `opkit_shard_active`,
 /// `opkit_shard_rebalances_total`, `opkit_shard_owned_objects{controller}`
-/// and `opkit_shard_moved_in_objects_total{controller}` on `metrics`, and
+/// `opkit_shard_moved_in_objects_total{controller}` and
+/// `opkit_shard_cancelled_reconciles_total{controller}` on `metrics`, and
 /// keeps the first three current until the membership ends.
 pub(crate) fn export_metrics(shard: &ShardHandle, metrics: &Metrics) {
     let families = ShareFamilies {
         owned: Family::default(),
         gained: Family::default(),
+        cancelled: Family::default(),
     };
     metrics.register(
         "opkit_shard_owned_objects",
@@ -57,6 +69,12 @@ pub(crate) fn export_metrics(shard: &ShardHandle, metrics: &Metrics) {
         "opkit_shard_moved_in_objects",
         "Objects a sharded controller took over from other replicas at rebalances",
         families.gained.clone(),
+    );
+    metrics.register(
+        "opkit_shard_cancelled_reconciles",
+        "Reconciles of a sharded controller cancelled because this replica's permit for \
+         the key lapsed (renew deadline passed, left the ring, or the key moved)",
+        families.cancelled.clone(),
     );
     let _ = shard.shares.set(families);
     let members: Gauge = Gauge::default();

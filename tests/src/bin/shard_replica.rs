@@ -8,6 +8,13 @@
 //!   `cache <ConfigMaps cached> <RSS KiB>` each time either changes
 //!   (checked every 200 ms).
 //!
+//! `SHARD_RECONCILE_MS` (default 10) is how long each reconcile waits (a
+//! simulated external call), `SHARD_WORKERS` (default 4) the controller's
+//! workers: the throughput benchmark (`shard_bench.rs`) sets them. With
+//! `SHARD_WAIT_MEMBERS=N` the controller starts only once this replica is
+//! active in a ring of N members, so that a benchmark times reconciles and
+//! not the ring's formation.
+//!
 //! Usage: `shard_replica <kubeconfig> <namespace> <identity> <lease-ms> <renew-ms> <retry-ms>`
 
 use std::io::Write;
@@ -32,7 +39,10 @@ fn now() -> u128 {
         .unwrap_or_default()
 }
 
-struct Recorder;
+struct Recorder {
+    /// How long a reconcile waits: a simulated external call.
+    wait: Duration,
+}
 
 impl Reconcile for Recorder {
     type Object = ConfigMap;
@@ -44,7 +54,7 @@ impl Reconcile for Recorder {
     ) -> Result<Action, ReconcileError> {
         let key = format!("{}/{}", req.namespace.unwrap_or_default(), req.name);
         say(&format!("start {key} {}", now()));
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        tokio::time::sleep(self.wait).await;
         say(&format!("end {key} {}", now()));
         Ok(Action::done())
     }
@@ -73,6 +83,14 @@ async fn report_cache(cache: SharedCache) {
 
 fn millis(arg: &str) -> Duration {
     Duration::from_millis(arg.parse().expect("a number of milliseconds"))
+}
+
+/// A number from the environment, or `default` when unset.
+fn env_number(name: &str, default: u64) -> u64 {
+    std::env::var(name).map_or(default, |v| {
+        v.parse()
+            .unwrap_or_else(|_| panic!("{name} must be a number, not {v:?}"))
+    })
 }
 
 #[tokio::main]
@@ -131,10 +149,19 @@ async fn main() {
     if by_namespace {
         tokio::spawn(report_cache(cache.clone()));
     }
-    let controller = Controller::new(Recorder)
+    let wait = Duration::from_millis(env_number("SHARD_RECONCILE_MS", 10));
+    let workers = usize::try_from(env_number("SHARD_WORKERS", 4)).expect("a worker count");
+    let controller = Controller::new(Recorder { wait })
         .name(format!("recorder-{identity}"))
-        .max_concurrent_reconciles(4)
+        .max_concurrent_reconciles(workers)
         .sharded(shard.clone());
+    let members = usize::try_from(env_number("SHARD_WAIT_MEMBERS", 0)).expect("a member count");
+    if members > 0 {
+        let mut status = shard.subscribe();
+        let _ = status
+            .wait_for(|s| s.active && s.members.len() >= members)
+            .await;
+    }
     if let Err(error) = cache.start() {
         eprintln!("shard_replica: {error}");
         std::process::exit(2);

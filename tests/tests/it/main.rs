@@ -28,6 +28,7 @@ mod metrics_secure;
 mod read_your_writes;
 mod shard;
 mod shard_bad_input;
+mod shard_bench;
 mod shard_cache;
 mod shard_in_cluster;
 mod shard_processes;
@@ -36,4 +37,5 @@ mod webhook;
 
 mod cache_support;
 mod deploy_support;
+mod shard_support;
 mod webhook_support;

@@ -6,7 +6,7 @@
 //! and no two intervals of one key from two replicas may intersect.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::Lease;
@@ -14,10 +14,11 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use opkit::cache::SharedCache;
 use opkit::controller::Controller;
-use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use opkit::shard::{ShardHandle, Sharding};
 use opkit_tests::plane_with_namespace;
 use tokio_util::sync::CancellationToken;
+
+use crate::shard_support::{Log, Recorder, assert_no_overlap};
 
 const NS: &str = "shard-split";
 const OBJECTS: usize = 150;
@@ -25,31 +26,8 @@ const LEASE: Duration = Duration::from_secs(3);
 const RENEW: Duration = Duration::from_secs(2);
 const RETRY: Duration = Duration::from_millis(500);
 
-type Log = Arc<Mutex<Vec<(String, String, Instant, Instant)>>>;
-
-struct Recorder {
-    replica: String,
-    log: Log,
-}
-
-impl Reconcile for Recorder {
-    type Object = ConfigMap;
-
-    async fn reconcile(
-        &self,
-        req: Request,
-        _: &Context<ConfigMap>,
-    ) -> Result<Action, ReconcileError> {
-        let start = Instant::now();
-        tokio::time::sleep(Duration::from_millis(10)).await;
-        let key = format!("{}/{}", req.namespace.unwrap_or_default(), req.name);
-        self.log
-            .lock()
-            .unwrap()
-            .push((self.replica.clone(), key, start, Instant::now()));
-        Ok(Action::done())
-    }
-}
+/// Each reconcile waits this long.
+const WAIT: Duration = Duration::from_millis(10);
 
 struct Replica {
     name: String,
@@ -69,13 +47,10 @@ async fn start(plane: &opkit_envtest::ControlPlane, name: &str, log: &Log) -> Re
         .spawn(client.clone())
         .unwrap();
     let cache = SharedCache::builder(client).namespace(NS).build();
-    let controller = Controller::new(Recorder {
-        replica: name.to_owned(),
-        log: log.clone(),
-    })
-    .name(format!("recorder-{name}"))
-    .max_concurrent_reconciles(4)
-    .sharded(shard.clone());
+    let controller = Controller::new(Recorder::new(name, log, WAIT))
+        .name(format!("recorder-{name}"))
+        .max_concurrent_reconciles(4)
+        .sharded(shard.clone());
     cache.start().unwrap();
     let stop = CancellationToken::new();
     let run = tokio::spawn({
@@ -97,22 +72,7 @@ async fn start(plane: &opkit_envtest::ControlPlane, name: &str, log: &Log) -> Re
 
 /// Waits until every replica is active on exactly these replicas.
 async fn converge(replicas: &[Replica], within: Duration) -> Duration {
-    let started = Instant::now();
-    let mut names: Vec<String> = replicas.iter().map(|r| r.name.clone()).collect();
-    names.sort();
-    loop {
-        if replicas.iter().all(|r| {
-            let s = r.shard.status();
-            s.active && s.members == names
-        }) {
-            return started.elapsed();
-        }
-        assert!(
-            started.elapsed() < within,
-            "no convergence on {names:?} within {within:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::shard_support::converge(replicas.iter().map(|r| &r.shard), within).await
 }
 
 fn keys() -> Vec<String> {
@@ -170,26 +130,6 @@ async fn touch_and_check(api: &Api<ConfigMap>, replicas: &[Replica], log: &Log, 
             "not every object reconciled in round {round}"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-fn assert_no_overlap(log: &Log) {
-    let log = log.lock().unwrap();
-    let mut by_key: BTreeMap<&str, Vec<&(String, String, Instant, Instant)>> = BTreeMap::new();
-    for entry in log.iter() {
-        by_key.entry(entry.1.as_str()).or_default().push(entry);
-    }
-    for (key, entries) in by_key {
-        for a in &entries {
-            for b in &entries {
-                assert!(
-                    a.0 == b.0 || !(a.2 < b.3 && b.2 < a.3),
-                    "{key} reconciled by {} and {} at once",
-                    a.0,
-                    b.0
-                );
-            }
-        }
     }
 }
 
@@ -252,7 +192,7 @@ async fn replicas_split_objects_rebalance_on_join_and_hand_over_on_leave() {
     eprintln!("graceful leave handed over in {took:?}");
     touch_and_check(&api, &replicas, &log, "after-leave").await;
 
-    assert_no_overlap(&log);
+    assert_no_overlap(&log.lock().unwrap());
     for r in replicas {
         r.shard.shutdown().await;
         r.stop.cancel();
@@ -324,10 +264,7 @@ async fn managers_with_sharding_split_objects_and_report_membership() {
             .await
             .unwrap();
         manager
-            .add(Controller::new(Recorder {
-                replica: name.to_owned(),
-                log: log.clone(),
-            }))
+            .add(Controller::new(Recorder::new(name, &log, WAIT)))
             .unwrap();
         let metrics = manager.metrics_address().unwrap();
         let probes = manager.health_probe_address().unwrap();
@@ -421,5 +358,5 @@ async fn managers_with_sharding_split_objects_and_report_membership() {
     }
     stop.cancel();
     task.await.unwrap().unwrap();
-    assert_no_overlap(&log);
+    assert_no_overlap(&log.lock().unwrap());
 }

@@ -31,6 +31,8 @@ use opkit::controller::Controller;
 use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use opkit::shard::{ShardHandle, Sharding};
 use opkit_tests::{RunningController, eventually, plane_with_namespace, spawn_controller};
+
+use super::shard_support::{self, Log};
 use tracing::field::{Field, Visit};
 use tracing_subscriber::layer::{Context as LayerContext, SubscriberExt};
 
@@ -95,9 +97,6 @@ impl Capture {
             .collect()
     }
 }
-
-/// (replica, key, start, end) of every reconcile.
-type Log = Arc<Mutex<Vec<(String, String, Instant, Instant)>>>;
 
 struct Recorder<K> {
     replica: String,
@@ -185,22 +184,10 @@ impl Replica {
     }
 }
 
-/// Waits until each replica is active on exactly the members `names`.
-async fn converge(replicas: &[&Replica], names: &[&str], within: Duration) -> Duration {
-    let started = Instant::now();
-    let mut names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
-    names.sort();
-    eventually(&format!("all active on {names:?}"), within, || async {
-        replicas
-            .iter()
-            .all(|r| {
-                let s = r.shard.status();
-                s.active && s.members == names
-            })
-            .then_some(())
-    })
-    .await;
-    started.elapsed()
+/// Waits until each replica is active on a member set of exactly their
+/// names.
+async fn converge(replicas: &[&Replica], within: Duration) -> Duration {
+    shard_support::converge(replicas.iter().map(|r| &r.shard), within).await
 }
 
 fn owner<'a>(replicas: &'a [Replica], key: &str) -> &'a str {
@@ -214,24 +201,7 @@ fn owner<'a>(replicas: &'a [Replica], key: &str) -> &'a str {
 }
 
 fn assert_no_overlap(log: &Log) -> usize {
-    let log = log.lock().unwrap();
-    let mut by_key: BTreeMap<&str, Vec<&(String, String, Instant, Instant)>> = BTreeMap::new();
-    for entry in log.iter() {
-        by_key.entry(entry.1.as_str()).or_default().push(entry);
-    }
-    for (key, entries) in by_key {
-        for a in &entries {
-            for b in &entries {
-                assert!(
-                    a.0 == b.0 || !(a.2 < b.3 && b.2 < a.3),
-                    "{key} reconciled by {} and {} at once",
-                    a.0,
-                    b.0
-                );
-            }
-        }
-    }
-    log.len()
+    shard_support::assert_no_overlap(&log.lock().unwrap())
 }
 
 async fn create_config_maps(api: &Api<ConfigMap>, prefix: &str, count: usize) {
@@ -273,12 +243,7 @@ async fn two_operators_sharing_a_ring_name_are_reported_once_naming_both() {
         start::<Secret>(plane, NS, "shared", "secret-b1", &log).await,
     ];
     let all: Vec<&Replica> = replicas.iter().collect();
-    converge(
-        &all,
-        &["cm-a1", "cm-a2", "secret-b1"],
-        Duration::from_secs(20),
-    )
-    .await;
+    converge(&all, Duration::from_secs(20)).await;
 
     // Every replica says so, once, naming the other operator's members and
     // both sets of kinds.
@@ -411,7 +376,7 @@ async fn warned(capture: &Capture, part: &str, lease: &str, reason: Option<&str>
 
 /// Waits until a, b and c are active together again.
 async fn recover(all: &[&Replica], what: &str) {
-    let took = converge(all, &["a", "b", "c"], Duration::from_secs(30)).await;
+    let took = converge(all, Duration::from_secs(30)).await;
     println!("after {what}: the ring is whole again in {took:.1?}");
 }
 
@@ -433,7 +398,7 @@ async fn member_leases_edited_by_hand_are_logged_and_cause_no_overlap() {
         start::<ConfigMap>(plane, NS, RING, "c", &log).await,
     ];
     let all: Vec<&Replica> = replicas.iter().collect();
-    converge(&all, &["a", "b", "c"], Duration::from_secs(20)).await;
+    converge(&all, Duration::from_secs(20)).await;
 
     // Objects touched all along, so reconciles run through every edit.
     let stop = tokio_util::sync::CancellationToken::new();

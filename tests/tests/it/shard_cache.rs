@@ -14,37 +14,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::api::{Api, ObjectMeta, PostParams};
 use opkit::cache::SharedCache;
 use opkit::controller::Controller;
-use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use opkit::shard::{ShardHandle, Sharding};
 use opkit_envtest::ControlPlane;
 use opkit_tests::{create_namespace, init_tracing};
 use tokio_util::sync::CancellationToken;
 
+use crate::shard_support::{Log, Recorder, assert_no_overlap};
+
 const LEASE: Duration = Duration::from_secs(3);
 const RENEW: Duration = Duration::from_secs(2);
 const RETRY: Duration = Duration::from_millis(500);
-
-/// (replica, `namespace/name`) of every reconcile.
-type Log = Arc<Mutex<Vec<(String, String)>>>;
-
-struct Recorder {
-    replica: String,
-    log: Log,
-}
-
-impl Reconcile for Recorder {
-    type Object = ConfigMap;
-
-    async fn reconcile(
-        &self,
-        req: Request,
-        _: &Context<ConfigMap>,
-    ) -> Result<Action, ReconcileError> {
-        let key = format!("{}/{}", req.namespace.unwrap_or_default(), req.name);
-        self.log.lock().unwrap().push((self.replica.clone(), key));
-        Ok(Action::done())
-    }
-}
 
 struct Replica {
     name: String,
@@ -65,14 +44,11 @@ async fn start(client: &kube::Client, lease_ns: &str, name: &str, log: &Log) -> 
         .spawn(client.clone())
         .unwrap();
     let cache = SharedCache::new(client.clone());
-    let controller = Controller::new(Recorder {
-        replica: name.to_owned(),
-        log: log.clone(),
-    })
-    .owns::<Secret>()
-    .name(format!("divided-{name}"))
-    .max_concurrent_reconciles(4)
-    .sharded(shard.clone());
+    let controller = Controller::new(Recorder::new(name, log, Duration::ZERO))
+        .owns::<Secret>()
+        .name(format!("divided-{name}"))
+        .max_concurrent_reconciles(4)
+        .sharded(shard.clone());
     cache.start().unwrap();
     let stop = CancellationToken::new();
     let run = tokio::spawn({
@@ -171,16 +147,7 @@ where
 
 /// Waits until every replica is active on exactly these replicas.
 async fn converge(replicas: &[Replica], within: Duration) {
-    let started = Instant::now();
-    let mut names: Vec<String> = replicas.iter().map(|r| r.name.clone()).collect();
-    names.sort();
-    while !replicas.iter().all(|r| {
-        let s = r.shard.status();
-        s.active && s.members == names
-    }) {
-        assert!(started.elapsed() < within, "no convergence on {names:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::shard_support::converge(replicas.iter().map(|r| &r.shard), within).await;
 }
 
 /// Waits until each replica caches exactly the `prefix-*` ConfigMaps and
@@ -217,7 +184,8 @@ async fn wait_divided(replicas: &[Replica], prefix: &str, all: &BTreeSet<String>
     }
 }
 
-/// Waits until every key was reconciled, each by its owner only.
+/// Waits until every key was reconciled, each by its owner only, and no
+/// two replicas reconciled one key at once.
 async fn wait_reconciled(replicas: &[Replica], log: &Log, all: &BTreeSet<String>) {
     let started = Instant::now();
     loop {
@@ -225,8 +193,8 @@ async fn wait_reconciled(replicas: &[Replica], log: &Log, all: &BTreeSet<String>
             .lock()
             .unwrap()
             .iter()
-            .filter(|(_, key)| all.contains(key))
-            .map(|(_, key)| key.clone())
+            .filter(|(_, key, ..)| all.contains(key))
+            .map(|(_, key, ..)| key.clone())
             .collect();
         if seen == *all {
             break;
@@ -239,7 +207,8 @@ async fn wait_reconciled(replicas: &[Replica], log: &Log, all: &BTreeSet<String>
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    for (replica, key) in log.lock().unwrap().iter().filter(|(_, k)| all.contains(k)) {
+    let log = log.lock().unwrap();
+    for (replica, key, ..) in log.iter().filter(|(_, k, ..)| all.contains(k)) {
         let owners: Vec<&str> = replicas
             .iter()
             .filter(|r| r.shard.owns(key))
@@ -247,6 +216,7 @@ async fn wait_reconciled(replicas: &[Replica], log: &Log, all: &BTreeSet<String>
             .collect();
         assert_eq!(owners, [replica.as_str()], "{key} reconciled by {replica}");
     }
+    assert_no_overlap(&log);
 }
 
 async fn stop(replica: Replica) {

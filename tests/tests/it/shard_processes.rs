@@ -18,6 +18,8 @@ use opkit_envtest::ControlPlane;
 use opkit_tests::{eventually, plane_with_namespace};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
+use crate::shard_support::Interval;
+
 const NS: &str = "shard-processes";
 const OBJECTS: usize = 300;
 const LEASE_MS: u64 = 3_000;
@@ -190,7 +192,7 @@ fn reconciling(lines: &Lines, replica: &str) -> usize {
 /// its end (a killed replica) lasts until `killed` of that replica.
 fn assert_no_overlap(lines: &Lines, killed: &BTreeMap<String, u128>) {
     let mut open: BTreeMap<(String, String), u128> = BTreeMap::new();
-    let mut intervals: BTreeMap<String, Vec<(String, u128, u128)>> = BTreeMap::new();
+    let mut intervals: Vec<Interval<u128>> = Vec::new();
     for (r, _, line) in lines.lock().unwrap().iter() {
         let parts: Vec<&str> = line.split(' ').collect();
         match parts.as_slice() {
@@ -201,37 +203,16 @@ fn assert_no_overlap(lines: &Lines, killed: &BTreeMap<String, u128>) {
                 let start = open
                     .remove(&(r.clone(), (*key).to_owned()))
                     .expect("end after start");
-                intervals.entry((*key).to_owned()).or_default().push((
-                    r.clone(),
-                    start,
-                    t.parse().unwrap(),
-                ));
+                intervals.push((r.clone(), (*key).to_owned(), start, t.parse().unwrap()));
             }
             _ => {}
         }
     }
     for ((r, key), start) in open {
         let end = killed.get(&r).copied().unwrap_or(u128::MAX);
-        intervals.entry(key).or_default().push((r, start, end));
+        intervals.push((r, key, start, end));
     }
-    let mut checked = 0;
-    for (key, list) in intervals {
-        for a in &list {
-            for b in &list {
-                assert!(
-                    a.0 == b.0 || !(a.1 < b.2 && b.1 < a.2),
-                    "{key} reconciled by {} ({}..{}) and {} ({}..{}) at once",
-                    a.0,
-                    a.1,
-                    a.2,
-                    b.0,
-                    b.1,
-                    b.2
-                );
-            }
-        }
-        checked += list.len();
-    }
+    let checked = crate::shard_support::assert_no_overlap(&intervals);
     eprintln!("no overlap among {checked} reconciles");
 }
 
