@@ -345,15 +345,21 @@ async fn member_lease(leases: &Api<Lease>, ring: &str, name: &str) -> Lease {
 }
 
 /// Merge-patches member `name`'s Lease with `patch` (as `kubectl edit`
-/// would); returns the Lease's name.
-async fn edit(leases: &Api<Lease>, ring: &str, name: &str, patch: serde_json::Value) -> String {
+/// would); returns the Lease's name and uid.
+async fn edit(
+    leases: &Api<Lease>,
+    ring: &str,
+    name: &str,
+    patch: serde_json::Value,
+) -> (String, String) {
     let lease = member_lease(leases, ring, name).await;
     let lease_name = lease.metadata.name.clone().unwrap();
+    let uid = lease.metadata.uid.clone().unwrap();
     leases
         .patch(&lease_name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .unwrap_or_else(|e| panic!("editing {lease_name} with {patch}: {e}"));
-    lease_name
+    (lease_name, uid)
 }
 
 /// Waits for a warning whose message has `part`, about `lease`, whose
@@ -374,10 +380,44 @@ async fn warned(capture: &Capture, part: &str, lease: &str, reason: Option<&str>
     .await
 }
 
-/// Waits until a, b and c are active together again.
-async fn recover(all: &[&Replica], what: &str) {
-    let took = converge(all, Duration::from_secs(30)).await;
-    println!("after {what}: the ring is whole again in {took:.1?}");
+/// Waits until the ring has healed: every replica holds a labelled member
+/// Lease of its own — the edited one (uid `edited`, if any) replaced, as
+/// its owner does once its reconciles end — and a, b and c are active
+/// together on it. (The members' status alone can still show the ring
+/// from before the edit.)
+async fn recover(
+    all: &[&Replica],
+    leases: &Api<Lease>,
+    ring: &str,
+    edited: Option<&str>,
+    what: &str,
+) {
+    let started = Instant::now();
+    eventually(
+        &format!("every replica's own Lease after {what}"),
+        Duration::from_secs(30),
+        || async {
+            let listed = leases
+                .list(&ListParams::default().labels(&format!("{RING_LABEL}={ring}")))
+                .await
+                .ok()?;
+            all.iter()
+                .all(|r| {
+                    listed.items.iter().any(|l| {
+                        l.spec.as_ref().and_then(|s| s.holder_identity.as_deref())
+                            == Some(r.name.as_str())
+                            && l.metadata.uid.as_deref() != edited
+                    })
+                })
+                .then_some(())
+        },
+    )
+    .await;
+    converge(all, Duration::from_secs(30)).await;
+    println!(
+        "after {what}: the ring is whole again in {:.1?}",
+        started.elapsed()
+    );
 }
 
 #[tokio::test]
@@ -416,7 +456,7 @@ async fn member_leases_edited_by_hand_are_logged_and_cause_no_overlap() {
     });
 
     // 1. b's holder made garbage: its name no longer matches its holder.
-    let b = edit(
+    let (b, edited) = edit(
         &leases,
         RING,
         "b",
@@ -431,10 +471,10 @@ async fn member_leases_edited_by_hand_are_logged_and_cause_no_overlap() {
     )
     .await;
     println!("holder edited: {:?}", line.fields);
-    recover(&all, "a garbage holder").await;
+    recover(&all, &leases, RING, Some(&edited), "a garbage holder").await;
 
     // 2. b's lease duration changed: logged, ignored.
-    let b = edit(
+    let (b, edited) = edit(
         &leases,
         RING,
         "b",
@@ -444,10 +484,17 @@ async fn member_leases_edited_by_hand_are_logged_and_cause_no_overlap() {
     let line = warned(&capture, "states another lease duration", &b, None).await;
     assert_eq!(line.fields["lease_duration_seconds"], "1");
     println!("duration edited: {:?}", line.fields);
-    recover(&all, "a changed lease duration").await;
+    recover(
+        &all,
+        &leases,
+        RING,
+        Some(&edited),
+        "a changed lease duration",
+    )
+    .await;
 
     // 3. b's ring label removed: still seen (by its name), judged invalid.
-    let b = edit(
+    let (b, edited) = edit(
         &leases,
         RING,
         "b",
@@ -462,7 +509,7 @@ async fn member_leases_edited_by_hand_are_logged_and_cause_no_overlap() {
     )
     .await;
     println!("label removed: {:?}", line.fields);
-    recover(&all, "a removed label").await;
+    recover(&all, &leases, RING, Some(&edited), "a removed label").await;
 
     // 4. A Lease made by hand with the ring's label: blocks new starts
     //    while fresh, then is deleted as stale.
@@ -503,7 +550,7 @@ async fn member_leases_edited_by_hand_are_logged_and_cause_no_overlap() {
         },
     )
     .await;
-    recover(&all, "a hand-made Lease").await;
+    recover(&all, &leases, RING, None, "a hand-made Lease").await;
 
     stop.cancel();
     let touches = toucher.await.unwrap();
