@@ -69,11 +69,8 @@ pub(crate) async fn run_under<F: Future>(
         lapse = permit.lapsed() => lapse,
         output = reconcile => return Some(output),
     };
-    // The reconcile future is gone; only now does the key count as free.
-    drop(permit);
-    if let Some(families) = shard.shares.get() {
-        families.cancelled(controller);
-    }
+    // The reconcile future is gone. Logged while the permit is still held,
+    // so this line precedes any other replica's start of the key.
     tracing::warn!(
         controller,
         namespace = request.namespace.as_deref().unwrap_or(""),
@@ -81,6 +78,11 @@ pub(crate) async fn run_under<F: Future>(
         reason = lapse.as_str(),
         "shard permit lapsed; reconcile cancelled"
     );
+    // Only now does the key count as free.
+    drop(permit);
+    if let Some(families) = shard.shares.get() {
+        families.cancelled(controller);
+    }
     queue.done(request);
     settle(shard, queue, request, &shard_key(request));
     None

@@ -297,6 +297,18 @@ fn reconciles(lines: &[(String, String)], namespace: &str) -> (Vec<Reconcile>, V
                     r.end = Some(at);
                 }
             }
+            // A reconcile whose permit lapsed (its key moved) is dropped
+            // where it stands and never logs its end: this line, logged
+            // before the key is released, ends the one of this key running
+            // on this pod (a key runs once at a time on a pod).
+            "shard permit lapsed; reconcile cancelled" => {
+                if let Some(r) = by_id
+                    .values_mut()
+                    .find(|r| r.pod == *pod && r.key == key && r.end.is_none())
+                {
+                    r.end = Some(at);
+                }
+            }
             _ => {}
         }
     }
@@ -304,8 +316,9 @@ fn reconciles(lines: &[(String, String)], namespace: &str) -> (Vec<Reconcile>, V
 }
 
 /// No two reconciles of one key from two pods intersect. A reconcile with
-/// no end (none expected: a deleted pod finishes its reconciles before it
-/// exits) counts as running until its pod's last line.
+/// no end (neither finished nor cancelled: none expected, a deleted pod
+/// finishes its reconciles before it exits) counts as running until its
+/// pod's last line.
 fn assert_no_overlap(reconciles: &[Reconcile], last_line: &BTreeMap<String, Timestamp>) {
     let mut by_key: BTreeMap<&str, Vec<(&str, Timestamp, Timestamp)>> = BTreeMap::new();
     for r in reconciles {
