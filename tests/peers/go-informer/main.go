@@ -95,50 +95,52 @@ func heapInUse() (uint64, uint64) {
 // strip is set. Returns what is kept, so it stays live, and the count.
 func bare(client *kubernetes.Clientset, ns, resource string, strip bool) (any, int) {
 	ctx := context.Background()
-	opts := metav1.ListOptions{Limit: 500}
 	switch resource {
 	case "pods":
-		var kept [][]corev1.Pod
-		n := 0
-		for {
-			list, err := client.CoreV1().Pods(ns).List(ctx, opts)
+		pods := client.CoreV1().Pods(ns)
+		return listPages(func(opts metav1.ListOptions) ([]corev1.Pod, string, error) {
+			list, err := pods.List(ctx, opts)
 			if err != nil {
-				fmt.Fprintln(os.Stderr, "list:", err)
-				os.Exit(1)
+				return nil, "", err
 			}
-			if strip {
-				for i := range list.Items {
-					list.Items[i].ManagedFields = nil
-				}
-			}
-			kept = append(kept, list.Items)
-			n += len(list.Items)
-			if list.Continue == "" {
-				return kept, n
-			}
-			opts.Continue = list.Continue
-		}
+			return list.Items, list.Continue, nil
+		}, func(p *corev1.Pod) { p.ManagedFields = nil }, strip)
 	default:
-		var kept [][]corev1.ConfigMap
-		n := 0
-		for {
-			list, err := client.CoreV1().ConfigMaps(ns).List(ctx, opts)
+		configMaps := client.CoreV1().ConfigMaps(ns)
+		return listPages(func(opts metav1.ListOptions) ([]corev1.ConfigMap, string, error) {
+			list, err := configMaps.List(ctx, opts)
 			if err != nil {
-				fmt.Fprintln(os.Stderr, "list:", err)
-				os.Exit(1)
+				return nil, "", err
 			}
-			if strip {
-				for i := range list.Items {
-					list.Items[i].ManagedFields = nil
-				}
-			}
-			kept = append(kept, list.Items)
-			n += len(list.Items)
-			if list.Continue == "" {
-				return kept, n
-			}
-			opts.Continue = list.Continue
+			return list.Items, list.Continue, nil
+		}, func(c *corev1.ConfigMap) { c.ManagedFields = nil }, strip)
+	}
+}
+
+// listPages lists every page of 500 with list, stripping each item's
+// managedFields with stripItem when strip is set; returns the pages (kept
+// live) and the item count.
+func listPages[T any](list func(metav1.ListOptions) ([]T, string, error), stripItem func(*T), strip bool) (any, int) {
+	opts := metav1.ListOptions{Limit: 500}
+	var kept [][]T
+	n := 0
+	for {
+		items, next, err := list(opts)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "list:", err)
+			os.Exit(1)
 		}
+		if strip {
+			for i := range items {
+				stripItem(&items[i])
+			}
+		}
+		kept = append(kept, items)
+		n += len(items)
+		if next == "" {
+			return kept, n
+		}
+		opts.Continue = next
 	}
 }
 
