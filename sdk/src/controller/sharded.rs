@@ -100,7 +100,10 @@ fn settle(shard: &ShardHandle, queue: &WorkQueue<Request>, request: &Request, ke
 }
 
 /// Until `stop`: whenever this replica turns active on a member set it had
-/// not been active on, enqueues every cached primary object it owns.
+/// not been active on, enqueues every cached primary object it owns, the
+/// ones it did not own in the last member set it was active on first (a
+/// dead replica's share is picked up before the survivors' own keys are
+/// reconciled again).
 pub(crate) async fn resync_on_rebalance<R: Reconcile>(
     shard: ShardHandle,
     cache: SharedCache,
@@ -118,6 +121,13 @@ pub(crate) async fn resync_on_rebalance<R: Reconcile>(
             match cache.list::<R::Object>(None) {
                 Ok(objects) => {
                     let mut owned = hashbrown::HashSet::new();
+                    // Keys moved in go first: they are the ones nobody may
+                    // have reconciled since their old owner lost them. Keys
+                    // kept from the last active view follow (an event that
+                    // came while this replica briefly saw them elsewhere was
+                    // dropped, so they are enqueued too, but after).
+                    let mut kept = Vec::new();
+                    let mut gained = 0;
                     for object in objects {
                         let meta = kube::Resource::meta(&*object);
                         let request = Request {
@@ -125,16 +135,24 @@ pub(crate) async fn resync_on_rebalance<R: Reconcile>(
                             name: meta.name.clone().unwrap_or_default(),
                         };
                         let key = shard_key(&request);
-                        if shard.owns(&key) {
-                            owned.insert(key);
+                        if !shard.owns(&key) {
+                            continue;
+                        }
+                        // The first share after joining counts as moved in.
+                        let moved_in = previous
+                            .as_ref()
+                            .is_none_or(|before| !before.contains(&key));
+                        owned.insert(key);
+                        if moved_in {
+                            gained += 1;
                             queue.add(request);
+                        } else {
+                            kept.push(request);
                         }
                     }
-                    // The first share after joining counts as moved in.
-                    let gained = match &previous {
-                        Some(before) => owned.difference(before).count(),
-                        None => owned.len(),
-                    };
+                    for request in kept {
+                        queue.add(request);
+                    }
                     if let Some(families) = shard.shares.get() {
                         families.record(&controller, owned.len(), gained);
                     }
