@@ -90,39 +90,73 @@ async fn work(
     }
 }
 
+/// What each test starts from: a replica `me` active until `deadline`, a
+/// reconciler whose calls wait on `responses`, and one key (`ns/a` unless
+/// given) taken from the queue and admitted.
+struct Fixture {
+    shard: ShardHandle,
+    queue: WorkQueue<Request>,
+    reconciler: Arc<Gated>,
+    stats: Arc<ReconcileStats>,
+    request: Request,
+    priority: crate::workqueue::Priority,
+    permit: crate::shard::ShardPermit,
+}
+
+impl Fixture {
+    async fn new(shard: ShardHandle, responses: Vec<oneshot::Receiver<()>>, key: Request) -> Self {
+        let queue = WorkQueue::builder().build();
+        queue.add(key);
+        let (request, priority) = queue.get_with_priority().await.unwrap();
+        let permit = admit(&shard, &queue, &request).unwrap();
+        Self {
+            shard,
+            queue,
+            reconciler: Arc::new(Gated::new(responses)),
+            stats: Arc::new(ReconcileStats::default()),
+            request,
+            priority,
+            permit,
+        }
+    }
+}
+
+/// An active replica `me` whose renew deadline is `deadline` from now.
+fn active_me(deadline: Duration) -> ShardHandle {
+    let shard = ShardHandle::detached("me");
+    shard.activate(&["me"], deadline);
+    shard
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_reconcile_past_the_renew_deadline_is_dropped_and_runs_again_only_under_a_new_permit() {
     let (logs, _guard) = crate::test_log::capture();
-    let shard = ShardHandle::detached("me");
-    shard.activate(&["me"], Duration::from_secs(2));
     let (_never, blocked) = oneshot::channel();
-    let reconciler = Gated::new(vec![blocked]);
-    let queue = WorkQueue::builder().build();
-    let stats = ReconcileStats::default();
-    let key = Request::namespaced("ns", "a");
-    queue.add(key.clone());
-
+    let f = Fixture::new(
+        active_me(Duration::from_secs(2)),
+        vec![blocked],
+        Request::namespaced("ns", "a"),
+    )
+    .await;
     let started = Instant::now();
-    let (request, priority) = queue.get_with_priority().await.unwrap();
-    let permit = admit(&shard, &queue, &request).unwrap();
     let shared = shared();
     let reconcile = process_observed(
-        &reconciler,
+        &*f.reconciler,
         &shared,
-        &queue,
-        &stats,
+        &f.queue,
+        &f.stats,
         None,
         None,
-        (request.clone(), priority),
+        (f.request.clone(), f.priority),
     );
-    let out = run_under(&shard, &queue, "test", &request, permit, reconcile).await;
+    let out = run_under(&f.shard, &f.queue, "test", &f.request, f.permit, reconcile).await;
     assert!(out.is_none(), "cancelled");
     assert_eq!(started.elapsed(), Duration::from_secs(2), "at the deadline");
-    assert!(reconciler.dropped.load(Ordering::SeqCst));
-    assert_eq!(reconciler.writes.load(Ordering::SeqCst), 0);
-    assert_eq!(stats.snapshot().active, 0);
-    assert_eq!(stats.snapshot().error, 0, "not counted as a failure");
-    assert_eq!(shard.gate.in_flight(), 0, "the permit is released");
+    assert!(f.reconciler.dropped.load(Ordering::SeqCst));
+    assert_eq!(f.reconciler.writes.load(Ordering::SeqCst), 0);
+    assert_eq!(f.stats.snapshot().active, 0);
+    assert_eq!(f.stats.snapshot().error, 0, "not counted as a failure");
+    assert_eq!(f.shard.gate.in_flight(), 0, "the permit is released");
     let lines = logs.with_message("shard permit lapsed; reconcile cancelled");
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert_eq!(lines[0].field("reason"), Some("renew deadline passed"));
@@ -131,19 +165,31 @@ async fn a_reconcile_past_the_renew_deadline_is_dropped_and_runs_again_only_unde
     assert_eq!(lines[0].field("name"), Some("a"));
 
     // Not run again while this replica may not start it ...
-    work(&shard, &queue, &reconciler, &stats, Duration::from_secs(5)).await;
-    assert_eq!(reconciler.started.load(Ordering::SeqCst), 1);
+    work(
+        &f.shard,
+        &f.queue,
+        &f.reconciler,
+        &f.stats,
+        Duration::from_secs(5),
+    )
+    .await;
+    assert_eq!(f.reconciler.started.load(Ordering::SeqCst), 1);
     // ... and run once it holds a permit again (the key is still its own).
-    shard.activate(&["me"], Duration::from_secs(10));
-    work(&shard, &queue, &reconciler, &stats, Duration::from_secs(2)).await;
-    assert_eq!(reconciler.started.load(Ordering::SeqCst), 2);
-    assert_eq!(reconciler.writes.load(Ordering::SeqCst), 1);
+    f.shard.activate(&["me"], Duration::from_secs(10));
+    work(
+        &f.shard,
+        &f.queue,
+        &f.reconciler,
+        &f.stats,
+        Duration::from_secs(2),
+    )
+    .await;
+    assert_eq!(f.reconciler.started.load(Ordering::SeqCst), 2);
+    assert_eq!(f.reconciler.writes.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_reconcile_whose_key_moves_is_dropped_at_once_and_the_key_left_to_its_owner() {
-    let shard = ShardHandle::detached("me");
-    shard.activate(&["me"], Duration::from_secs(60));
     // A key the member set {me, other} gives to `other`.
     let view = ShardHandle::detached("other");
     view.activate(&["me", "other"], Duration::from_secs(60));
@@ -152,18 +198,16 @@ async fn a_reconcile_whose_key_moves_is_dropped_at_once_and_the_key_left_to_its_
         .find(|r| view.owns(&format!("ns/{}", r.name)))
         .unwrap();
     let (_never, blocked) = oneshot::channel();
-    let reconciler = Arc::new(Gated::new(vec![blocked]));
-    let queue = WorkQueue::builder().build();
-    let stats = Arc::new(ReconcileStats::default());
-    queue.add(key.clone());
-    let (request, priority) = queue.get_with_priority().await.unwrap();
-    let permit = admit(&shard, &queue, &request).unwrap();
+    let f = Fixture::new(active_me(Duration::from_secs(60)), vec![blocked], key).await;
     let running = tokio::spawn({
-        let (shard, queue, reconciler, stats) = (
-            shard.clone(),
-            queue.clone(),
-            reconciler.clone(),
-            stats.clone(),
+        let (shard, queue, reconciler, stats, request, priority, permit) = (
+            f.shard.clone(),
+            f.queue.clone(),
+            f.reconciler.clone(),
+            f.stats.clone(),
+            f.request.clone(),
+            f.priority,
+            f.permit,
         );
         async move {
             let shared = shared();
@@ -182,16 +226,16 @@ async fn a_reconcile_whose_key_moves_is_dropped_at_once_and_the_key_left_to_its_
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert!(!running.is_finished());
     let moved = Instant::now();
-    shard.observe(&["me", "other"]);
+    f.shard.observe(&["me", "other"]);
     let out = running.await.unwrap();
     assert!(out.is_none());
     assert_eq!(moved.elapsed(), Duration::ZERO, "at once");
-    assert!(reconciler.dropped.load(Ordering::SeqCst));
-    assert_eq!(shard.gate.in_flight(), 0);
+    assert!(f.reconciler.dropped.load(Ordering::SeqCst));
+    assert_eq!(f.shard.gate.in_flight(), 0);
     // Not requeued: the key is its new owner's.
-    assert_eq!(queue.len(), 0);
+    assert_eq!(f.queue.len(), 0);
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(queue.len(), 0);
+    assert_eq!(f.queue.len(), 0);
 }
 
 /// A replica frozen (SIGSTOP) mid-reconcile, past its renew deadline, with
@@ -199,35 +243,33 @@ async fn a_reconcile_whose_key_moves_is_dropped_at_once_and_the_key_left_to_its_
 /// after resuming drops the reconcile before it can write.
 #[tokio::test(start_paused = true)]
 async fn a_reconcile_resumed_past_its_deadline_is_dropped_before_it_writes() {
-    let shard = ShardHandle::detached("me");
-    shard.activate(&["me"], Duration::from_secs(2));
     let (reply, awaited) = oneshot::channel();
-    let reconciler = Gated::new(vec![awaited]);
-    let queue = WorkQueue::builder().build();
-    let stats = ReconcileStats::default();
-    queue.add(Request::namespaced("ns", "a"));
-    let (request, priority) = queue.get_with_priority().await.unwrap();
-    let permit = admit(&shard, &queue, &request).unwrap();
+    let f = Fixture::new(
+        active_me(Duration::from_secs(2)),
+        vec![awaited],
+        Request::namespaced("ns", "a"),
+    )
+    .await;
     let shared = shared();
     let reconcile = process_observed(
-        &reconciler,
+        &*f.reconciler,
         &shared,
-        &queue,
-        &stats,
+        &f.queue,
+        &f.stats,
         None,
         None,
-        (request.clone(), priority),
+        (f.request.clone(), f.priority),
     );
     let mut run = std::pin::pin!(run_under(
-        &shard, &queue, "test", &request, permit, reconcile
+        &f.shard, &f.queue, "test", &f.request, f.permit, reconcile
     ));
     assert!(futures::poll!(run.as_mut()).is_pending());
-    assert_eq!(reconciler.started.load(Ordering::SeqCst), 1);
+    assert_eq!(f.reconciler.started.load(Ordering::SeqCst), 1);
     // Frozen: not polled while the clock passes the deadline.
     tokio::time::advance(Duration::from_secs(5)).await;
     // Resumed with the reply in: both branches are ready.
     reply.send(()).unwrap();
     assert_eq!(futures::poll!(run.as_mut()), std::task::Poll::Ready(None));
-    assert_eq!(reconciler.writes.load(Ordering::SeqCst), 0, "no write");
-    assert!(reconciler.dropped.load(Ordering::SeqCst));
+    assert_eq!(f.reconciler.writes.load(Ordering::SeqCst), 0, "no write");
+    assert!(f.reconciler.dropped.load(Ordering::SeqCst));
 }
