@@ -27,10 +27,7 @@ pub(crate) fn shard_kind<K>(
 
 /// The shard key of a request: `namespace/name`, or `name` if cluster-scoped.
 pub(crate) fn shard_key(request: &Request) -> String {
-    match &request.namespace {
-        Some(namespace) => format!("{namespace}/{}", request.name),
-        None => request.name.clone(),
-    }
+    request.to_string()
 }
 
 /// A permit for `request`, or `None` after settling the key in the queue:
@@ -120,37 +117,10 @@ pub(crate) async fn resync_on_rebalance<R: Reconcile>(
             last = seen;
             match cache.list::<R::Object>(None) {
                 Ok(objects) => {
-                    let mut owned = hashbrown::HashSet::new();
-                    // Keys moved in go first: they are the ones nobody may
-                    // have reconciled since their old owner lost them. Keys
-                    // kept from the last active view follow (an event that
-                    // came while this replica briefly saw them elsewhere was
-                    // dropped, so they are enqueued too, but after).
-                    let mut kept = Vec::new();
-                    let mut gained = 0;
-                    for object in objects {
-                        let meta = kube::Resource::meta(&*object);
-                        let request = Request {
-                            namespace: meta.namespace.clone(),
-                            name: meta.name.clone().unwrap_or_default(),
-                        };
-                        let key = shard_key(&request);
-                        if !shard.owns(&key) {
-                            continue;
-                        }
-                        // The first share after joining counts as moved in.
-                        let moved_in = previous
-                            .as_ref()
-                            .is_none_or(|before| !before.contains(&key));
-                        owned.insert(key);
-                        if moved_in {
-                            gained += 1;
-                            queue.add(request);
-                        } else {
-                            kept.push(request);
-                        }
-                    }
-                    for request in kept {
+                    let requests = objects.iter().filter_map(|o| Request::for_object(&**o));
+                    let resync = Resync::plan(requests, |key| shard.owns(key), previous.as_ref());
+                    let (owned, gained) = (resync.owned, resync.moved_in);
+                    for request in resync.order {
                         queue.add(request);
                     }
                     if let Some(families) = shard.shares.get() {
@@ -173,5 +143,89 @@ pub(crate) async fn resync_on_rebalance<R: Reconcile>(
         if status.changed().await.is_err() {
             return;
         }
+    }
+}
+
+/// What a replica turning active enqueues, in order.
+#[derive(Debug)]
+struct Resync {
+    /// The requests to enqueue: the keys moved in first, then the keys
+    /// kept from the last member set this replica was active on. Moved-in
+    /// keys are the ones nobody may have reconciled since their old owner
+    /// lost them; kept keys are enqueued too (an event that came while this
+    /// replica briefly saw them elsewhere was dropped), but after.
+    order: Vec<Request>,
+    /// The keys this replica owns now.
+    owned: hashbrown::HashSet<String>,
+    /// How many of them it did not own before (all of them after joining).
+    moved_in: usize,
+}
+
+impl Resync {
+    /// The resync of the cached `requests` this replica `owns`, given the
+    /// keys it owned when `previous`ly active (`None`: it just joined).
+    fn plan(
+        requests: impl Iterator<Item = Request>,
+        owns: impl Fn(&str) -> bool,
+        previous: Option<&hashbrown::HashSet<String>>,
+    ) -> Self {
+        let mut owned = hashbrown::HashSet::new();
+        let mut order = Vec::new();
+        let mut kept = Vec::new();
+        for request in requests {
+            let key = shard_key(&request);
+            if !owns(&key) {
+                continue;
+            }
+            let moved_in = previous.is_none_or(|before| !before.contains(&key));
+            owned.insert(key);
+            if moved_in {
+                order.push(request);
+            } else {
+                kept.push(request);
+            }
+        }
+        let moved_in = order.len();
+        order.extend(kept);
+        Self {
+            order,
+            owned,
+            moved_in,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn requests(names: &[&str]) -> impl Iterator<Item = Request> {
+        names
+            .iter()
+            .map(|name| Request::namespaced("ns", *name))
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+
+    fn names(order: &[Request]) -> Vec<&str> {
+        order.iter().map(|r| r.name.as_str()).collect()
+    }
+
+    #[test]
+    fn keys_moved_in_are_enqueued_before_keys_kept() {
+        let previous: hashbrown::HashSet<String> = ["ns/a".into(), "ns/c".into()].into();
+        let owns = |key: &str| key != "ns/d";
+        let resync = Resync::plan(requests(&["a", "b", "c", "d", "e"]), owns, Some(&previous));
+        assert_eq!(names(&resync.order), ["b", "e", "a", "c"]);
+        assert_eq!(resync.moved_in, 2);
+        assert_eq!(resync.owned.len(), 4);
+        assert!(!resync.owned.contains("ns/d"), "not this replica's");
+    }
+
+    #[test]
+    fn after_joining_every_owned_key_counts_as_moved_in() {
+        let resync = Resync::plan(requests(&["a", "b"]), |_| true, None);
+        assert_eq!(names(&resync.order), ["a", "b"]);
+        assert_eq!(resync.moved_in, 2);
     }
 }
