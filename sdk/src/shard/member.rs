@@ -148,8 +148,18 @@ impl<S: LeaseStore> Runner<S> {
         };
         let observed = self.observe(&leases).await;
         if self.gate.enter(&observed.view) {
+            // Published with the gate's state as it is now (closed, on the
+            // new members): a status carrying the new count beside the old
+            // `active` would tell a sharded controller it may resync while
+            // every key it enqueued is refused, and its moved-in keys would
+            // be queued again behind everything else.
             let rebalances = self.status.borrow().rebalances + 1;
-            self.status.send_modify(|s| s.rebalances = rebalances);
+            let (active, members) = (self.gate.is_active(), self.gate.members());
+            self.status.send_modify(|s| {
+                s.rebalances = rebalances;
+                s.active = active;
+                s.members = members;
+            });
             tracing::info!(
                 ring = %self.member.ring,
                 identity = %self.member.identity,

@@ -597,3 +597,41 @@ async fn a_member_lease_edited_by_hand_holds_its_keys_until_its_reconciles_end()
     let name = lease_of(&store, "b");
     assert!(name.starts_with("ring-"));
 }
+
+/// A sharded controller resyncs on a status that is active with a new
+/// rebalance count: no status may say so while the gate is still closed on
+/// the new members (it once did, carrying the old `active` beside the new
+/// count, and the controller's moved-in keys were refused and requeued
+/// behind everything else).
+#[tokio::test(start_paused = true)]
+async fn a_rebalance_is_never_published_as_active_on_the_old_members() {
+    let mut c = Cluster::new();
+    for name in ["a", "b", "c"] {
+        c.start(name);
+    }
+    c.converge(Duration::from_secs(10)).await;
+    let before = c.replica("a").handle.status();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let mut status = c.replica("a").handle.subscribe();
+    let recorder = tokio::spawn({
+        let seen = seen.clone();
+        async move {
+            while status.changed().await.is_ok() {
+                seen.lock().push(status.borrow_and_update().clone());
+            }
+        }
+    });
+    c.start("d");
+    c.converge(Duration::from_secs(10)).await;
+    recorder.abort();
+    let seen = seen.lock();
+    assert!(
+        seen.iter().any(|s| s.rebalances > before.rebalances),
+        "the join was seen: {seen:?}"
+    );
+    for s in seen.iter() {
+        if s.active && s.rebalances > before.rebalances {
+            assert_eq!(s.members, ["a", "b", "c", "d"], "{seen:?}");
+        }
+    }
+}
