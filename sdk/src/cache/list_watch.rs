@@ -51,6 +51,9 @@ pub(crate) struct ListWatch<K> {
     field_selector: Option<String>,
     /// A KEP-5866 shard selector, set by the reflector of a sharded cache.
     shard_selector: Option<String>,
+    /// In label mode: the scope's label selector and the replica's shard
+    /// label, joined (what is sent in place of `label_selector`).
+    shard_labels: Option<String>,
     metadata_only: bool,
     kind: String,
     /// The view's type name, for a projected kind.
@@ -73,6 +76,7 @@ impl<K> Clone for ListWatch<K> {
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
             shard_selector: self.shard_selector.clone(),
+            shard_labels: self.shard_labels.clone(),
             metadata_only: self.metadata_only,
             kind: self.kind.clone(),
             projection: self.projection,
@@ -107,6 +111,7 @@ impl<K: Resource + 'static> ListWatch<K> {
             label_selector: None,
             field_selector: None,
             shard_selector: None,
+            shard_labels: None,
             metadata_only: K::metadata_api(),
             kind: K::kind(dyntype).into_owned(),
             // after `kind`: asking it registers a projection
@@ -150,6 +155,16 @@ impl<K> ListWatch<K> {
     /// `None`: all.
     pub(crate) fn set_shard_selector(&mut self, selector: Option<String>) {
         self.shard_selector = selector;
+    }
+
+    /// Lists and watches only the objects the label selector `selector`
+    /// also selects (a sharded cache in label mode); `None`: the scope's
+    /// own label selector alone.
+    pub(crate) fn set_shard_labels(&mut self, selector: Option<&str>) {
+        self.shard_labels = selector.map(|shard| match &self.label_selector {
+            Some(own) => format!("{own},{shard}"),
+            None => shard.to_owned(),
+        });
     }
 
     /// The client the requests go through.
@@ -227,7 +242,10 @@ impl<K> ListWatch<K> {
         };
         Target {
             url_path: &self.url_path,
-            label_selector: self.label_selector.as_deref(),
+            label_selector: self
+                .shard_labels
+                .as_deref()
+                .or(self.label_selector.as_deref()),
             field_selector: self.field_selector.as_deref(),
             shard_selector: self.shard_selector.as_deref(),
             answer,

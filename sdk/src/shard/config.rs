@@ -10,7 +10,6 @@ use crate::leader::{
 
 use super::error::ShardError;
 use super::handle::ShardHandle;
-use super::hash::hash64;
 use super::member::{Member, spawn_member};
 use super::store::KubeLeaseStore;
 use super::view::KeyScheme;
@@ -169,7 +168,7 @@ impl Sharding {
 /// The name of `identity`'s member Lease in `ring`: `<ring>-<16 hex digits
 /// of the identity's hash>`.
 pub(crate) fn lease_name(ring: &str, identity: &str) -> String {
-    format!("{ring}-{:016x}", hash64(identity.as_bytes()))
+    format!("{ring}-{}", super::label::member_id(identity))
 }
 
 /// Whether `identity` may name a replica (1 to 128 bytes).
