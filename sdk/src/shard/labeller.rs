@@ -58,6 +58,31 @@ impl Candidate {
     }
 }
 
+/// The label each object of `batch` needs, by `identity`'s judgement in
+/// `view`: a stray (no member's label) it owns gets its id, a cached
+/// object (labelled with its id) it does not own gets its owner's; any
+/// other needs nothing from it. The latest sighting of a key counts.
+fn targets(batch: Vec<Candidate>, view: &View, identity: &str) -> Vec<(Candidate, String)> {
+    let mut wanted: hashbrown::HashMap<String, (Candidate, String)> = hashbrown::HashMap::new();
+    for candidate in batch {
+        let key = candidate.key();
+        let Some(owner) = view.owner(&key) else {
+            continue;
+        };
+        // every member labels only its own strays, and moves only its own
+        let target = match (candidate.stray, owner == identity) {
+            (true, true) => member_id(identity),
+            (false, false) => member_id(owner),
+            _ => {
+                wanted.remove(&key);
+                continue;
+            }
+        };
+        wanted.insert(key, (candidate, target));
+    }
+    wanted.into_values().collect()
+}
+
 /// What one batch of patches came to.
 #[derive(Debug, Default)]
 struct Outcome {
@@ -264,41 +289,18 @@ where
     /// the batch once if anything was patched.
     async fn relabel(&self, batch: Vec<Candidate>, view: &View, cause: &'static str) {
         let mine = member_id(&self.identity);
-        // the latest sighting of each key
-        let mut wanted: hashbrown::HashMap<String, (Candidate, String)> = hashbrown::HashMap::new();
-        for candidate in batch {
-            let key = candidate.key();
-            let Some(owner) = view.ring().owner_of_hash(self.scheme.hash(&key)) else {
-                continue;
-            };
-            let target = if candidate.stray {
-                // every member labels only its own strays
-                if owner != &*self.identity {
-                    wanted.remove(&key);
-                    continue;
-                }
-                mine.clone()
-            } else {
-                if owner == &*self.identity {
-                    wanted.remove(&key);
-                    continue;
-                }
-                member_id(owner)
-            };
-            wanted.insert(key, (candidate, target));
-        }
+        let wanted = targets(batch, view, &self.identity);
         if wanted.is_empty() {
             return;
         }
-        let results: Vec<(bool, Result<(), kube::Error>)> =
-            futures::stream::iter(wanted.into_values())
-                .map(|(candidate, target)| {
-                    let outgoing = target != mine;
-                    async move { (outgoing, self.patch(&candidate, &target).await) }
-                })
-                .buffer_unordered(CONCURRENT_PATCHES)
-                .collect()
-                .await;
+        let results: Vec<(bool, Result<(), kube::Error>)> = futures::stream::iter(wanted)
+            .map(|(candidate, target)| {
+                let outgoing = target != mine;
+                async move { (outgoing, self.patch(&candidate, &target).await) }
+            })
+            .buffer_unordered(CONCURRENT_PATCHES)
+            .collect()
+            .await;
         let mut outcome = Outcome::default();
         for (outgoing, result) in results {
             match result {
@@ -359,5 +361,70 @@ where
             )
             .map_err(kube::Error::BuildRequest)?;
         self.client.request_text(request).await.map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn candidate(key: &str, stray: bool, rv: &str) -> Candidate {
+        let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+        Candidate {
+            namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
+            name: name.to_owned(),
+            resource_version: Some(rv.to_owned()),
+            stray,
+        }
+    }
+
+    /// Over many namespaces and three members: each member labels exactly
+    /// the strays it owns with its own id, moves exactly the cached objects
+    /// it does not own to their owner's id, and leaves the rest alone; so
+    /// the three judge every stray once between them.
+    #[test]
+    fn each_member_labels_its_strays_and_moves_what_it_lost() {
+        let members = ["a", "b", "c"];
+        let view = View::with_scheme(members, KeyScheme::Namespace);
+        let keys: Vec<String> = (0..300).map(|i| format!("ns-{i:03x}/obj")).collect();
+        let mut labelled = 0;
+        for member in members {
+            let strays = keys.iter().map(|k| candidate(k, true, "1")).collect();
+            let got = targets(strays, &view, member);
+            for (c, target) in &got {
+                assert_eq!(view.owner(&c.key()), Some(member));
+                assert_eq!(*target, member_id(member));
+            }
+            labelled += got.len();
+            let cached = keys.iter().map(|k| candidate(k, false, "1")).collect();
+            for (c, target) in targets(cached, &view, member) {
+                let owner = view.owner(&c.key()).unwrap();
+                assert_ne!(owner, member);
+                assert_eq!(target, member_id(owner));
+            }
+        }
+        assert_eq!(labelled, keys.len());
+    }
+
+    #[test]
+    fn the_latest_sighting_of_a_key_counts() {
+        let view = View::with_scheme(["a"], KeyScheme::Namespace);
+        let got = targets(
+            vec![candidate("ns/x", true, "1"), candidate("ns/x", true, "2")],
+            &view,
+            "a",
+        );
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].0.resource_version.as_deref(), Some("2"));
+        // a stray that arrived in the cache since: nothing left to do
+        let got = targets(
+            vec![candidate("ns/x", true, "1"), candidate("ns/x", false, "2")],
+            &view,
+            "a",
+        );
+        assert!(got.is_empty());
+        // no members: nobody to label for
+        let empty = View::with_scheme(Vec::<String>::new(), KeyScheme::Namespace);
+        assert!(targets(vec![candidate("ns/x", true, "1")], &empty, "a").is_empty());
     }
 }

@@ -503,12 +503,15 @@ async fn measure(plane: &ControlPlane, lease_ns: &str, names: &[&str], total: us
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // from the start of the processes to the first of the 2 s unchanged
+    let divided = stable_since.map_or(Duration::ZERO, |(since, _)| since - started);
     for (name, p) in names.iter().zip(&procs) {
         let ((objects, rss), peak) = p.cache();
         println!(
-            "| {mode} | {} | {name} | {objects} of {total} | {peak} | {:.1} |",
+            "| {mode} | {} | {name} | {objects} of {total} | {peak} | {:.1} | {:.1} |",
             names.len(),
-            rss as f64 / 1024.0
+            rss as f64 / 1024.0,
+            divided.as_secs_f64()
         );
     }
     for p in procs {
@@ -524,8 +527,10 @@ async fn measure(plane: &ControlPlane, lease_ns: &str, names: &[&str], total: us
 #[ignore = "measurement, not a check (about a minute)"]
 async fn measure_per_replica_cache() {
     init_tracing();
-    println!("| mode | replicas | replica | ConfigMaps cached | peak | RSS MiB |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| mode | replicas | replica | ConfigMaps cached | peak | RSS MiB | divided after s |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     let gate_off = ControlPlane::builder()
         .apiserver_arg("--feature-gates=ShardedListAndWatch=false")
         .start()
