@@ -167,6 +167,21 @@ impl<K> ListWatch<K> {
         });
     }
 
+    /// The API group and the resource (plural) listed.
+    pub(crate) fn group_and_resource(&self) -> (&str, &str) {
+        let group = self
+            .api_version
+            .split_once('/')
+            .map_or("", |(group, _)| group);
+        let resource = self.url_path.rsplit('/').next().unwrap_or_default();
+        (group, resource)
+    }
+
+    /// The one namespace listed, if any.
+    pub(crate) fn namespace_scope(&self) -> Option<&str> {
+        self.namespace.as_deref()
+    }
+
     /// The client the requests go through.
     pub(crate) fn client(&self) -> Client {
         self.client.clone()
@@ -334,6 +349,27 @@ pub(crate) mod tests {
         assert_eq!(all.url_path(), "/api/v1/configmaps");
         let meta = ListWatch::<PartialObjectMeta<ConfigMap>>::new(test_client(), &());
         assert!(meta.metadata_only);
+        assert_eq!(lw.group_and_resource(), ("", "configmaps"));
+        assert_eq!(lw.namespace_scope(), Some("prod"));
+        let deployments =
+            ListWatch::<k8s_openapi::api::apps::v1::Deployment>::new(test_client(), &());
+        assert_eq!(deployments.group_and_resource(), ("apps", "deployments"));
+        assert_eq!(deployments.namespace_scope(), None);
+    }
+
+    #[tokio::test]
+    async fn a_shard_label_joins_the_scopes_own_selector() {
+        let mut lw = ListWatch::<ConfigMap>::new(test_client(), &()).labels("app=x");
+        lw.set_shard_labels(Some("shard.opkit.dev/r=00"));
+        assert_eq!(
+            lw.target().label_selector,
+            Some("app=x,shard.opkit.dev/r=00")
+        );
+        lw.set_shard_labels(None);
+        assert_eq!(lw.target().label_selector, Some("app=x"));
+        let mut all = ListWatch::<ConfigMap>::new(test_client(), &());
+        all.set_shard_labels(Some("shard.opkit.dev/r=00"));
+        assert_eq!(all.target().label_selector, Some("shard.opkit.dev/r=00"));
     }
 
     /// A client answering every request with `body` as `content_type`,

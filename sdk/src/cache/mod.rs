@@ -115,7 +115,7 @@ pub use projection::{Projected, Projection};
 use read_your_writes::{WriteTracker, wait_observed};
 use reflector::strip_managed_fields;
 pub use reflector::{ReflectorConfig, ReflectorStats, StreamingList, Transform, WatchErrorHandler};
-pub(crate) use sharded::{ShardSelector, metadata_informer, server_filters};
+pub(crate) use sharded::{ShardSelector, may_patch, metadata_informer, server_filters};
 pub use start::START_LIST_ATTEMPTS;
 pub use store::{NAMESPACE_INDEX, Store};
 pub use undecodable::UndecodableObject;

@@ -668,8 +668,22 @@ where
             None => {
                 self.lw.set_shard_selector(Some(selector.server.clone()));
                 let filters = self.lw.server_shards().await?;
-                let mode = ShardMode::of(filters, selector.labels.is_some());
-                self.log_shard_mode(mode, &selector);
+                // label mode needs `patch` on the kind; unknown: try it
+                let denied = if !filters && selector.labels.is_some() {
+                    let (group, resource) = self.lw.group_and_resource();
+                    super::sharded::may_patch(
+                        self.lw.client(),
+                        group,
+                        resource,
+                        self.lw.namespace_scope(),
+                    )
+                    .await
+                        == Some(false)
+                } else {
+                    false
+                };
+                let mode = ShardMode::of(filters, selector.labels.is_some() && !denied);
+                self.log_shard_mode(mode, &selector, denied);
                 if let Some(shard) = &mut self.shard {
                     shard.mode = Some(mode);
                 }
@@ -696,7 +710,7 @@ where
     }
 
     /// The one line that says how this kind's cache is divided.
-    fn log_shard_mode(&self, mode: ShardMode, selector: &ShardSelector) {
+    fn log_shard_mode(&self, mode: ShardMode, selector: &ShardSelector, denied: bool) {
         match mode {
             ShardMode::ServerSide => tracing::info!(
                 reflector = %self.name,
@@ -711,6 +725,14 @@ where
                 "sharded cache: the API server ignores shardSelector (feature gate \
                  ShardedListAndWatch off, or Kubernetes before 1.36); this replica lists and \
                  watches the objects labelled with its shard (label mode)"
+            ),
+            ShardMode::Undivided if denied => tracing::warn!(
+                reflector = %self.name,
+                mode = mode.as_str(),
+                "sharded cache: the API server ignores shardSelector (feature gate \
+                 ShardedListAndWatch off, or Kubernetes before 1.36) and this replica may not \
+                 patch this kind to label it with its shard (label mode needs `patch`, see \
+                 Rules::sharding); this replica caches every object and reconciles only its share"
             ),
             ShardMode::Undivided => tracing::warn!(
                 reflector = %self.name,

@@ -77,6 +77,44 @@ where
     lw.server_shards().await
 }
 
+/// Whether this client may `patch` `resource` of API `group` in
+/// `namespace` (`None`: in every namespace), as a SelfSubjectAccessReview
+/// answers (any authenticated user may ask); `None` when the server could
+/// not say.
+pub(crate) async fn may_patch(
+    client: Client,
+    group: &str,
+    resource: &str,
+    namespace: Option<&str>,
+) -> Option<bool> {
+    use k8s_openapi::api::authorization::v1::{
+        ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+    };
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(group.to_owned()),
+                resource: Some(resource.to_owned()),
+                namespace: namespace.map(str::to_owned),
+                verb: Some("patch".to_owned()),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    match kube::Api::<SelfSubjectAccessReview>::all(client)
+        .create(&kube::api::PostParams::default(), &review)
+        .await
+    {
+        Ok(answer) => answer.status.map(|s| s.allowed),
+        Err(error) => {
+            tracing::debug!(%error, "could not ask whether this replica may patch its sharded kind");
+            None
+        }
+    }
+}
+
 /// A metadata-only informer of the `K` objects `labels` selects, in
 /// `namespace` (`None`: all), outside any shared cache, stopped when
 /// `cancel` fires. Not started.

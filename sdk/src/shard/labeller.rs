@@ -125,7 +125,17 @@ where
             }
         }
     };
-    if filters {
+    // the cache checked too, and lists everything when denied
+    if filters
+        || crate::cache::may_patch(
+            client.clone(),
+            &K::group(&()),
+            &K::plural(&()),
+            cache.namespace(),
+        )
+        .await
+            == Some(false)
+    {
         return;
     }
     let labeller = Labeller::<K> {

@@ -398,6 +398,70 @@ async fn without_the_gate_the_replicas_label_their_share_and_cache_only_it() {
     }
 }
 
+/// Label mode without `patch` on the primary kind: each replica finds out
+/// before choosing the mode, says so in the log, and caches every
+/// ConfigMap (undivided, as before label mode); no object is lost: every
+/// one is reconciled, each by its owner, none twice at once.
+#[tokio::test]
+async fn without_the_gate_and_without_patch_the_cache_stays_whole_and_says_why() {
+    use opkit::rbac::{Rules, Verb};
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter("opkit=info")
+        .with_ansi(false)
+        .with_writer({
+            let captured = captured.clone();
+            move || captured.clone()
+        })
+        .finish();
+    let _log = tracing::subscriber::set_default(subscriber);
+    let plane = ControlPlane::builder()
+        .apiserver_arg("--feature-gates=ShardedListAndWatch=false")
+        .start()
+        .await
+        .unwrap();
+    let admin = plane.client().unwrap();
+    create_namespace(&admin, "shard-cache").await;
+    // read the sharded kinds, the ring's Leases, Events; no `patch`
+    let role = Rules::new()
+        .allow::<ConfigMap>(&Verb::READ)
+        .allow::<Secret>(&Verb::READ)
+        .sharding()
+        .events()
+        .cluster_role("shard-no-patch");
+    opkit_tests::grant_cluster_role(&admin, &role, "shard-cache", "no-patch").await;
+    let token = opkit_tests::service_account_token(&admin, "shard-cache", "no-patch").await;
+    let client = plane.client_with_token(&token).unwrap();
+    let per = 4;
+    let namespaces = populate(&admin, "nopatch", 8, per).await;
+    let all = keys(&namespaces, per);
+    let log = Log::default();
+    let replicas = vec![
+        start(&client, "shard-cache", "a", &log).await,
+        start(&client, "shard-cache", "b", &log).await,
+    ];
+    let since = Instant::now();
+    converge(&replicas, Duration::from_secs(20)).await;
+    wait_reconciled(&replicas, &log, &all, since).await;
+    for replica in &replicas {
+        assert_eq!(cached::<ConfigMap>(replica, "nopatch"), all);
+        assert_eq!(cached::<Secret>(replica, "nopatch"), all);
+    }
+    let text = captured.text();
+    assert!(
+        text.contains("may not patch this kind") && !text.contains("mode=\"label selector\""),
+        "{text}"
+    );
+    let labelled = Api::<ConfigMap>::all(admin.clone())
+        .list(&kube::api::ListParams::default().labels("shard.opkit.dev/divided"))
+        .await
+        .unwrap();
+    assert!(labelled.items.is_empty(), "nothing is labelled");
+    for replica in replicas {
+        stop(replica).await;
+    }
+}
+
 /// One `shard_replica` process (`SHARD_BY_NAMESPACE=1`); its `cache` and
 /// `status` lines.
 struct Process {
