@@ -15,12 +15,15 @@ use kube::Resource;
 use kube::api::{Patch, PatchParams};
 use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+use tokio_util::sync::{CancellationToken, DropGuard};
 
 use super::handle::{ShardHandle, ShardStatus};
 use super::label::{label_key, member_id, strays_selector};
 use super::view::{KeyScheme, View};
-use crate::cache::{InformerEvent, SharedCache, handler_fn, metadata_informer, server_filters};
+use crate::cache::{
+    HandlerRegistration, InformerEvent, SharedCache, SharedIndexInformer, handler_fn,
+    metadata_informer, server_filters,
+};
 
 /// At most this many objects are relabelled per batch (one log line each).
 const BATCH: usize = 512;
@@ -81,6 +84,18 @@ fn targets(batch: Vec<Candidate>, view: &View, identity: &str) -> Vec<(Candidate
         wanted.insert(key, (candidate, target));
     }
     wanted.into_values().collect()
+}
+
+/// Removes an event handler from its informer when dropped.
+struct Unregister<K: Resource + DeserializeOwned + Send + Sync + 'static>(
+    SharedIndexInformer<K>,
+    HandlerRegistration,
+);
+
+impl<K: Resource + DeserializeOwned + Send + Sync + 'static> Drop for Unregister<K> {
+    fn drop(&mut self) {
+        self.0.remove_event_handler(&self.1);
+    }
 }
 
 /// What one batch of patches came to.
@@ -199,8 +214,9 @@ where
                 }
             }))
         };
-        let arrivals = match arrivals {
-            Ok(registration) => registration,
+        // removed when this task ends or is aborted with its controller
+        let _arrivals = match arrivals {
+            Ok(registration) => Unregister(informer, registration),
             Err(error) => {
                 tracing::warn!(controller = %self.controller, %error, "label mode: cannot follow the cache of the primary kind; not labelling");
                 return;
@@ -221,7 +237,7 @@ where
                     if current.active && !current.members.is_empty() && now != seen {
                         seen = now;
                         view = View::with_scheme(current.members.iter().cloned(), self.scheme);
-                        strays.cancel();
+                        // dropping the guard stops the old watch
                         strays = self.watch_strays(&view, tx.clone());
                         self.sweep(&view).await;
                     }
@@ -238,14 +254,13 @@ where
                 }
             }
         }
-        strays.cancel();
-        informer.remove_event_handler(&arrivals);
+        drop(strays);
     }
 
     /// Starts the stray watch of `view`: the objects whose shard label
-    /// names none of its members (or is missing). Stopped by cancelling
-    /// the token returned.
-    fn watch_strays(&self, view: &View, tx: mpsc::UnboundedSender<Candidate>) -> CancellationToken {
+    /// names none of its members (or is missing). Stopped when the guard
+    /// returned is dropped (also when this task is aborted).
+    fn watch_strays(&self, view: &View, tx: mpsc::UnboundedSender<Candidate>) -> DropGuard {
         let cancel = CancellationToken::new();
         let selector =
             strays_selector(&self.ring, view.ring().members().iter().map(String::as_str));
@@ -274,7 +289,7 @@ where
         if let Err(error) = started {
             tracing::warn!(controller = %self.controller, %error, selector, "label mode: could not watch the unlabelled objects");
         }
-        cancel
+        cancel.drop_guard()
     }
 
     /// Relabels the objects in this replica's cache it does not own in
