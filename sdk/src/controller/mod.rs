@@ -872,7 +872,8 @@ impl<R: Reconcile> Controller<R> {
                 controller = %prepared.settings.name,
                 mode = "filter-at-queue",
                 "sharded controller: every replica caches every object and reconciles its share \
-                 (Sharding::by_namespace divides the cache where the API server supports it)"
+                 (Sharding::by_namespace divides the cache: server-side where the API server \
+                 supports it, else by a shard label)"
             );
         }
         for index in self.indexes {

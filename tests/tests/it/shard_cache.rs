@@ -318,8 +318,9 @@ impl Captured {
 /// reconciled, each by its owner; each replica caches exactly the
 /// ConfigMaps it owns, together all of them, none more than 3/5 of them
 /// (with these names and identities: 110, 70, 120 of 300); the log says
-/// label mode for ConfigMaps and the undivided cache for the Secrets. When
-/// one replica leaves, its ConfigMaps are relabelled into the two others'
+/// label mode for ConfigMaps and the undivided cache for the Secrets.
+/// ConfigMaps created while the ring runs are labelled and reconciled by
+/// their owner too. When one replica leaves, its ConfigMaps are relabelled into the two others'
 /// caches and reconciled there, with no overlap.
 ///
 /// On a current-thread runtime, so that the log of every replica (all
@@ -378,6 +379,12 @@ async fn without_the_gate_the_replicas_label_their_share_and_cache_only_it() {
     {
         eprintln!("{line}");
     }
+
+    // objects created while the ring runs are labelled by their owner
+    let since = Instant::now();
+    let late = keys(&populate(&admin, "late", 3, per).await, per);
+    wait_divided(&replicas, "late", &late, false).await;
+    wait_reconciled(&replicas, &log, &late, since).await;
 
     // one leaves: its ConfigMaps move into the others' caches
     let gone = replicas.pop().unwrap();
