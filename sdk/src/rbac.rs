@@ -190,7 +190,12 @@ impl Rules {
     }
 
     /// What sharding needs: `get`, `list`, `create`, `update`, `delete` on
-    /// `coordination.k8s.io` `leases` (see [`crate::shard`]).
+    /// `coordination.k8s.io` `leases` (see [`crate::shard`]). A
+    /// [`by_namespace`](crate::shard::Sharding::by_namespace) ring on a
+    /// server without KEP-5866 runs in label mode and also needs `patch`
+    /// on each sharded controller's primary kind, which this cannot name:
+    /// `#[controller(finalizer)]` grants it, else add
+    /// `.allow::<K>(&[Verb::Patch])`.
     pub fn sharding(self) -> Self {
         self.allow_resource(
             "coordination.k8s.io",

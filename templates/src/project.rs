@@ -1104,7 +1104,8 @@ fn sharding_values(values: &mut Values, name: &str, sharding: bool) {
         // needs no configuration when replicas come and go. When the objects
         // spread over many more namespaces than replicas, add
         // `.by_namespace()`: each replica then caches only its namespaces
-        // (on an API server with the ShardedListAndWatch feature gate).
+        // (server-side with the ShardedListAndWatch feature gate, else by a
+        // shard label the replicas set, which needs `patch` on the kind).
         builder = builder.sharding(opkit::shard::Sharding::new({crate_name}::SHARD_RING));
     }}
 "#

@@ -77,7 +77,7 @@ pub(crate) struct InformerOptions<K> {
     /// Resync period of handlers registered without one (`None`: no resync).
     pub default_resync: Option<Duration>,
     /// A sharded cache's shard selector (see [`SharedCache::shard_kind`](super::SharedCache::shard_kind)).
-    pub shard: Option<tokio::sync::watch::Receiver<Option<String>>>,
+    pub shard: Option<tokio::sync::watch::Receiver<Option<super::ShardSelector>>>,
 }
 
 impl<K: Resource + 'static> Default for InformerOptions<K> {

@@ -51,6 +51,9 @@ pub(crate) struct ListWatch<K> {
     field_selector: Option<String>,
     /// A KEP-5866 shard selector, set by the reflector of a sharded cache.
     shard_selector: Option<String>,
+    /// In label mode: the scope's label selector and the replica's shard
+    /// label, joined (what is sent in place of `label_selector`).
+    shard_labels: Option<String>,
     metadata_only: bool,
     kind: String,
     /// The view's type name, for a projected kind.
@@ -73,6 +76,7 @@ impl<K> Clone for ListWatch<K> {
             label_selector: self.label_selector.clone(),
             field_selector: self.field_selector.clone(),
             shard_selector: self.shard_selector.clone(),
+            shard_labels: self.shard_labels.clone(),
             metadata_only: self.metadata_only,
             kind: self.kind.clone(),
             projection: self.projection,
@@ -107,6 +111,7 @@ impl<K: Resource + 'static> ListWatch<K> {
             label_selector: None,
             field_selector: None,
             shard_selector: None,
+            shard_labels: None,
             metadata_only: K::metadata_api(),
             kind: K::kind(dyntype).into_owned(),
             // after `kind`: asking it registers a projection
@@ -150,6 +155,31 @@ impl<K> ListWatch<K> {
     /// `None`: all.
     pub(crate) fn set_shard_selector(&mut self, selector: Option<String>) {
         self.shard_selector = selector;
+    }
+
+    /// Lists and watches only the objects the label selector `selector`
+    /// also selects (a sharded cache in label mode); `None`: the scope's
+    /// own label selector alone.
+    pub(crate) fn set_shard_labels(&mut self, selector: Option<&str>) {
+        self.shard_labels = selector.map(|shard| match &self.label_selector {
+            Some(own) => format!("{own},{shard}"),
+            None => shard.to_owned(),
+        });
+    }
+
+    /// The API group and the resource (plural) listed.
+    pub(crate) fn group_and_resource(&self) -> (&str, &str) {
+        let group = self
+            .api_version
+            .split_once('/')
+            .map_or("", |(group, _)| group);
+        let resource = self.url_path.rsplit('/').next().unwrap_or_default();
+        (group, resource)
+    }
+
+    /// The one namespace listed, if any.
+    pub(crate) fn namespace_scope(&self) -> Option<&str> {
+        self.namespace.as_deref()
     }
 
     /// The client the requests go through.
@@ -227,7 +257,10 @@ impl<K> ListWatch<K> {
         };
         Target {
             url_path: &self.url_path,
-            label_selector: self.label_selector.as_deref(),
+            label_selector: self
+                .shard_labels
+                .as_deref()
+                .or(self.label_selector.as_deref()),
             field_selector: self.field_selector.as_deref(),
             shard_selector: self.shard_selector.as_deref(),
             answer,
@@ -316,6 +349,27 @@ pub(crate) mod tests {
         assert_eq!(all.url_path(), "/api/v1/configmaps");
         let meta = ListWatch::<PartialObjectMeta<ConfigMap>>::new(test_client(), &());
         assert!(meta.metadata_only);
+        assert_eq!(lw.group_and_resource(), ("", "configmaps"));
+        assert_eq!(lw.namespace_scope(), Some("prod"));
+        let deployments =
+            ListWatch::<k8s_openapi::api::apps::v1::Deployment>::new(test_client(), &());
+        assert_eq!(deployments.group_and_resource(), ("apps", "deployments"));
+        assert_eq!(deployments.namespace_scope(), None);
+    }
+
+    #[tokio::test]
+    async fn a_shard_label_joins_the_scopes_own_selector() {
+        let mut lw = ListWatch::<ConfigMap>::new(test_client(), &()).labels("app=x");
+        lw.set_shard_labels(Some("shard.opkit.dev/r=00"));
+        assert_eq!(
+            lw.target().label_selector,
+            Some("app=x,shard.opkit.dev/r=00")
+        );
+        lw.set_shard_labels(None);
+        assert_eq!(lw.target().label_selector, Some("app=x"));
+        let mut all = ListWatch::<ConfigMap>::new(test_client(), &());
+        all.set_shard_labels(Some("shard.opkit.dev/r=00"));
+        assert_eq!(all.target().label_selector, Some("shard.opkit.dev/r=00"));
     }
 
     /// A client answering every request with `body` as `content_type`,

@@ -75,6 +75,7 @@ mod processor;
 mod projection;
 pub mod read_your_writes;
 mod reflector;
+mod sharded;
 mod start;
 mod store;
 mod tasks;
@@ -114,6 +115,7 @@ pub use projection::{Projected, Projection};
 use read_your_writes::{WriteTracker, wait_observed};
 use reflector::strip_managed_fields;
 pub use reflector::{ReflectorConfig, ReflectorStats, StreamingList, Transform, WatchErrorHandler};
+pub(crate) use sharded::{ShardSelector, may_patch, metadata_informer, server_filters};
 pub use start::START_LIST_ATTEMPTS;
 pub use store::{NAMESPACE_INDEX, Store};
 pub use undecodable::UndecodableObject;
@@ -281,7 +283,7 @@ struct CacheInner {
     watch_error_handler: Option<WatchErrorHandler>,
     /// Kinds whose cache-scope informer lists only this replica's shard:
     /// the selector's receiver, by Rust type.
-    sharded: Mutex<HashMap<TypeId, watch::Receiver<Option<String>>>>,
+    sharded: Mutex<HashMap<TypeId, watch::Receiver<Option<ShardSelector>>>>,
 }
 
 /// Per-kind transforms ([`SharedCacheBuilder::transform`]): a
@@ -682,11 +684,13 @@ impl SharedCache {
     }
 
     /// Makes the cache-scope informer of `K` list and watch only the
-    /// objects the KEP-5866 shard selector `selector` holds (a sharded
-    /// controller's primary and owned kinds), relisting when it changes.
+    /// replica's share `selector` holds (a sharded controller's primary
+    /// and owned kinds): by its KEP-5866 shard selector where the server
+    /// filters by it (relisting when it changes), else by its shard label
+    /// if the kind is labelled, else everything.
     /// Must come before that informer is created; later, it is logged and
     /// the informer keeps every object.
-    pub(crate) fn shard_kind<K>(&self, selector: watch::Receiver<Option<String>>)
+    pub(crate) fn shard_kind<K>(&self, selector: watch::Receiver<Option<ShardSelector>>)
     where
         K: Resource + 'static,
         K::DynamicType: Default,

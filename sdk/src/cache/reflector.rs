@@ -71,6 +71,7 @@ use super::{
     error::{ListFailures, ReflectorError},
     key::ObjectKey,
     list_watch::ListWatch,
+    sharded::{ShardMode, ShardSelector},
     undecodable::UndecodableObject,
     wire::{ListOptions, WatchOptions, WatchStream},
 };
@@ -384,13 +385,13 @@ pub struct Reflector<K, S> {
     shard: Option<ShardedList>,
 }
 
-/// A sharded cache's side of a reflector: the replica's shard selector
-/// (`None` until it is first active in its ring) and whether the server
-/// filters by it.
+/// A sharded cache's side of a reflector: the replica's share (`None`
+/// until it is first active in its ring) and how the server lets it be
+/// divided.
 struct ShardedList {
-    selector: watch::Receiver<Option<String>>,
-    /// Unknown until probed; `false`: list and watch everything.
-    server_filters: Option<bool>,
+    selector: watch::Receiver<Option<ShardSelector>>,
+    /// Unknown until probed.
+    mode: Option<ShardMode>,
 }
 
 impl<K, S> Reflector<K, S>
@@ -420,13 +421,17 @@ where
         }
     }
 
-    /// Lists and watches only the replica's share: the KEP-5866 shard
-    /// selector `selector` holds, relisting whenever it changes, once the
-    /// server is found to filter by it (else everything, logged once).
-    pub(crate) fn with_shard(mut self, selector: Option<watch::Receiver<Option<String>>>) -> Self {
+    /// Lists and watches only the replica's share `selector` holds: by
+    /// its KEP-5866 shard selector, relisting whenever it changes, once the
+    /// server is found to filter by it; else by its shard label, if any;
+    /// else everything. The mode is logged once.
+    pub(crate) fn with_shard(
+        mut self,
+        selector: Option<watch::Receiver<Option<ShardSelector>>>,
+    ) -> Self {
         self.shard = selector.map(|selector| ShardedList {
             selector,
-            server_filters: None,
+            mode: None,
         });
         self
     }
@@ -602,13 +607,17 @@ where
         loop {
             let shard = self.apply_shard().await?;
             let stream = self.initial_list().await?;
-            let Some((mut selector, applied)) = shard else {
+            let Some((mut selector, mode, applied)) = shard else {
                 return self.watch_loop(stream).await;
             };
             // A new share: relist at once with the new selector (the
             // replace drops the objects that left it, adds the gained ones).
+            // A shard label never changes: objects move by relabelling.
             let changed = async move {
-                if selector.wait_for(|s| *s != applied).await.is_err() {
+                let moved = |s: &Option<ShardSelector>| {
+                    s.as_ref().and_then(|s| mode.applied(s)) != applied.as_deref()
+                };
+                if selector.wait_for(moved).await.is_err() {
                     std::future::pending::<()>().await;
                 }
             };
@@ -621,60 +630,118 @@ where
         }
     }
 
-    /// For a sharded cache: waits for the replica's first shard selector,
-    /// finds out once whether the server filters by it, and sets it on the
-    /// requests. The selector's receiver and the selector applied, or
-    /// `None` when everything is listed.
+    /// For a sharded cache: waits for the replica's first share, finds out
+    /// once how the server lets it be divided (logged), and sets it on the
+    /// requests. The share's receiver, the mode and the selector applied,
+    /// or `None` when everything is listed.
     async fn apply_shard(
         &mut self,
-    ) -> Result<Option<(watch::Receiver<Option<String>>, Option<String>)>, ReflectorError> {
+    ) -> Result<
+        Option<(
+            watch::Receiver<Option<ShardSelector>>,
+            ShardMode,
+            Option<String>,
+        )>,
+        ReflectorError,
+    > {
         let Some(shard) = &self.shard else {
             return Ok(None);
         };
-        if shard.server_filters == Some(false) {
+        if shard.mode == Some(ShardMode::Undivided) {
             return Ok(None);
         }
-        let known = shard.server_filters;
+        let known = shard.mode;
         let mut rx = shard.selector.clone();
         if rx.borrow().is_none() {
             tracing::debug!(reflector = %self.name, "waiting until this replica is active in its shard ring before listing its share");
         }
         let selector = match rx.wait_for(Option::is_some).await {
-            Ok(selector) => Some(selector.clone()),
+            Ok(selector) => selector.clone(),
             Err(_) => None,
         };
         // None: the ring ended (shutdown); nothing more to list
         let Some(selector) = selector else {
             return std::future::pending().await;
         };
-        self.lw.set_shard_selector(selector.clone());
-        if known.is_none() {
-            let filters = self.lw.server_shards().await?;
-            if filters {
-                tracing::info!(
-                    reflector = %self.name,
-                    mode = "server-side",
-                    "sharded cache: the API server lists and watches only this replica's share \
-                     (KEP-5866 shardSelector on object.metadata.namespace)"
-                );
-            } else {
-                tracing::warn!(
-                    reflector = %self.name,
-                    mode = "filter-at-queue",
-                    "sharded cache: the API server ignores shardSelector (feature gate \
-                     ShardedListAndWatch off, or Kubernetes before 1.36); this replica caches \
-                     every object and reconciles only its share"
-                );
+        let mode = match known {
+            Some(mode) => mode,
+            None => {
+                self.lw.set_shard_selector(Some(selector.server.clone()));
+                let filters = self.lw.server_shards().await?;
+                // label mode needs `patch` on the kind; unknown: try it
+                let denied = if !filters && selector.labels.is_some() {
+                    let (group, resource) = self.lw.group_and_resource();
+                    super::sharded::may_patch(
+                        self.lw.client(),
+                        group,
+                        resource,
+                        self.lw.namespace_scope(),
+                    )
+                    .await
+                        == Some(false)
+                } else {
+                    false
+                };
+                let mode = ShardMode::of(filters, selector.labels.is_some() && !denied);
+                self.log_shard_mode(mode, &selector, denied);
+                if let Some(shard) = &mut self.shard {
+                    shard.mode = Some(mode);
+                }
+                mode
+            }
+        };
+        match mode {
+            ShardMode::ServerSide => {
+                self.lw.set_shard_selector(Some(selector.server.clone()));
+                self.lw.set_shard_labels(None);
+            }
+            ShardMode::Labels => {
                 self.lw.set_shard_selector(None);
+                self.lw.set_shard_labels(selector.labels.as_deref());
             }
-            if let Some(shard) = &mut self.shard {
-                shard.server_filters = Some(filters);
-            }
-            if !filters {
+            ShardMode::Undivided => {
+                self.lw.set_shard_selector(None);
+                self.lw.set_shard_labels(None);
                 return Ok(None);
             }
         }
-        Ok(Some((rx, selector)))
+        let applied = mode.applied(&selector).map(str::to_owned);
+        Ok(Some((rx, mode, applied)))
+    }
+
+    /// The one line that says how this kind's cache is divided.
+    fn log_shard_mode(&self, mode: ShardMode, selector: &ShardSelector, denied: bool) {
+        match mode {
+            ShardMode::ServerSide => tracing::info!(
+                reflector = %self.name,
+                mode = mode.as_str(),
+                "sharded cache: the API server lists and watches only this replica's share \
+                 (KEP-5866 shardSelector on object.metadata.namespace)"
+            ),
+            ShardMode::Labels => tracing::info!(
+                reflector = %self.name,
+                mode = mode.as_str(),
+                selector = selector.labels.as_deref().unwrap_or_default(),
+                "sharded cache: the API server ignores shardSelector (feature gate \
+                 ShardedListAndWatch off, or Kubernetes before 1.36); this replica lists and \
+                 watches the objects labelled with its shard (label mode)"
+            ),
+            ShardMode::Undivided if denied => tracing::warn!(
+                reflector = %self.name,
+                mode = mode.as_str(),
+                "sharded cache: the API server ignores shardSelector (feature gate \
+                 ShardedListAndWatch off, or Kubernetes before 1.36) and this replica may not \
+                 patch this kind to label it with its shard (label mode needs `patch`, see \
+                 Rules::sharding); this replica caches every object and reconciles only its share"
+            ),
+            ShardMode::Undivided => tracing::warn!(
+                reflector = %self.name,
+                mode = mode.as_str(),
+                "sharded cache: the API server ignores shardSelector (feature gate \
+                 ShardedListAndWatch off, or Kubernetes before 1.36) and this kind is not \
+                 labelled; this replica caches every object and reconciles only its share"
+            ),
+        }
     }
 
     /// The initial list: streamed where the server can, else paginated.

@@ -103,7 +103,8 @@ type WatchFn = Box<
 type IndexFn = Box<dyn FnOnce(&SharedCache) -> Result<(), (String, CacheError)> + Send>;
 
 /// Makes the cache of one kind list only this replica's shard.
-type ShardKindFn = fn(&SharedCache, tokio::sync::watch::Receiver<Option<String>>);
+type ShardKindFn =
+    fn(&SharedCache, tokio::sync::watch::Receiver<Option<crate::cache::ShardSelector>>);
 
 /// Waits until a registered watch (or read) has synced; false if it never will.
 type SyncWait = Box<dyn Fn() -> futures::future::BoxFuture<'static, bool> + Send + Sync>;
@@ -127,8 +128,8 @@ pub struct Controller<R> {
     reconciler: Arc<R>,
     indexes: Vec<IndexFn>,
     watches: Vec<WatchFn>,
-    /// The kinds a sharded cache divides: the primary, and owned kinds of
-    /// the same scope (namespaced or not) as the primary.
+    /// The owned kinds a sharded cache divides besides the primary: those
+    /// of the same scope (namespaced or not) as the primary.
     sharded_kinds: Vec<ShardKindFn>,
     event_filters: Vec<Arc<dyn Predicate<dyn HasMetadata>>>,
     rate_limiter: Option<Box<dyn RateLimiter<Request>>>,
@@ -218,7 +219,7 @@ impl<R: Reconcile> Controller<R> {
             reconciler: Arc::new(reconciler),
             indexes: Vec::new(),
             watches: Vec::new(),
-            sharded_kinds: vec![sharded::shard_kind::<R::Object>],
+            sharded_kinds: Vec::new(),
             event_filters: Vec::new(),
             rate_limiter: None,
             throttle: None,
@@ -855,21 +856,24 @@ impl<R: Reconcile> Controller<R> {
         if let Some(shard) = &prepared.settings.shard {
             shard.register_kind(&self.primary.group, &self.primary.kind);
         }
-        if let Some(selector) = prepared
-            .settings
-            .shard
-            .as_ref()
-            .and_then(crate::shard::ShardHandle::cache_selector)
-        {
+        // The primary kind is divided by label where the server does not
+        // filter by shard selectors (label mode); owned kinds only by them.
+        let selectors =
+            prepared.settings.shard.as_ref().and_then(|shard| {
+                Some((shard.cache_selector(true)?, shard.cache_selector(false)?))
+            });
+        if let Some((primary, owned)) = selectors {
+            sharded::shard_kind::<R::Object>(cache, primary);
             for shard_kind in &self.sharded_kinds {
-                shard_kind(cache, selector.clone());
+                shard_kind(cache, owned.clone());
             }
         } else if prepared.settings.shard.is_some() {
             tracing::info!(
                 controller = %prepared.settings.name,
                 mode = "filter-at-queue",
                 "sharded controller: every replica caches every object and reconciles its share \
-                 (Sharding::by_namespace divides the cache where the API server supports it)"
+                 (Sharding::by_namespace divides the cache: server-side where the API server \
+                 supports it, else by a shard label)"
             );
         }
         for index in self.indexes {
@@ -1022,6 +1026,14 @@ impl<R: Reconcile> Workers<'_, R> {
             ))
         });
         let _resync = resync.map(tokio_util::task::AbortOnDropHandle::new);
+        let labeller = self.settings.shard.clone().map(|shard| {
+            tokio::spawn(crate::shard::label_primary::<R::Object>(
+                shard,
+                self.cache.clone(),
+                self.settings.name.clone(),
+            ))
+        });
+        let _labeller = labeller.map(tokio_util::task::AbortOnDropHandle::new);
         for _ in 0..self.settings.max_concurrent_reconciles {
             let shard = self.settings.shard.clone();
             let reconciler = Arc::clone(&self.reconciler);

@@ -17,7 +17,7 @@ const HANDOVER_RETRY: Duration = Duration::from_millis(500);
 /// Registers `K`'s cache-scope informer as sharded by `selector`.
 pub(crate) fn shard_kind<K>(
     cache: &SharedCache,
-    selector: tokio::sync::watch::Receiver<Option<String>>,
+    selector: tokio::sync::watch::Receiver<Option<crate::cache::ShardSelector>>,
 ) where
     K: kube::Resource<DynamicType = ()> + 'static,
     K::Scope: 'static,

@@ -10,7 +10,6 @@ use crate::leader::{
 
 use super::error::ShardError;
 use super::handle::ShardHandle;
-use super::hash::hash64;
 use super::member::{Member, spawn_member};
 use super::store::KubeLeaseStore;
 use super::view::KeyScheme;
@@ -67,9 +66,11 @@ impl Sharding {
     /// Each replica's cache then lists and watches only its share of the
     /// primary kind and of the kinds it owns (an owned object lives in its
     /// owner's namespace, so it lands on the same replica), where the
-    /// server supports it (feature gate `ShardedListAndWatch`); elsewhere
-    /// every replica caches everything and filters at its queue, as
-    /// without this option. Balance is per namespace: spread the objects
+    /// server supports it (feature gate `ShardedListAndWatch`). Elsewhere
+    /// the primary kind runs in label mode: the replicas label each object
+    /// with its owner's shard and each caches only its own label's (this
+    /// needs `patch` on the primary kind); owned kinds are then cached
+    /// whole. See the [module docs](crate::shard). Balance is per namespace: spread the objects
     /// over many more namespaces than replicas. A divided kind is divided
     /// for every reader in the process: a controller that reads objects of
     /// a kind another one owns, in namespaces this replica does not own,
@@ -169,7 +170,7 @@ impl Sharding {
 /// The name of `identity`'s member Lease in `ring`: `<ring>-<16 hex digits
 /// of the identity's hash>`.
 pub(crate) fn lease_name(ring: &str, identity: &str) -> String {
-    format!("{ring}-{:016x}", hash64(identity.as_bytes()))
+    format!("{ring}-{}", super::label::member_id(identity))
 }
 
 /// Whether `identity` may name a replica (1 to 128 bytes).

@@ -7,7 +7,9 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::gate::{Gate, ShardPermit};
+use super::label::own_selector;
 use super::view::{KeyScheme, View};
+use crate::cache::ShardSelector;
 
 /// Where this replica stands in its ring, for metrics, logs and `/readyz`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -28,6 +30,8 @@ pub struct ShardStatus {
 pub struct ShardHandle {
     pub(crate) gate: Arc<Gate>,
     pub(crate) identity: Arc<str>,
+    /// The ring's name (its label key's name part in label mode).
+    pub(crate) ring: Arc<str>,
     pub(crate) status: watch::Receiver<ShardStatus>,
     pub(crate) shutdown: CancellationToken,
     pub(crate) task: Arc<AsyncMutex<Option<JoinHandle<()>>>>,
@@ -101,13 +105,18 @@ impl ShardHandle {
     }
 
     /// For a ring assigning namespaces ([`Sharding::by_namespace`](super::Sharding::by_namespace)):
-    /// a receiver of this replica's KEP-5866 shard selector, `None` until
-    /// the replica is first active, then the selector of its share in the
-    /// latest member set it was active on (it changes only once every
-    /// member acknowledged the new set, so a replica losing keys keeps
-    /// their objects until it can no longer start them). `None` for rings
-    /// hashing whole keys, or outside a tokio runtime.
-    pub(crate) fn cache_selector(&self) -> Option<watch::Receiver<Option<String>>> {
+    /// a receiver of this replica's share of a kind, `None` until the
+    /// replica is first active, then its share in the latest member set it
+    /// was active on (it changes only once every member acknowledged the
+    /// new set, so a replica losing keys keeps their objects until it can
+    /// no longer start them): the KEP-5866 shard selector of its arcs, and,
+    /// for a kind the ring labels (`labelled`: a sharded controller's
+    /// primary kind), the label selector of its shard label. `None` for
+    /// rings hashing whole keys, or outside a tokio runtime.
+    pub(crate) fn cache_selector(
+        &self,
+        labelled: bool,
+    ) -> Option<watch::Receiver<Option<ShardSelector>>> {
         if self.scheme != KeyScheme::Namespace {
             return None;
         }
@@ -115,13 +124,18 @@ impl ShardHandle {
         let (tx, rx) = watch::channel(None);
         let mut status = self.status.clone();
         let identity = self.identity.clone();
+        let labels = labelled.then(|| own_selector(&self.ring, &identity));
         let scheme = self.scheme;
         runtime.spawn(async move {
             loop {
                 let current = status.borrow_and_update().clone();
                 if current.active && !current.members.is_empty() {
-                    let selector =
-                        View::with_scheme(current.members, scheme).server_selector(&identity);
+                    let selector = View::with_scheme(current.members, scheme)
+                        .server_selector(&identity)
+                        .map(|server| ShardSelector {
+                            server,
+                            labels: labels.clone(),
+                        });
                     tx.send_if_modified(|s| {
                         let changed = *s != selector;
                         if changed {
@@ -151,6 +165,7 @@ impl ShardHandle {
         Self {
             gate: Gate::new(identity.clone()),
             identity,
+            ring: Arc::from("detached"),
             status,
             shutdown: shutdown.clone(),
             task: Arc::default(),

@@ -38,6 +38,7 @@ pub(crate) fn spawn_member<S: LeaseStore>(member: Member, store: S) -> ShardHand
     let (status_tx, status_rx) = watch::channel(ShardStatus::default());
     let shutdown = CancellationToken::new();
     let identity = member.identity.clone();
+    let ring = Arc::from(member.ring.as_str());
     let scheme = member.scheme;
     let kinds = Kinds::default();
     let runner = Runner {
@@ -59,6 +60,7 @@ pub(crate) fn spawn_member<S: LeaseStore>(member: Member, store: S) -> ShardHand
     ShardHandle {
         gate,
         identity,
+        ring,
         status: status_rx,
         shutdown: shutdown.clone(),
         task: Arc::new(AsyncMutex::new(Some(task))),

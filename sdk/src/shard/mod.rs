@@ -71,8 +71,11 @@
 //! this replica is *active* on, so a replica losing keys keeps their
 //! objects until every member acknowledged the new view, and the gaining
 //! one relists once it may start them. Whether the server filters is read
-//! from the `metadata.shardInfo` of a one-object list; a server that
-//! ignores the parameter gets the undivided cache, logged once per kind.
+//! from the `metadata.shardInfo` of a one-object list; on a server that
+//! ignores the parameter the primary kind runs in *label mode* (below)
+//! and the owned kinds are cached undivided. Each kind's cache logs once
+//! which mode runs: `mode="server-side shard selector"`, `mode="label
+//! selector"` or `mode="filter-at-queue"` (undivided).
 //!
 //! The namespace and not the uid: an owned object's namespace is its
 //! owner's, so owned kinds divide with the same selector and reach the
@@ -81,6 +84,53 @@
 //! part of the view id, so replicas that disagree on it (a rolling change,
 //! or two Deployments sharing a ring name) never all acknowledge one view
 //! and none starts a key; the permits, not the cache, keep the guarantee.
+//!
+//! # Label mode: dividing the cache without KEP-5866
+//!
+//! On a server without `ShardedListAndWatch` (before 1.36, or the gate
+//! off), a `by_namespace()` ring divides a sharded controller's primary
+//! kind by a label instead, with no coordinator and no webhook:
+//!
+//! - **The label.** Key `shard.opkit.dev/<ring>` (the ring name, already
+//!   limited to 63 lowercase letters, digits and `-`, is a valid label
+//!   name); value the owner's *member id*: the 16 hex digits its member
+//!   Lease's name ends with (`<ring>-<16 hex>`), since an identity may be
+//!   longer than a label value or hold characters one cannot.
+//! - **The cache.** Each replica lists and watches the primary kind with
+//!   the label selector `shard.opkit.dev/<ring>=<its id>` (joined to the
+//!   cache scope's own selector). When a patch makes an object stop or
+//!   start matching, the apiserver sends `DELETED` to the old owner's
+//!   watch and `ADDED` to the new one's: relabelling moves an object
+//!   between caches, and the selector itself never changes (no relist on
+//!   a rebalance).
+//! - **Who labels.** Every replica, from the first view it is active on,
+//!   follows the latest view it was active on: (1) a metadata-only watch
+//!   of the objects whose label names none of that view's members,
+//!   `shard.opkit.dev/<ring> notin (<ids>)` (unlabelled ones match too;
+//!   restarted on each new view; empty in steady state), labelling with
+//!   its own id those it owns in the view; (2) on becoming active on a new
+//!   view, and for every object arriving in its cache after that, moving
+//!   the cached objects it does not own to their owner's id. Objects of a
+//!   member that left carry an id outside the new view, so the stray watch
+//!   of their new owner picks them up. Each patch is a merge patch that
+//!   carries the `resourceVersion` it was judged at: on 409 the object
+//!   changed, and its next event brings it back. Each batch is logged once
+//!   with counts (`labelled`, `moved_out`, `conflicts`, `gone`, `failed`).
+//! - **Why it is safe.** Labels only place objects in caches; permits
+//!   (below) still decide who reconciles, so a stale or wrong label costs
+//!   latency (the object is cached by a replica that drops its key), never
+//!   an overlap. A label set from a view that is already being replaced is
+//!   corrected when its holder becomes active on the next one.
+//! - **What it costs.** One patch per object when it is created, and per
+//!   moved object on a rebalance (each also wakes a reconcile of it, which
+//!   the old owner drops); `patch` permission on the primary kind
+//!   (`#[controller(finalizer)]` grants it; otherwise add
+//!   `.allow::<K>(&[Verb::Patch])`). A replica asks first (a
+//!   SelfSubjectAccessReview): without `patch` it logs why and caches the
+//!   kind undivided (`mode="filter-at-queue"`), losing nothing. Until an
+//!   object is labelled, no replica caches or reconciles it. Owned kinds are not labelled: their
+//!   objects would be invisible to their owner between creation and
+//!   labelling, so in label mode they are cached undivided.
 //!
 //! # Handover: why two replicas never reconcile one key at once
 //!
@@ -209,13 +259,16 @@
 //! Lease duration 15 s, renew deadline 10 s, retry period 2 s (as leader
 //! election). A replica needs `get`, `list`, `create`, `update` and `delete`
 //! on `leases` in `coordination.k8s.io`, in the Leases' namespace
-//! ([`Rules::sharding`](crate::rbac::Rules::sharding)).
+//! ([`Rules::sharding`](crate::rbac::Rules::sharding)); in label mode,
+//! also `patch` on each sharded controller's primary kind.
 
 mod config;
 mod error;
 mod gate;
 mod handle;
 mod hash;
+mod label;
+mod labeller;
 mod liveness;
 mod member;
 mod observe;
@@ -232,4 +285,5 @@ pub use config::Sharding;
 pub use error::ShardError;
 pub use gate::ShardPermit;
 pub use handle::{ShardHandle, ShardStatus};
+pub(crate) use labeller::run as label_primary;
 pub(crate) use observe::{export_metrics, readiness};

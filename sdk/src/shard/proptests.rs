@@ -210,3 +210,26 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Label mode: every ring name `Sharding` accepts makes a valid label
+    /// key, and every identity (any bytes, up to 128) a valid label value.
+    #[test]
+    fn every_valid_ring_and_identity_make_a_valid_label(
+        ring in "[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?",
+        identity in "\\PC{1,128}",
+    ) {
+        use super::label::{label_key, member_id, valid_label_key, valid_label_value};
+        prop_assert!(crate::shard::Sharding::new(ring.clone()).identity("x").member("ns".into()).is_ok());
+        prop_assert!(valid_label_key(&label_key(&ring)), "{}", label_key(&ring));
+        prop_assert!(valid_label_value(&member_id(&identity)));
+    }
+
+    /// A ring name `Sharding` rejects never reaches a label key.
+    #[test]
+    fn an_invalid_ring_name_is_refused_before_it_makes_a_label(ring in "[A-Z_.]{1,3}[a-z]{0,70}") {
+        prop_assert!(crate::shard::Sharding::new(ring).identity("x").member("ns".into()).is_err());
+    }
+}

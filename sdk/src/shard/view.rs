@@ -93,6 +93,11 @@ impl View {
         &self.ring
     }
 
+    /// The member owning `key` in this view (`None`: no members).
+    pub(crate) fn owner(&self, key: &str) -> Option<&str> {
+        self.ring.owner_of_hash(self.scheme.hash(key))
+    }
+
     /// Whether `member` owns `key` in this view.
     pub(crate) fn owns(&self, member: &str, key: &str) -> bool {
         self.ring.owner_of_hash(self.scheme.hash(key)) == Some(member)

@@ -4,7 +4,8 @@
 //! - `status <active> <member,member,...>` when its shard status changes;
 //! - `start <key> <t>` and `end <key> <t>` around each reconcile;
 //! - with `SHARD_BY_NAMESPACE=1` (namespaces assigned, the cache divided
-//!   server-side where the apiserver can, over all namespaces):
+//!   server-side where the apiserver can, else by the shard label (label
+//!   mode), over all namespaces):
 //!   `cache <ConfigMaps cached> <RSS KiB>` each time either changes
 //!   (checked every 200 ms).
 //!

@@ -3,7 +3,10 @@
 //! of three replicas caches only the ConfigMaps (primary) and Secrets
 //! (owned) of the namespaces it owns, together exactly all of them; when
 //! one leaves, the others relist and take its namespaces. With the gate
-//! off each replica caches everything and still reconciles only its share.
+//! off the ring runs in label mode: the replicas label the ConfigMaps
+//! with their shard, each caches only the ones labelled with its own id
+//! (the owned Secrets, not labelled, stay undivided), and when one leaves
+//! its ConfigMaps are relabelled into the others' caches.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
@@ -150,9 +153,16 @@ async fn converge(replicas: &[Replica], within: Duration) {
     crate::shard_support::converge(replicas.iter().map(|r| &r.shard), within).await;
 }
 
-/// Waits until each replica caches exactly the `prefix-*` ConfigMaps and
-/// Secrets of the namespaces it owns (`all` split with no overlap).
-async fn wait_divided(replicas: &[Replica], prefix: &str, all: &BTreeSet<String>) {
+/// Waits until each replica caches exactly the `prefix-*` ConfigMaps of
+/// the namespaces it owns (`all` split with no overlap), and the Secrets
+/// of them too if `owned_divided` (else all of them); returns the
+/// ConfigMaps cached per replica.
+async fn wait_divided(
+    replicas: &[Replica],
+    prefix: &str,
+    all: &BTreeSet<String>,
+    owned_divided: bool,
+) -> Vec<usize> {
     let started = Instant::now();
     loop {
         let shares: Vec<(BTreeSet<String>, BTreeSet<String>)> = replicas
@@ -161,7 +171,7 @@ async fn wait_divided(replicas: &[Replica], prefix: &str, all: &BTreeSet<String>
             .collect();
         let exact = replicas.iter().zip(&shares).all(|(r, (cms, secrets))| {
             let owned: BTreeSet<String> = all.iter().filter(|k| r.shard.owns(k)).cloned().collect();
-            *cms == owned && *secrets == owned
+            *cms == owned && (if owned_divided { &owned } else { all }) == secrets
         });
         if exact {
             let sizes: Vec<usize> = shares.iter().map(|(c, _)| c.len()).collect();
@@ -170,10 +180,10 @@ async fn wait_divided(replicas: &[Replica], prefix: &str, all: &BTreeSet<String>
                 "divided cache: {} objects per kind, per replica {sizes:?}",
                 all.len()
             );
-            return;
+            return sizes;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(20),
+            started.elapsed() < Duration::from_secs(60),
             "caches not divided: {:?}",
             shares
                 .iter()
@@ -184,23 +194,27 @@ async fn wait_divided(replicas: &[Replica], prefix: &str, all: &BTreeSet<String>
     }
 }
 
-/// Waits until every key was reconciled, each by its owner only, and no
-/// two replicas reconciled one key at once.
-async fn wait_reconciled(replicas: &[Replica], log: &Log, all: &BTreeSet<String>) {
+/// Waits until every key of `all` was reconciled (a reconcile starting
+/// at `since` or later), each by its owner only, and no two replicas
+/// reconciled one key at once (over the whole log).
+async fn wait_reconciled(replicas: &[Replica], log: &Log, all: &BTreeSet<String>, since: Instant) {
     let started = Instant::now();
+    let counts = |(_, key, start, _): &&(String, String, Instant, Instant)| {
+        all.contains(key) && *start >= since
+    };
     loop {
         let seen: BTreeSet<String> = log
             .lock()
             .unwrap()
             .iter()
-            .filter(|(_, key, ..)| all.contains(key))
+            .filter(counts)
             .map(|(_, key, ..)| key.clone())
             .collect();
         if seen == *all {
             break;
         }
         assert!(
-            started.elapsed() < Duration::from_secs(20),
+            started.elapsed() < Duration::from_secs(60),
             "{} of {} reconciled",
             seen.len(),
             all.len()
@@ -208,7 +222,7 @@ async fn wait_reconciled(replicas: &[Replica], log: &Log, all: &BTreeSet<String>
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let log = log.lock().unwrap();
-    for (replica, key, ..) in log.iter().filter(|(_, k, ..)| all.contains(k)) {
+    for (replica, key, ..) in log.iter().filter(counts) {
         let owners: Vec<&str> = replicas
             .iter()
             .filter(|r| r.shard.owns(key))
@@ -264,23 +278,65 @@ async fn three_replicas_each_cache_their_namespaces_and_relist_on_leave() {
     for name in ["a", "b", "c"] {
         replicas.push(start(&admin, "shard-cache", name, &log).await);
     }
+    let since = Instant::now();
     converge(&replicas, Duration::from_secs(20)).await;
-    wait_divided(&replicas, "shc", &all).await;
-    wait_reconciled(&replicas, &log, &all).await;
+    wait_divided(&replicas, "shc", &all, true).await;
+    wait_reconciled(&replicas, &log, &all, since).await;
 
     // one leaves: the two others relist with their new selectors
     let gone = replicas.pop().unwrap();
     stop(gone).await;
     converge(&replicas, Duration::from_secs(20)).await;
-    wait_divided(&replicas, "shc", &all).await;
+    wait_divided(&replicas, "shc", &all, true).await;
     for replica in replicas {
         stop(replica).await;
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn without_the_gate_every_replica_caches_everything_and_reconciles_its_share() {
-    init_tracing();
+/// A `tracing` writer into a shared buffer: the lines a test asserts on.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
+}
+
+/// Label mode, on a server without the gate: 3 replicas over 300
+/// ConfigMaps (and 300 owned Secrets) in 30 namespaces. Every ConfigMap is
+/// reconciled, each by its owner; each replica caches exactly the
+/// ConfigMaps it owns, together all of them, none more than 3/5 of them
+/// (with these names and identities: 110, 70, 120 of 300); the log says
+/// label mode for ConfigMaps and the undivided cache for the Secrets.
+/// ConfigMaps created while the ring runs are labelled and reconciled by
+/// their owner too. When one replica leaves, its ConfigMaps are relabelled into the two others'
+/// caches and reconciled there, with no overlap.
+///
+/// On a current-thread runtime, so that the log of every replica (all
+/// tasks of this thread) reaches the capturing subscriber.
+#[tokio::test]
+async fn without_the_gate_the_replicas_label_their_share_and_cache_only_it() {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter("opkit=info")
+        .with_ansi(false)
+        .with_writer({
+            let captured = captured.clone();
+            move || captured.clone()
+        })
+        .finish();
+    let _log = tracing::subscriber::set_default(subscriber);
     let plane = ControlPlane::builder()
         .apiserver_arg("--feature-gates=ShardedListAndWatch=false")
         .start()
@@ -288,20 +344,126 @@ async fn without_the_gate_every_replica_caches_everything_and_reconciles_its_sha
         .unwrap();
     let admin = plane.client().unwrap();
     create_namespace(&admin, "shard-cache").await;
-    let per = 2;
-    let namespaces = populate(&admin, "nogate", 6, per).await;
+    let per = 10;
+    let namespaces = populate(&admin, "nogate", 30, per).await;
+    let all = keys(&namespaces, per);
+    let log = Log::default();
+    let mut replicas = Vec::new();
+    for name in ["a", "b", "c"] {
+        replicas.push(start(&admin, "shard-cache", name, &log).await);
+    }
+    let since = Instant::now();
+    converge(&replicas, Duration::from_secs(20)).await;
+    let sizes = wait_divided(&replicas, "nogate", &all, false).await;
+    for size in &sizes {
+        assert!(
+            *size * 5 <= all.len() * 3,
+            "one replica caches {size} of {}: {sizes:?}",
+            all.len()
+        );
+    }
+    wait_reconciled(&replicas, &log, &all, since).await;
+    let text = captured.text();
+    assert!(
+        text.contains("label mode") && text.contains("mode=\"label selector\""),
+        "no label mode in the log"
+    );
+    assert!(
+        text.contains("mode=\"filter-at-queue\""),
+        "Secrets not said undivided"
+    );
+    for line in text
+        .lines()
+        .filter(|l| l.contains("mode=") || l.contains("shard labels set"))
+        .take(12)
+    {
+        eprintln!("{line}");
+    }
+
+    // objects created while the ring runs are labelled by their owner
+    let since = Instant::now();
+    let late = keys(&populate(&admin, "late", 3, per).await, per);
+    wait_divided(&replicas, "late", &late, false).await;
+    wait_reconciled(&replicas, &log, &late, since).await;
+
+    // one leaves: its ConfigMaps move into the others' caches
+    let gone = replicas.pop().unwrap();
+    let moved: BTreeSet<String> = all.iter().filter(|k| gone.shard.owns(k)).cloned().collect();
+    assert!(!moved.is_empty());
+    stop(gone).await;
+    let since = Instant::now();
+    converge(&replicas, Duration::from_secs(20)).await;
+    let sizes = wait_divided(&replicas, "nogate", &all, false).await;
+    assert_eq!(sizes.iter().sum::<usize>(), all.len());
+    wait_reconciled(&replicas, &log, &moved, since).await;
+    eprintln!(
+        "{} ConfigMaps moved to the two others: {sizes:?}",
+        moved.len()
+    );
+    for replica in replicas {
+        stop(replica).await;
+    }
+}
+
+/// Label mode without `patch` on the primary kind: each replica finds out
+/// before choosing the mode, says so in the log, and caches every
+/// ConfigMap (undivided, as before label mode); no object is lost: every
+/// one is reconciled, each by its owner, none twice at once.
+#[tokio::test]
+async fn without_the_gate_and_without_patch_the_cache_stays_whole_and_says_why() {
+    use opkit::rbac::{Rules, Verb};
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter("opkit=info")
+        .with_ansi(false)
+        .with_writer({
+            let captured = captured.clone();
+            move || captured.clone()
+        })
+        .finish();
+    let _log = tracing::subscriber::set_default(subscriber);
+    let plane = ControlPlane::builder()
+        .apiserver_arg("--feature-gates=ShardedListAndWatch=false")
+        .start()
+        .await
+        .unwrap();
+    let admin = plane.client().unwrap();
+    create_namespace(&admin, "shard-cache").await;
+    // read the sharded kinds, the ring's Leases, Events; no `patch`
+    let role = Rules::new()
+        .allow::<ConfigMap>(&Verb::READ)
+        .allow::<Secret>(&Verb::READ)
+        .sharding()
+        .events()
+        .cluster_role("shard-no-patch");
+    opkit_tests::grant_cluster_role(&admin, &role, "shard-cache", "no-patch").await;
+    let token = opkit_tests::service_account_token(&admin, "shard-cache", "no-patch").await;
+    let client = plane.client_with_token(&token).unwrap();
+    let per = 4;
+    let namespaces = populate(&admin, "nopatch", 8, per).await;
     let all = keys(&namespaces, per);
     let log = Log::default();
     let replicas = vec![
-        start(&admin, "shard-cache", "a", &log).await,
-        start(&admin, "shard-cache", "b", &log).await,
+        start(&client, "shard-cache", "a", &log).await,
+        start(&client, "shard-cache", "b", &log).await,
     ];
+    let since = Instant::now();
     converge(&replicas, Duration::from_secs(20)).await;
-    wait_reconciled(&replicas, &log, &all).await;
+    wait_reconciled(&replicas, &log, &all, since).await;
     for replica in &replicas {
-        assert_eq!(cached::<ConfigMap>(replica, "nogate"), all);
-        assert_eq!(cached::<Secret>(replica, "nogate"), all);
+        assert_eq!(cached::<ConfigMap>(replica, "nopatch"), all);
+        assert_eq!(cached::<Secret>(replica, "nopatch"), all);
     }
+    let text = captured.text();
+    assert!(
+        text.contains("may not patch this kind") && !text.contains("mode=\"label selector\""),
+        "{text}"
+    );
+    let labelled = Api::<ConfigMap>::all(admin.clone())
+        .list(&kube::api::ListParams::default().labels("shard.opkit.dev/divided"))
+        .await
+        .unwrap();
+    assert!(labelled.items.is_empty(), "nothing is labelled");
     for replica in replicas {
         stop(replica).await;
     }
@@ -407,17 +569,20 @@ async fn measure(plane: &ControlPlane, lease_ns: &str, names: &[&str], total: us
             _ => stable_since = (active && covered).then(|| (Instant::now(), now.clone())),
         }
         assert!(
-            started.elapsed() < Duration::from_secs(60),
+            started.elapsed() < Duration::from_secs(180),
             "no stable division: {now:?}"
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    // from the start of the processes to the first of the 2 s unchanged
+    let divided = stable_since.map_or(Duration::ZERO, |(since, _)| since - started);
     for (name, p) in names.iter().zip(&procs) {
         let ((objects, rss), peak) = p.cache();
         println!(
-            "| {mode} | {} | {name} | {objects} of {total} | {peak} | {:.1} |",
+            "| {mode} | {} | {name} | {objects} of {total} | {peak} | {:.1} | {:.1} |",
             names.len(),
-            rss as f64 / 1024.0
+            rss as f64 / 1024.0,
+            divided.as_secs_f64()
         );
     }
     for p in procs {
@@ -427,14 +592,16 @@ async fn measure(plane: &ControlPlane, lease_ns: &str, names: &[&str], total: us
 
 /// The per-replica cache of 1 and 3 replicas, in `shard_replica`
 /// processes, over 3 000 ConfigMaps of 4 KiB in 60 namespaces: with the
-/// gate on (server-side) and off (filter at the queue). Prints a table:
+/// gate on (server-side) and off (label mode). Prints a table:
 /// `cargo test -p opkit-tests --test it shard_cache::measure -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "measurement, not a check (about a minute)"]
 async fn measure_per_replica_cache() {
     init_tracing();
-    println!("| mode | replicas | replica | ConfigMaps cached | peak | RSS MiB |");
-    println!("|---|---|---|---|---|---|");
+    println!(
+        "| mode | replicas | replica | ConfigMaps cached | peak | RSS MiB | divided after s |"
+    );
+    println!("|---|---|---|---|---|---|---|");
     let gate_off = ControlPlane::builder()
         .apiserver_arg("--feature-gates=ShardedListAndWatch=false")
         .start()
@@ -442,7 +609,7 @@ async fn measure_per_replica_cache() {
         .unwrap();
     for (plane, mode) in [
         (ControlPlane::shared().await.unwrap(), "server-side"),
-        (&gate_off, "filter-at-queue (gate off)"),
+        (&gate_off, "label selector (gate off)"),
     ] {
         let admin = plane.client().unwrap();
         let (count, per) = (60, 50);
