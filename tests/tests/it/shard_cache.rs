@@ -313,6 +313,27 @@ impl Captured {
     }
 }
 
+/// A control plane without the `ShardedListAndWatch` gate, and this
+/// thread's `opkit` log at info captured until the guard drops.
+async fn gate_off_with_log() -> (Captured, tracing::subscriber::DefaultGuard, ControlPlane) {
+    let captured = Captured::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_env_filter("opkit=info")
+        .with_ansi(false)
+        .with_writer({
+            let captured = captured.clone();
+            move || captured.clone()
+        })
+        .finish();
+    let guard = tracing::subscriber::set_default(subscriber);
+    let plane = ControlPlane::builder()
+        .apiserver_arg("--feature-gates=ShardedListAndWatch=false")
+        .start()
+        .await
+        .unwrap();
+    (captured, guard, plane)
+}
+
 /// Label mode, on a server without the gate: 3 replicas over 300
 /// ConfigMaps (and 300 owned Secrets) in 30 namespaces. Every ConfigMap is
 /// reconciled, each by its owner; each replica caches exactly the
@@ -327,21 +348,7 @@ impl Captured {
 /// tasks of this thread) reaches the capturing subscriber.
 #[tokio::test]
 async fn without_the_gate_the_replicas_label_their_share_and_cache_only_it() {
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter("opkit=info")
-        .with_ansi(false)
-        .with_writer({
-            let captured = captured.clone();
-            move || captured.clone()
-        })
-        .finish();
-    let _log = tracing::subscriber::set_default(subscriber);
-    let plane = ControlPlane::builder()
-        .apiserver_arg("--feature-gates=ShardedListAndWatch=false")
-        .start()
-        .await
-        .unwrap();
+    let (captured, _log, plane) = gate_off_with_log().await;
     let admin = plane.client().unwrap();
     create_namespace(&admin, "shard-cache").await;
     let per = 10;
@@ -412,21 +419,7 @@ async fn without_the_gate_the_replicas_label_their_share_and_cache_only_it() {
 #[tokio::test]
 async fn without_the_gate_and_without_patch_the_cache_stays_whole_and_says_why() {
     use opkit::rbac::{Rules, Verb};
-    let captured = Captured::default();
-    let subscriber = tracing_subscriber::fmt()
-        .with_env_filter("opkit=info")
-        .with_ansi(false)
-        .with_writer({
-            let captured = captured.clone();
-            move || captured.clone()
-        })
-        .finish();
-    let _log = tracing::subscriber::set_default(subscriber);
-    let plane = ControlPlane::builder()
-        .apiserver_arg("--feature-gates=ShardedListAndWatch=false")
-        .start()
-        .await
-        .unwrap();
+    let (captured, _log, plane) = gate_off_with_log().await;
     let admin = plane.client().unwrap();
     create_namespace(&admin, "shard-cache").await;
     // read the sharded kinds, the ring's Leases, Events; no `patch`
