@@ -62,6 +62,8 @@ pub(crate) struct ListWatch<K> {
     ns_template: String,
     /// Protobuf for kinds opkit decodes from it (and not turned off).
     format: Format<K>,
+    /// Cut `metadata.managedFields` out of JSON bytes before decoding.
+    strip_json_managed_fields: bool,
     _k: PhantomData<fn() -> K>,
 }
 
@@ -83,6 +85,7 @@ impl<K> Clone for ListWatch<K> {
             api_version: self.api_version.clone(),
             ns_template: self.ns_template.clone(),
             format: self.format.clone(),
+            strip_json_managed_fields: self.strip_json_managed_fields,
             _k: PhantomData,
         }
     }
@@ -121,6 +124,7 @@ impl<K: Resource + 'static> ListWatch<K> {
             format: protobuf::codec::<K>()
                 .or_else(super::projection::codec::<K>)
                 .map_or(Format::Json, Format::Protobuf),
+            strip_json_managed_fields: false,
             _k: PhantomData,
         }
     }
@@ -200,13 +204,14 @@ impl<K> ListWatch<K> {
         self
     }
 
-    /// Leaves `metadata.managedFields` out of what is decoded from
-    /// protobuf, for an informer that strips them anyway (JSON decodes them
-    /// and the transform drops them).
+    /// Leaves `metadata.managedFields` out of what is decoded, for an
+    /// informer that strips them anyway: protobuf skips the field, JSON
+    /// bytes have it cut out before they are deserialized.
     pub(crate) fn without_managed_fields(mut self) -> Self {
         if let Format::Protobuf(codec) = self.format {
             self.format = Format::Protobuf(codec.without_managed_fields());
         }
+        self.strip_json_managed_fields = true;
         self
     }
 
@@ -309,7 +314,7 @@ impl<K: DeserializeOwned> ListWatch<K> {
         let (body, encoding) = wire::send(&self.client, req).await?;
         let bytes = wire::read_all(body).await?;
         self.format
-            .list(encoding, &bytes)
+            .list(encoding, &bytes, self.strip_json_managed_fields)
             .map_err(|e| e.into_reflector("list response"))
     }
 
@@ -322,7 +327,7 @@ impl<K: DeserializeOwned> ListWatch<K> {
         let (body, encoding) = wire::send(&self.client, req).await?;
         let decoder = self
             .format
-            .events(encoding)
+            .events(encoding, self.strip_json_managed_fields)
             .map_err(|e| e.into_reflector("watch response"))?;
         Ok(WatchStream::new(body, decoder))
     }

@@ -4,12 +4,16 @@
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 
-use super::{DecodeError, WatchLine, json, protobuf};
+use super::{DecodeError, WatchLine, json, json_strip, protobuf};
 
 /// Decodes a watch body pushed to it chunk by chunk into events.
 pub(crate) enum EventDecoder<K> {
     /// JSON, one event per line.
-    Json(json::LineSplitter),
+    Json {
+        lines: json::LineSplitter,
+        /// Cut each object's `metadata.managedFields` before decoding.
+        strip_managed_fields: bool,
+    },
     /// Protobuf, length-prefixed frames.
     Protobuf {
         frames: protobuf::FrameSplitter,
@@ -19,11 +23,23 @@ pub(crate) enum EventDecoder<K> {
     },
 }
 
+/// One JSON watch line, with its object's `metadata.managedFields` cut out
+/// first when `strip_managed_fields`.
+fn decode_line<K: DeserializeOwned>(
+    line: &[u8],
+    strip_managed_fields: bool,
+) -> Result<WatchLine<K>, DecodeError> {
+    let stripped = strip_managed_fields
+        .then(|| json_strip::watch_line(line))
+        .flatten();
+    json::decode_watch_line(stripped.as_deref().unwrap_or(line)).map_err(DecodeError::from)
+}
+
 impl<K: DeserializeOwned> EventDecoder<K> {
     /// Appends received bytes.
     pub(crate) fn push(&mut self, chunk: Bytes) {
         match self {
-            Self::Json(lines) => lines.push(chunk),
+            Self::Json { lines, .. } => lines.push(chunk),
             Self::Protobuf { frames, broken, .. } => {
                 if !*broken {
                     frames.push(&chunk);
@@ -37,12 +53,15 @@ impl<K: DeserializeOwned> EventDecoder<K> {
     /// [`is_broken`](Self::is_broken) says otherwise.
     pub(crate) fn next_event(&mut self) -> Option<Result<WatchLine<K>, DecodeError>> {
         match self {
-            Self::Json(lines) => loop {
+            Self::Json {
+                lines,
+                strip_managed_fields,
+            } => loop {
                 let line = lines.next_line()?;
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                return Some(json::decode_watch_line(&line).map_err(DecodeError::from));
+                return Some(decode_line(&line, *strip_managed_fields));
             },
             Self::Protobuf {
                 frames,
@@ -77,12 +96,15 @@ impl<K: DeserializeOwned> EventDecoder<K> {
     /// terminator (a JSON line without newline).
     pub(crate) fn finish(&mut self) -> Option<Result<WatchLine<K>, DecodeError>> {
         match self {
-            Self::Json(lines) => {
+            Self::Json {
+                lines,
+                strip_managed_fields,
+            } => {
                 let line = lines.finish()?;
                 if line.iter().all(u8::is_ascii_whitespace) {
                     return None;
                 }
-                Some(json::decode_watch_line(&line).map_err(DecodeError::from))
+                Some(decode_line(&line, *strip_managed_fields))
             }
             Self::Protobuf { frames, .. } => {
                 if frames.has_partial() {
@@ -100,7 +122,7 @@ impl<K: DeserializeOwned> EventDecoder<K> {
     /// Drops what is buffered (the body failed mid-stream).
     pub(crate) fn reset(&mut self) {
         match self {
-            Self::Json(lines) => *lines = json::LineSplitter::default(),
+            Self::Json { lines, .. } => *lines = json::LineSplitter::default(),
             Self::Protobuf { frames, .. } => *frames = protobuf::FrameSplitter::default(),
         }
     }
@@ -114,34 +136,47 @@ mod tests {
 
     #[test]
     fn json_events_across_chunks_blank_lines_and_a_last_line_without_newline() {
-        let mut d = Format::<ConfigMap>::Json.events(Encoding::Json).unwrap();
-        let mut names = Vec::new();
-        let added =
-            |n: &str| format!(r#"{{"type":"ADDED","object":{{"metadata":{{"name":"{n}"}}}}}}"#);
-        let stream = format!("{}\n\n  \n{}\n{}", added("a"), added("b"), added("c"));
-        for piece in stream.as_bytes().chunks(7) {
-            d.push(Bytes::copy_from_slice(piece));
-            while let Some(ev) = d.next_event() {
-                names.push(ev.unwrap());
+        for strip in [false, true] {
+            let mut d = Format::<ConfigMap>::Json
+                .events(Encoding::Json, strip)
+                .unwrap();
+            let mut events = Vec::new();
+            let added = |n: &str| {
+                format!(
+                    r#"{{"type":"ADDED","object":{{"metadata":{{"name":"{n}","managedFields":[{{"manager":"m"}}]}}}}}}"#
+                )
+            };
+            let stream = format!("{}\n\n  \n{}\n{}", added("a"), added("b"), added("c"));
+            for piece in stream.as_bytes().chunks(7) {
+                d.push(Bytes::copy_from_slice(piece));
+                while let Some(ev) = d.next_event() {
+                    events.push(ev.unwrap());
+                }
             }
+            events.extend(d.finish().map(Result::unwrap));
+            assert!(d.finish().is_none());
+            let names: Vec<_> = events
+                .into_iter()
+                .map(|ev| match ev {
+                    WatchLine::Added(cm) => {
+                        // cut before decoding only when asked
+                        assert_eq!(cm.metadata.managed_fields.is_none(), strip);
+                        cm.metadata.name.unwrap_or_default()
+                    }
+                    other => panic!("unexpected {other:?}"),
+                })
+                .collect();
+            assert_eq!(names, ["a", "b", "c"]);
+            assert!(!d.is_broken());
         }
-        names.extend(d.finish().map(Result::unwrap));
-        assert!(d.finish().is_none());
-        let names: Vec<_> = names
-            .into_iter()
-            .map(|ev| match ev {
-                WatchLine::Added(cm) => cm.metadata.name.unwrap_or_default(),
-                other => panic!("unexpected {other:?}"),
-            })
-            .collect();
-        assert_eq!(names, ["a", "b", "c"]);
-        assert!(!d.is_broken());
     }
 
     #[test]
     fn a_lost_protobuf_framing_breaks_the_stream_and_json_only_refuses_protobuf() {
         let codec = protobuf::codec::<ConfigMap>().unwrap();
-        let mut d = Format::Protobuf(codec).events(Encoding::Protobuf).unwrap();
+        let mut d = Format::Protobuf(codec)
+            .events(Encoding::Protobuf, true)
+            .unwrap();
         d.push(Bytes::copy_from_slice(&u32::MAX.to_be_bytes()));
         assert!(matches!(
             d.next_event(),
@@ -151,7 +186,7 @@ mod tests {
         d.push(Bytes::from_static(b"more"));
         assert!(d.next_event().is_none());
         assert!(matches!(
-            Format::<ConfigMap>::Json.events(Encoding::Protobuf),
+            Format::<ConfigMap>::Json.events(Encoding::Protobuf, false),
             Err(DecodeError::UnaskedProtobuf)
         ));
         let err = DecodeError::UnaskedProtobuf.into_reflector("list response");

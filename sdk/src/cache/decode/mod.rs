@@ -26,6 +26,7 @@ use super::{
 
 mod events;
 pub(crate) mod json;
+mod json_strip;
 pub(crate) mod protobuf;
 
 pub(crate) use events::EventDecoder;
@@ -172,16 +173,34 @@ impl<K> Clone for Format<K> {
 
 impl<K: DeserializeOwned> Format<K> {
     /// Decodes a LIST body of `encoding`.
-    pub(crate) fn list(&self, encoding: Encoding, body: &[u8]) -> Result<ListPage<K>, DecodeError> {
+    /// With `strip_managed_fields`, a JSON body has every item's
+    /// `metadata.managedFields` cut out before it is deserialized.
+    pub(crate) fn list(
+        &self,
+        encoding: Encoding,
+        body: &[u8],
+        strip_managed_fields: bool,
+    ) -> Result<ListPage<K>, DecodeError> {
         match (self, encoding) {
             (Self::Protobuf(codec), Encoding::Protobuf) => Ok(protobuf::decode_list(codec, body)?),
             (Self::Json, Encoding::Protobuf) => Err(DecodeError::UnaskedProtobuf),
-            (_, Encoding::Json) => Ok(json::decode_list(body)?),
+            (_, Encoding::Json) => {
+                let stripped = strip_managed_fields
+                    .then(|| json_strip::list_body(body))
+                    .flatten();
+                Ok(json::decode_list(stripped.as_deref().unwrap_or(body))?)
+            }
         }
     }
 
     /// A decoder for a watch body of `encoding`.
-    pub(crate) fn events(&self, encoding: Encoding) -> Result<EventDecoder<K>, DecodeError> {
+    /// With `strip_managed_fields`, each JSON event has its object's
+    /// `metadata.managedFields` cut out before it is deserialized.
+    pub(crate) fn events(
+        &self,
+        encoding: Encoding,
+        strip_managed_fields: bool,
+    ) -> Result<EventDecoder<K>, DecodeError> {
         match (self, encoding) {
             (Self::Protobuf(codec), Encoding::Protobuf) => Ok(EventDecoder::Protobuf {
                 frames: protobuf::FrameSplitter::default(),
@@ -189,7 +208,10 @@ impl<K: DeserializeOwned> Format<K> {
                 broken: false,
             }),
             (Self::Json, Encoding::Protobuf) => Err(DecodeError::UnaskedProtobuf),
-            (_, Encoding::Json) => Ok(EventDecoder::Json(json::LineSplitter::default())),
+            (_, Encoding::Json) => Ok(EventDecoder::Json {
+                lines: json::LineSplitter::default(),
+                strip_managed_fields,
+            }),
         }
     }
 }

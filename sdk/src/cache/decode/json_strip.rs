@@ -1,0 +1,375 @@
+//! Cutting `metadata.managedFields` out of JSON bytes before they are
+//! deserialized, for informers that drop them anyway: k8s-openapi decodes
+//! each entry's `fieldsV1` into a `serde_json::Value` tree (hundreds of
+//! small allocations for a Pod written by two managers) only for the
+//! strip to free it. A scan that skips values by their brackets and
+//! strings is far cheaper than building that tree.
+//!
+//! The scan only follows the object's structure (top-level members, then
+//! `metadata`'s); it never looks inside other values, so a key or string
+//! `managedFields` anywhere else is left alone. On bytes that are not a
+//! well-formed object it cuts nothing, and the deserializer reports the
+//! error as before.
+
+/// Where one member of a JSON object stands: its key string, and its value.
+#[derive(Debug, Clone, Copy)]
+struct Member {
+    /// The index of the key's opening quote.
+    start: usize,
+    /// The value's first byte.
+    value: usize,
+    /// One past the value's last byte.
+    end: usize,
+}
+
+/// The index of the first non-whitespace byte at or after `i`.
+fn skip_ws(b: &[u8], mut i: usize) -> usize {
+    while b
+        .get(i)
+        .is_some_and(|c| matches!(c, b' ' | b'\t' | b'\n' | b'\r'))
+    {
+        i += 1;
+    }
+    i
+}
+
+/// One past the closing quote of the string whose opening quote is at `i`.
+fn skip_string(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i + 1;
+    loop {
+        match b.get(j)? {
+            b'"' => return Some(j + 1),
+            b'\\' => j += 2,
+            _ => j += 1,
+        }
+    }
+}
+
+/// One past the last byte of the value starting at `i`.
+fn skip_value(b: &[u8], i: usize) -> Option<usize> {
+    match b.get(i)? {
+        b'"' => skip_string(b, i),
+        b'{' | b'[' => {
+            let mut depth = 0usize;
+            let mut j = i;
+            loop {
+                match b.get(j)? {
+                    b'"' => {
+                        j = skip_string(b, j)?;
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth -= 1;
+                        if depth == 0 {
+                            return Some(j + 1);
+                        }
+                    }
+                    _ => {}
+                }
+                j += 1;
+            }
+        }
+        _ => {
+            // a number, true, false or null: up to the next delimiter
+            let mut j = i;
+            while b
+                .get(j)
+                .is_some_and(|c| !matches!(c, b',' | b'}' | b']' | b' ' | b'\t' | b'\n' | b'\r'))
+            {
+                j += 1;
+            }
+            (j > i).then_some(j)
+        }
+    }
+}
+
+/// The member `key` (an unescaped name) of the object whose `{` is at
+/// `open`, if the object is well formed up to it.
+fn find_member(b: &[u8], open: usize, key: &[u8]) -> Option<Member> {
+    if b.get(open) != Some(&b'{') {
+        return None;
+    }
+    let mut i = skip_ws(b, open + 1);
+    if b.get(i) == Some(&b'}') {
+        return None;
+    }
+    loop {
+        if b.get(i) != Some(&b'"') {
+            return None;
+        }
+        let start = i;
+        let key_end = skip_string(b, i)?;
+        let name = b.get(i + 1..key_end - 1)?;
+        i = skip_ws(b, key_end);
+        if b.get(i) != Some(&b':') {
+            return None;
+        }
+        let value = skip_ws(b, i + 1);
+        let end = skip_value(b, value)?;
+        if name == key {
+            return Some(Member { start, value, end });
+        }
+        i = skip_ws(b, end);
+        match b.get(i)? {
+            b',' => i = skip_ws(b, i + 1),
+            _ => return None,
+        }
+    }
+}
+
+/// The byte range to cut to remove `member` from its object: the member
+/// and the comma after it, or, for the last member, the comma before it.
+fn cut_range(b: &[u8], member: Member) -> std::ops::Range<usize> {
+    let after = skip_ws(b, member.end);
+    if b.get(after) == Some(&b',') {
+        return member.start..after + 1;
+    }
+    // The last member: take the comma before it, if there is one.
+    let mut j = member.start;
+    while j > 0 {
+        j -= 1;
+        match b.get(j) {
+            Some(b' ' | b'\t' | b'\n' | b'\r') => continue,
+            Some(b',') => return j..member.end,
+            _ => break,
+        }
+    }
+    member.start..member.end
+}
+
+/// The range of `metadata.managedFields` (with its comma) in the object
+/// whose `{` is at `open`.
+fn managed_fields_range(b: &[u8], open: usize) -> Option<std::ops::Range<usize>> {
+    let metadata = find_member(b, open, b"metadata")?;
+    let managed = find_member(b, metadata.value, b"managedFields")?;
+    Some(cut_range(b, managed))
+}
+
+/// `out` = `b` without the ranges in `cuts` (sorted, disjoint).
+fn without(b: &[u8], cuts: &[std::ops::Range<usize>]) -> Vec<u8> {
+    let removed: usize = cuts.iter().map(|r| r.len()).sum();
+    let mut out = Vec::with_capacity(b.len().saturating_sub(removed));
+    let mut at = 0;
+    for cut in cuts {
+        out.extend_from_slice(b.get(at..cut.start).unwrap_or_default());
+        at = cut.end;
+    }
+    out.extend_from_slice(b.get(at..).unwrap_or_default());
+    out
+}
+
+/// A watch line (`{"type":..,"object":{..}}`) without the object's
+/// `metadata.managedFields`; `None` when it has none (or the line is not
+/// well formed): decode the line as it is.
+pub(crate) fn watch_line(line: &[u8]) -> Option<Vec<u8>> {
+    let open = skip_ws(line, 0);
+    let object = find_member(line, open, b"object")?;
+    let cut = managed_fields_range(line, object.value)?;
+    Some(without(line, &[cut]))
+}
+
+/// A LIST body (`{..,"items":[{..},..]}`) without each item's
+/// `metadata.managedFields`; `None` when no item has them (or the body is
+/// not well formed).
+pub(crate) fn list_body(body: &[u8]) -> Option<Vec<u8>> {
+    let open = skip_ws(body, 0);
+    let items = find_member(body, open, b"items")?;
+    if body.get(items.value) != Some(&b'[') {
+        return None;
+    }
+    let mut cuts = Vec::new();
+    let mut i = skip_ws(body, items.value + 1);
+    while body.get(i) == Some(&b'{') {
+        let end = skip_value(body, i)?;
+        if let Some(cut) = managed_fields_range(body, i) {
+            cuts.push(cut);
+        }
+        i = skip_ws(body, end);
+        match body.get(i) {
+            Some(b',') => i = skip_ws(body, i + 1),
+            _ => break,
+        }
+    }
+    (!cuts.is_empty()).then(|| without(body, &cuts))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(b: Option<Vec<u8>>) -> String {
+        String::from_utf8(b.expect("a cut")).unwrap()
+    }
+
+    fn json(v: &str) -> serde_json::Value {
+        serde_json::from_str(v).unwrap()
+    }
+
+    const MF: &str =
+        r#"[{"manager":"m","fieldsV1":{"f:metadata":{"f:labels":{".":{},"f:a\"}":{}}}}}]"#;
+
+    #[test]
+    fn cuts_managed_fields_wherever_it_stands_in_metadata() {
+        for meta in [
+            format!(r#"{{"managedFields":{MF},"name":"a","namespace":"n"}}"#),
+            format!(r#"{{"name":"a","managedFields":{MF},"namespace":"n"}}"#),
+            format!(r#"{{"name":"a","namespace":"n","managedFields":{MF}}}"#),
+            format!(
+                r#"{{ "name" : "a" , "namespace":"n" ,
+                "managedFields" : {MF} }}"#
+            ),
+        ] {
+            let line = format!(
+                r#"{{"type":"ADDED","object":{{"kind":"Pod","metadata":{meta},"spec":{{}}}}}}"#
+            );
+            let out = s(watch_line(line.as_bytes()));
+            let v = json(&out);
+            assert_eq!(
+                v["object"]["metadata"],
+                json(r#"{"name":"a","namespace":"n"}"#),
+                "{out}"
+            );
+            assert_eq!(v["object"]["spec"], json("{}"));
+            assert_eq!(v["type"], "ADDED");
+        }
+        // the only member
+        let line =
+            format!(r#"{{"type":"DELETED","object":{{"metadata":{{"managedFields":{MF}}}}}}}"#);
+        assert_eq!(
+            json(&s(watch_line(line.as_bytes())))["object"]["metadata"],
+            json("{}")
+        );
+    }
+
+    #[test]
+    fn leaves_managed_fields_elsewhere_alone() {
+        // in an annotation, as a key of the spec, inside strings
+        let line = r#"{"type":"MODIFIED","object":{"spec":{"managedFields":[1]},"metadata":{"name":"a","annotations":{"managedFields":"[\"x\"]","b":"\"managedFields\":[]"}}}}"#;
+        assert!(watch_line(line.as_bytes()).is_none());
+        let list = r#"{"items":[{"metadata":{"labels":{"managedFields":"x"}}}]}"#;
+        assert!(list_body(list.as_bytes()).is_none());
+    }
+
+    #[test]
+    fn cuts_every_item_of_a_list() {
+        let body = format!(
+            r#"{{"kind":"PodList","metadata":{{"resourceVersion":"5","managedFields":[]}},"items":[{{"metadata":{{"name":"a","managedFields":{MF}}}}}, {{"metadata":{{"name":"b"}}}},{{"metadata":{{"managedFields":{MF},"name":"c"}},"status":{{"phase":"Running"}}}}]}}"#
+        );
+        let v = json(&s(list_body(body.as_bytes())));
+        assert_eq!(v["items"][0]["metadata"], json(r#"{"name":"a"}"#));
+        assert_eq!(v["items"][1]["metadata"], json(r#"{"name":"b"}"#));
+        assert_eq!(v["items"][2]["metadata"], json(r#"{"name":"c"}"#));
+        assert_eq!(v["items"][2]["status"]["phase"], "Running");
+        // the list's own metadata is not an item's: left as it was
+        assert_eq!(v["metadata"]["resourceVersion"], "5");
+    }
+
+    #[test]
+    fn cuts_nothing_from_what_is_not_well_formed() {
+        for bad in [
+            "",
+            "{",
+            "not json",
+            r#"{"type":"ADDED","object":{"metadata":{"managedFields":[{"a":1}"#,
+            r#"{"type":"ADDED","object":{"metadata":{"name":"a" "managedFields":[]}}}"#,
+            r#"{"type":"ADDED","object":{"metadata":{"name":"unterminated}}}"#,
+        ] {
+            assert!(watch_line(bad.as_bytes()).is_none(), "{bad}");
+            assert!(list_body(bad.as_bytes()).is_none(), "{bad}");
+        }
+    }
+
+    mod props {
+        use super::super::*;
+        use proptest::prelude::*;
+        use serde_json::{Map, Value};
+
+        fn value() -> impl Strategy<Value = Value> {
+            let leaf = prop_oneof![
+                Just(Value::Null),
+                any::<bool>().prop_map(Value::Bool),
+                any::<i64>().prop_map(Value::from),
+                "[\\\\\"{}\\[\\],:a-z ]{0,8}".prop_map(Value::String),
+            ];
+            leaf.prop_recursive(3, 24, 4, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                    prop::collection::btree_map("[\\\\\"{}a-zA-Z]{0,6}", inner, 0..4)
+                        .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
+                ]
+            })
+        }
+
+        /// An object whose metadata may hold `managedFields`, among other
+        /// members that may be named like it one level down.
+        fn object() -> impl Strategy<Value = Value> {
+            (
+                prop::collection::btree_map("[a-zA-Z\\\\\"]{1,6}", value(), 0..4),
+                proptest::option::of(value()),
+                value(),
+            )
+                .prop_map(|(meta, managed, spec)| {
+                    let mut metadata: Map<String, Value> = meta.into_iter().collect();
+                    if let Some(m) = managed {
+                        metadata.insert("managedFields".into(), m);
+                    }
+                    serde_json::json!({ "apiVersion": "v1", "metadata": metadata, "spec": spec })
+                })
+        }
+
+        fn stripped(mut v: Value) -> Value {
+            if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+                m.remove("managedFields");
+            }
+            v
+        }
+
+        proptest! {
+            #[test]
+            fn a_cut_watch_line_is_the_object_without_managed_fields(
+                obj in object(),
+                pretty in any::<bool>(),
+            ) {
+                let line = serde_json::json!({ "type": "MODIFIED", "object": obj.clone() });
+                let bytes = if pretty {
+                    serde_json::to_vec_pretty(&line).unwrap()
+                } else {
+                    serde_json::to_vec(&line).unwrap()
+                };
+                let had = obj["metadata"].get("managedFields").is_some();
+                match watch_line(&bytes) {
+                    Some(cut) => {
+                        prop_assert!(had);
+                        let v: Value = serde_json::from_slice(&cut).unwrap();
+                        prop_assert_eq!(&v["object"], &stripped(obj));
+                        prop_assert_eq!(&v["type"], "MODIFIED");
+                    }
+                    None => prop_assert!(!had),
+                }
+            }
+
+            #[test]
+            fn a_cut_list_is_every_item_without_managed_fields(
+                items in prop::collection::vec(object(), 0..5),
+            ) {
+                let body = serde_json::json!({
+                    "kind": "List",
+                    "metadata": { "resourceVersion": "1" },
+                    "items": items.clone(),
+                });
+                let bytes = serde_json::to_vec(&body).unwrap();
+                let any = items.iter().any(|o| o["metadata"].get("managedFields").is_some());
+                match list_body(&bytes) {
+                    Some(cut) => {
+                        prop_assert!(any);
+                        let v: Value = serde_json::from_slice(&cut).unwrap();
+                        let want: Vec<Value> = items.into_iter().map(stripped).collect();
+                        prop_assert_eq!(&v["items"], &Value::Array(want));
+                    }
+                    None => prop_assert!(!any),
+                }
+            }
+        }
+    }
+}
