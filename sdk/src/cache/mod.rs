@@ -51,7 +51,9 @@
 //! Memory: objects are stored once, as `Arc<K>`, shared by the store, the
 //! queue and every notification; `metadata.managedFields` is stripped before
 //! storing unless [`SharedCacheBuilder::keep_managed_fields`] is set (or
-//! kept as raw bytes for one kind by [`WithManagedFields`]). A
+//! kept as raw bytes for one kind by [`WithManagedFields`]). Stripped, they
+//! are never decoded: protobuf skips the field and JSON bytes have it cut
+//! out before they are deserialized. A
 //! per-kind transform ([`SharedCacheBuilder::transform`], client-go's
 //! `SetTransform`) can slim objects further before they are stored, and a
 //! [`Projection`] caches a type of the user's own made from each object
