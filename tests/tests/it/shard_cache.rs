@@ -239,6 +239,27 @@ async fn stop(replica: Replica) {
     replica.shard.shutdown().await;
 }
 
+/// `count` namespaces of `per` ConfigMaps each (named by `prefix`), then
+/// replicas `a`, `b` and `c` started and active on one ring: the keys, the
+/// reconcile log, the replicas, and when they started.
+async fn three_replicas(
+    admin: &kube::Client,
+    prefix: &str,
+    count: usize,
+    per: usize,
+) -> (BTreeSet<String>, Log, Vec<Replica>, Instant) {
+    let namespaces = populate(admin, prefix, count, per).await;
+    let all = keys(&namespaces, per);
+    let log = Log::default();
+    let mut replicas = Vec::new();
+    for name in ["a", "b", "c"] {
+        replicas.push(start(admin, "shard-cache", name, &log).await);
+    }
+    let since = Instant::now();
+    converge(&replicas, Duration::from_secs(20)).await;
+    (all, log, replicas, since)
+}
+
 fn keys(namespaces: &[String], per: usize) -> BTreeSet<String> {
     namespaces
         .iter()
@@ -271,15 +292,7 @@ async fn three_replicas_each_cache_their_namespaces_and_relist_on_leave() {
     assert!(text.contains("\"shardInfo\""), "{text}");
 
     let (count, per) = (24, 4);
-    let namespaces = populate(&admin, "shc", count, per).await;
-    let all = keys(&namespaces, per);
-    let log = Log::default();
-    let mut replicas = Vec::new();
-    for name in ["a", "b", "c"] {
-        replicas.push(start(&admin, "shard-cache", name, &log).await);
-    }
-    let since = Instant::now();
-    converge(&replicas, Duration::from_secs(20)).await;
+    let (all, log, mut replicas, since) = three_replicas(&admin, "shc", count, per).await;
     wait_divided(&replicas, "shc", &all, true).await;
     wait_reconciled(&replicas, &log, &all, since).await;
 
@@ -352,15 +365,7 @@ async fn without_the_gate_the_replicas_label_their_share_and_cache_only_it() {
     let admin = plane.client().unwrap();
     create_namespace(&admin, "shard-cache").await;
     let per = 10;
-    let namespaces = populate(&admin, "nogate", 30, per).await;
-    let all = keys(&namespaces, per);
-    let log = Log::default();
-    let mut replicas = Vec::new();
-    for name in ["a", "b", "c"] {
-        replicas.push(start(&admin, "shard-cache", name, &log).await);
-    }
-    let since = Instant::now();
-    converge(&replicas, Duration::from_secs(20)).await;
+    let (all, log, mut replicas, since) = three_replicas(&admin, "nogate", 30, per).await;
     let sizes = wait_divided(&replicas, "nogate", &all, false).await;
     for size in &sizes {
         assert!(
