@@ -46,28 +46,28 @@ pub(crate) fn strays_selector<'a>(
     format!("{key} notin ({})", ids.join(","))
 }
 
+/// Whether `name` is a valid label name (also what a non-empty label value
+/// must be): 1 to 63 characters, alphanumeric at both ends, `-`, `_` and
+/// `.` inside.
+#[cfg(test)]
+fn valid_label_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    (1..=63).contains(&bytes.len())
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(b))
+        && bytes.first().is_some_and(u8::is_ascii_alphanumeric)
+        && bytes.last().is_some_and(u8::is_ascii_alphanumeric)
+}
+
 /// Whether `key` is a valid label key: an optional DNS-subdomain prefix
-/// and `/`, then a name of 1 to 63 characters, alphanumeric at both ends,
-/// `-`, `_` and `.` inside.
+/// and `/`, then a [label name](valid_label_name).
 #[cfg(test)]
 pub(crate) fn valid_label_key(key: &str) -> bool {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),
     };
-    let name_ok = !name.is_empty()
-        && name.len() <= 63
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-        && name
-            .bytes()
-            .next()
-            .is_some_and(|b| b.is_ascii_alphanumeric())
-        && name
-            .bytes()
-            .last()
-            .is_some_and(|b| b.is_ascii_alphanumeric());
     let prefix_ok = prefix.is_none_or(|p| {
         !p.is_empty()
             && p.len() <= 253
@@ -81,26 +81,14 @@ pub(crate) fn valid_label_key(key: &str) -> bool {
                     && !part.ends_with('-')
             })
     });
-    name_ok && prefix_ok
+    valid_label_name(name) && prefix_ok
 }
 
-/// Whether `value` is a valid label value: at most 63 characters,
-/// alphanumeric at both ends, `-`, `_` and `.` inside (or empty).
+/// Whether `value` is a valid label value: empty, or as a
+/// [label name](valid_label_name).
 #[cfg(test)]
 pub(crate) fn valid_label_value(value: &str) -> bool {
-    value.is_empty()
-        || (value.len() <= 63
-            && value
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
-            && value
-                .bytes()
-                .next()
-                .is_some_and(|b| b.is_ascii_alphanumeric())
-            && value
-                .bytes()
-                .last()
-                .is_some_and(|b| b.is_ascii_alphanumeric()))
+    value.is_empty() || valid_label_name(value)
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@ use crate::cache::{
     HandlerRegistration, InformerEvent, SharedCache, SharedIndexInformer, handler_fn,
     metadata_informer, server_filters,
 };
+use crate::reconcile::Request;
 
 /// At most this many objects are relabelled per batch (one log line each).
 const BATCH: usize = 512;
@@ -35,8 +36,8 @@ const PROBE_RETRY: (Duration, Duration) = (Duration::from_secs(1), Duration::fro
 /// An object that may need a new label, seen by one of the two watches.
 #[derive(Debug)]
 struct Candidate {
-    namespace: Option<String>,
-    name: String,
+    /// Its namespace and name; its shard key is this request's `Display`.
+    object: Request,
     resource_version: Option<String>,
     /// From the stray watch (no member's label): labelled if this replica
     /// owns it. Else from this replica's cache: relabelled if it does not.
@@ -46,18 +47,17 @@ struct Candidate {
 impl Candidate {
     fn of(meta: &kube::core::ObjectMeta, stray: bool) -> Option<Self> {
         Some(Self {
-            namespace: meta.namespace.clone(),
-            name: meta.name.clone()?,
+            object: Request {
+                namespace: meta.namespace.clone(),
+                name: meta.name.clone()?,
+            },
             resource_version: meta.resource_version.clone(),
             stray,
         })
     }
 
     fn key(&self) -> String {
-        match &self.namespace {
-            Some(namespace) => format!("{namespace}/{}", self.name),
-            None => self.name.clone(),
-        }
+        self.object.to_string()
     }
 }
 
@@ -377,10 +377,10 @@ where
             metadata["resourceVersion"] = serde_json::Value::from(rv.as_str());
         }
         let body = serde_json::json!({ "metadata": metadata });
-        let url = K::url_path(&(), candidate.namespace.as_deref());
+        let url = K::url_path(&(), candidate.object.namespace.as_deref());
         let request = kube::core::Request::new(url)
             .patch(
-                &candidate.name,
+                &candidate.object.name,
                 &PatchParams::default(),
                 &Patch::Merge(&body),
             )
@@ -396,8 +396,10 @@ mod tests {
     fn candidate(key: &str, stray: bool, rv: &str) -> Candidate {
         let (namespace, name) = key.split_once('/').unwrap_or(("", key));
         Candidate {
-            namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
-            name: name.to_owned(),
+            object: Request {
+                namespace: (!namespace.is_empty()).then(|| namespace.to_owned()),
+                name: name.to_owned(),
+            },
             resource_version: Some(rv.to_owned()),
             stray,
         }

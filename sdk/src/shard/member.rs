@@ -133,7 +133,7 @@ impl<S: LeaseStore> Runner<S> {
             if outcome.is_err() {
                 tracing::warn!(ring = %self.member.ring, timeout = ?self.member.timing.renew_deadline, "shard membership round timed out");
             }
-            self.publish();
+            self.publish(false);
         }
         self.leave().await;
     }
@@ -150,18 +150,7 @@ impl<S: LeaseStore> Runner<S> {
         };
         let observed = self.observe(&leases).await;
         if self.gate.enter(&observed.view) {
-            // Published with the gate's state as it is now (closed, on the
-            // new members): a status carrying the new count beside the old
-            // `active` would tell a sharded controller it may resync while
-            // every key it enqueued is refused, and its moved-in keys would
-            // be queued again behind everything else.
-            let rebalances = self.status.borrow().rebalances + 1;
-            let (active, members) = (self.gate.is_active(), self.gate.members());
-            self.status.send_modify(|s| {
-                s.rebalances = rebalances;
-                s.active = active;
-                s.members = members;
-            });
+            let rebalances = self.publish(true);
             tracing::info!(
                 ring = %self.member.ring,
                 identity = %self.member.identity,
@@ -518,15 +507,25 @@ impl<S: LeaseStore> Runner<S> {
         }
     }
 
-    fn publish(&self) {
+    /// Publishes the gate's state, counting one more rebalance if
+    /// `rebalanced`; returns the rebalance count. A rebalance is published
+    /// with the gate as it is then (closed, on the new members), never
+    /// beside the old `active`: a sharded controller resyncs on a status
+    /// that is active with a new count, and would enqueue its keys while
+    /// the gate refuses them.
+    fn publish(&self, rebalanced: bool) -> u64 {
         let active = self.gate.is_active();
         let members = self.gate.members();
+        let mut rebalances = 0;
         self.status.send_if_modified(|s| {
-            let changed = s.active != active || s.members != members;
+            let changed = rebalanced || s.active != active || s.members != members;
+            s.rebalances += u64::from(rebalanced);
             s.active = active;
             s.members = members;
+            rebalances = s.rebalances;
             changed
         });
+        rebalances
     }
 
     /// Graceful leave: no new permits; wait up to the renew deadline for
@@ -535,13 +534,13 @@ impl<S: LeaseStore> Runner<S> {
     /// others need not wait for expiry.
     async fn leave(&mut self) {
         self.gate.set_open(false);
-        self.publish();
+        self.publish(false);
         let deadline = Instant::now() + self.member.timing.renew_deadline;
         while self.gate.in_flight() > 0 && Instant::now() < deadline {
             sleep(std::time::Duration::from_millis(50)).await;
         }
         self.gate.leave();
-        self.publish();
+        self.publish(false);
         if self.gate.in_flight() > 0 {
             tracing::warn!(ring = %self.member.ring, "reconciles still running at shutdown; leaving the member Lease to expire");
             return;

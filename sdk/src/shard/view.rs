@@ -100,7 +100,7 @@ impl View {
 
     /// Whether `member` owns `key` in this view.
     pub(crate) fn owns(&self, member: &str, key: &str) -> bool {
-        self.ring.owner_of_hash(self.scheme.hash(key)) == Some(member)
+        self.owner(key) == Some(member)
     }
 
     /// The KEP-5866 shard selector of `member`'s share, for a view hashing
