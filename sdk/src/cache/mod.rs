@@ -103,6 +103,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use backoff::BackoffConfig;
+pub use decode::from_slice_exact;
 pub use delta_fifo::{DeletedFinalStateUnknown, DeletedObject};
 pub use error::{ApiStatus, CacheError, IndexError, ReflectorError, UnobservedWrite};
 use informer::InformerOptions;

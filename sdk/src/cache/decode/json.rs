@@ -16,7 +16,7 @@ use serde::{
     de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor},
 };
 
-use super::{ListPage, SkippedObject, WatchLine};
+use super::{ListPage, SkippedObject, WatchLine, exact_capacity};
 use crate::cache::error::ApiStatus;
 
 #[derive(Deserialize, Default)]
@@ -101,7 +101,7 @@ fn skipped_from_value(v: &serde_json::Value, error: String) -> SkippedObject {
 pub(crate) fn decode_list<K: DeserializeOwned>(
     bytes: &[u8],
 ) -> Result<ListPage<K>, serde_json::Error> {
-    if let Ok(body) = serde_json::from_slice::<ListBody<K>>(bytes) {
+    if let Ok(body) = exact_capacity::from_slice::<ListBody<K>>(bytes) {
         return Ok(ListPage {
             items: body.items.unwrap_or_default(),
             resource_version: body.metadata.resource_version.unwrap_or_default(),
@@ -227,8 +227,7 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for LineVisitor<K> {
 pub(crate) fn decode_watch_line<K: DeserializeOwned>(
     line: &[u8],
 ) -> Result<WatchLine<K>, serde_json::Error> {
-    let mut de = serde_json::Deserializer::from_slice(line);
-    if let Ok(ev) = de::Deserializer::deserialize_map(&mut de, LineVisitor::<K>(PhantomData)) {
+    if let Ok(ev) = exact_capacity::deserialize_map(line, LineVisitor::<K>(PhantomData)) {
         return Ok(ev);
     }
     let v: serde_json::Value = serde_json::from_slice(line)?;

@@ -34,7 +34,7 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 }
 
 /// One past the closing quote of the string whose opening quote is at `i`.
-fn skip_string(b: &[u8], i: usize) -> Option<usize> {
+pub(super) fn skip_string(b: &[u8], i: usize) -> Option<usize> {
     let mut j = i + 1;
     loop {
         match b.get(j)? {

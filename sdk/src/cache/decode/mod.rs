@@ -25,11 +25,13 @@ use super::{
 };
 
 mod events;
+mod exact_capacity;
 pub(crate) mod json;
 mod json_strip;
 pub(crate) mod protobuf;
 
 pub(crate) use events::EventDecoder;
+pub use exact_capacity::from_slice as from_slice_exact;
 
 /// The annotation of the bookmark that ends a streaming list's initial events.
 pub(crate) const INITIAL_EVENTS_END_ANNOTATION: &str = "k8s.io/initial-events-end";
