@@ -37,10 +37,10 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 pub(super) fn skip_string(b: &[u8], i: usize) -> Option<usize> {
     let mut j = i + 1;
     loop {
+        j += memchr::memchr2(b'"', b'\\', b.get(j..)?)?;
         match b.get(j)? {
             b'"' => return Some(j + 1),
-            b'\\' => j += 2,
-            _ => j += 1,
+            _ => j += 2,
         }
     }
 }
