@@ -53,7 +53,9 @@
 //! storing unless [`SharedCacheBuilder::keep_managed_fields`] is set (or
 //! kept as raw bytes for one kind by [`WithManagedFields`]). Stripped, they
 //! are never decoded: protobuf skips the field and JSON bytes have it cut
-//! out before they are deserialized. A
+//! out before they are deserialized. JSON is decoded with every `Vec` at
+//! its length ([`from_slice_exact`]), not with the room serde's pushes
+//! leave (a Pod's one container status in room for four). A
 //! per-kind transform ([`SharedCacheBuilder::transform`], client-go's
 //! `SetTransform`) can slim objects further before they are stored, and a
 //! [`Projection`] caches a type of the user's own made from each object

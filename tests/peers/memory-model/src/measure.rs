@@ -8,6 +8,8 @@
 //! - `bare`: the objects LISTed as JSON (500 a page, kube's `Api::list`:
 //!   serde_json into `k8s_openapi` types), managedFields dropped, kept in
 //!   one `Vec<K>`: the k8s-openapi layout of the objects and nothing else;
+//! - `bare-exact`: the same, each page decoded as opkit's informers decode
+//!   JSON (`opkit::cache::from_slice_exact`: every `Vec` at its length);
 //! - `opkit`: an opkit `SharedCache` limited to the namespace, its informer
 //!   of `K` synced (defaults: streaming list, protobuf for ConfigMaps, JSON
 //!   for Pods, managedFields stripped, read-your-own-writes on);
@@ -149,6 +151,37 @@ where
     }
 }
 
+/// The objects LISTed and kept, managedFields dropped, each page decoded
+/// by `opkit::cache::from_slice_exact`.
+async fn bare_exact<K>(client: Client, ns: &str, expect: usize) -> Vec<K>
+where
+    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + DeserializeOwned
+        + std::fmt::Debug,
+{
+    let request = kube::core::Request::new(K::url_path(&(), Some(ns)));
+    let mut kept = Vec::with_capacity(expect);
+    let mut lp = ListParams::default().limit(500);
+    loop {
+        let body = client
+            .request_text(request.list(&lp).expect("list request"))
+            .await
+            .expect("LIST");
+        let page: kube::core::ObjectList<K> =
+            opkit::cache::from_slice_exact(body.as_bytes()).expect("decode");
+        drop(body);
+        for mut obj in page.items {
+            obj.meta_mut().managed_fields = None;
+            kept.push(obj);
+        }
+        match page.metadata.continue_ {
+            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
+            _ => return kept,
+        }
+    }
+}
+
 /// An informer of `K` from a cache limited to `ns`, synced; its object count.
 async fn informer<K>(client: Client, ns: &str, protobuf: bool, ryow: bool) -> usize
 where
@@ -185,8 +218,12 @@ pub async fn run(mode: &str, kind: &str, client: Client, ns: &str, expect: usize
     macro_rules! measure {
         ($k:ty, $view:ty) => {
             match mode {
-                "bare" => {
-                    let kept = bare::<$k>(client, ns, expect).await;
+                "bare" | "bare-exact" => {
+                    let kept = if mode == "bare" {
+                        bare::<$k>(client, ns, expect).await
+                    } else {
+                        bare_exact::<$k>(client, ns, expect).await
+                    };
                     report(
                         mode,
                         kind,
