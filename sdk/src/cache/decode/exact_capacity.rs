@@ -43,62 +43,53 @@ impl Lengths {
     /// JSON scan to some lengths, never a panic; the decode then reports
     /// the error.
     fn scan(b: &[u8]) -> Self {
-        /// An open container: an array (its index in `all`, the elements
-        /// before the last comma, whether one has begun since), or an object.
+        /// An open container: an array (its index in `all` and the commas
+        /// seen in it), or an object.
         enum Open {
-            Array {
-                index: usize,
-                done: u32,
-                begun: bool,
-            },
+            Array { index: usize, commas: u32 },
             Object,
-        }
-        fn begin(open: &mut [Open]) {
-            if let Some(Open::Array { begun, .. }) = open.last_mut() {
-                *begun = true;
-            }
         }
         let mut all = Vec::new();
         let mut open: Vec<Open> = Vec::new();
         let mut i = 0;
         while let Some(&c) = b.get(i) {
             match c {
-                b'"' => {
-                    begin(&mut open);
-                    match skip_string(b, i) {
-                        Some(end) => i = end,
-                        None => break,
+                b'"' => match skip_string(b, i) {
+                    Some(end) => {
+                        i = end;
+                        continue;
                     }
-                    continue;
-                }
+                    None => break,
+                },
                 b'[' => {
-                    begin(&mut open);
                     open.push(Open::Array {
                         index: all.len(),
-                        done: 0,
-                        begun: false,
+                        commas: 0,
                     });
                     all.push(0);
                 }
-                b'{' => {
-                    begin(&mut open);
-                    open.push(Open::Object);
-                }
+                b'{' => open.push(Open::Object),
                 b']' | b'}' => {
-                    if let Some(Open::Array { index, done, begun }) = open.pop()
+                    if let Some(Open::Array { index, commas }) = open.pop()
                         && let Some(length) = all.get_mut(index)
                     {
-                        *length = done.saturating_add(u32::from(begun));
+                        // `[ ]` is empty; otherwise one element more than commas
+                        let last = b
+                            .get(..i)
+                            .and_then(|before| {
+                                before.iter().rposition(|c| !c.is_ascii_whitespace())
+                            })
+                            .and_then(|k| b.get(k));
+                        let empty = last == Some(&b'[');
+                        *length = if empty { 0 } else { commas.saturating_add(1) };
                     }
                 }
                 b',' => {
-                    if let Some(Open::Array { done, begun, .. }) = open.last_mut() {
-                        *done = done.saturating_add(1);
-                        *begun = false;
+                    if let Some(Open::Array { commas, .. }) = open.last_mut() {
+                        *commas = commas.saturating_add(1);
                     }
                 }
-                b' ' | b'\t' | b'\n' | b'\r' | b':' => {}
-                _ => begin(&mut open),
+                _ => {}
             }
             i += 1;
         }

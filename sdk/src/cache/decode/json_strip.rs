@@ -35,9 +35,17 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 
 /// One past the closing quote of the string whose opening quote is at `i`.
 pub(super) fn skip_string(b: &[u8], i: usize) -> Option<usize> {
+    /// Most strings (keys, names) end within this many bytes: they are
+    /// looked at byte by byte, longer ones with `memchr2`.
+    const SHORT: usize = 24;
     let mut j = i + 1;
     loop {
-        j += memchr::memchr2(b'"', b'\\', b.get(j..)?)?;
+        let rest = b.get(j..)?;
+        let head = rest.get(..SHORT).unwrap_or(rest);
+        j += match head.iter().position(|&c| c == b'"' || c == b'\\') {
+            Some(k) => k,
+            None => head.len() + memchr::memchr2(b'"', b'\\', rest.get(head.len()..)?)?,
+        };
         match b.get(j)? {
             b'"' => return Some(j + 1),
             _ => j += 2,
