@@ -383,6 +383,27 @@ async fn churn(pods: &Api<Pod>, generations: &mut [u32], nodes: usize, c: &Churn
     (cycles, errors.load(Ordering::Relaxed))
 }
 
+/// With `SCALE_PERF_DIR` set, `perf record -g` of the peer from the start
+/// of its churn until it is quiet again (a profile of the per-event work),
+/// into `<dir>/<label>-<pid>.data`; its CPU is the profiler's, not the
+/// peer's, so the run's figures still hold.
+fn profile_churn(peer: &Peer, pid: u32) -> Option<std::process::Child> {
+    let dir = std::env::var("SCALE_PERF_DIR").ok()?;
+    let name: String = peer
+        .label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let out = format!("{dir}/{name}-{pid}.data");
+    std::process::Command::new("perf")
+        .args(["record", "-g", "-F", "999", "-p", &pid.to_string(), "-o", &out])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| eprintln!("bench-scale: perf record: {e}"))
+        .ok()
+}
+
 #[allow(clippy::too_many_arguments)]
 async fn measured_run(
     peer: &Peer,
@@ -412,6 +433,7 @@ async fn measured_run(
     tokio::time::sleep(Duration::from_secs(3)).await;
     let rss_sync_mib = status_kib(run.pid, "VmRSS") / 1024.0;
 
+    let perf = profile_churn(peer, run.pid);
     let cpu0 = cpu_secs(run.pid);
     let events0 = run.report().events;
     let churn_start = Instant::now();
@@ -424,6 +446,13 @@ async fn measured_run(
         })
         .await;
     let cpu1 = cpu_secs(run.pid);
+    if let Some(mut perf) = perf {
+        // SIGINT: perf writes its data and exits
+        let _ = std::process::Command::new("kill")
+            .args(["-INT", &perf.id().to_string()])
+            .status();
+        let _ = perf.wait();
+    }
     let r = run.report();
     let peak_rss_mib = status_kib(run.pid, "VmHWM") / 1024.0;
     run.stop().await;
