@@ -858,14 +858,15 @@ impl<R: Reconcile> Controller<R> {
         }
         // The primary kind is divided by label where the server does not
         // filter by shard selectors (label mode); owned kinds only by them.
-        let selectors =
-            prepared.settings.shard.as_ref().and_then(|shard| {
-                Some((shard.cache_selector(true)?, shard.cache_selector(false)?))
-            });
-        if let Some((primary, owned)) = selectors {
-            sharded::shard_kind::<R::Object>(cache, primary);
+        let selectors = prepared
+            .settings
+            .shard
+            .as_ref()
+            .and_then(|shard| shard.cache_selectors());
+        if let Some(selectors) = selectors {
+            sharded::shard_kind::<R::Object>(cache, selectors.primary);
             for shard_kind in &self.sharded_kinds {
-                shard_kind(cache, owned.clone());
+                shard_kind(cache, selectors.owned.clone());
             }
         } else if prepared.settings.shard.is_some() {
             tracing::info!(

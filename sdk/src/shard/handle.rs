@@ -105,53 +105,66 @@ impl ShardHandle {
     }
 
     /// For a ring assigning namespaces ([`Sharding::by_namespace`](super::Sharding::by_namespace)):
-    /// a receiver of this replica's share of a kind, `None` until the
+    /// receivers of this replica's share of its kinds, `None` until the
     /// replica is first active, then its share in the latest member set it
     /// was active on (it changes only once every member acknowledged the
     /// new set, so a replica losing keys keeps their objects until it can
     /// no longer start them): the KEP-5866 shard selector of its arcs, and,
-    /// for a kind the ring labels (`labelled`: a sharded controller's
-    /// primary kind), the label selector of its shard label. `None` for
-    /// rings hashing whole keys, or outside a tokio runtime.
-    pub(crate) fn cache_selector(
-        &self,
-        labelled: bool,
-    ) -> Option<watch::Receiver<Option<ShardSelector>>> {
+    /// for the primary kind (the kind the ring labels), the label selector
+    /// of its shard label. One task serves both. `None` for rings hashing
+    /// whole keys, or outside a tokio runtime.
+    pub(crate) fn cache_selectors(&self) -> Option<CacheSelectors> {
         if self.scheme != KeyScheme::Namespace {
             return None;
         }
         let runtime = tokio::runtime::Handle::try_current().ok()?;
-        let (tx, rx) = watch::channel(None);
+        let (primary_tx, primary) = watch::channel(None);
+        let (owned_tx, owned) = watch::channel(None);
         let mut status = self.status.clone();
         let identity = self.identity.clone();
-        let labels = labelled.then(|| own_selector(&self.ring, &identity));
+        let labels = own_selector(&self.ring, &identity);
         let scheme = self.scheme;
         runtime.spawn(async move {
+            let publish = |tx: &watch::Sender<Option<ShardSelector>>,
+                           selector: Option<ShardSelector>| {
+                tx.send_if_modified(|s| {
+                    let changed = *s != selector;
+                    if changed {
+                        *s = selector;
+                    }
+                    changed
+                });
+            };
             loop {
                 let current = status.borrow_and_update().clone();
                 if current.active && !current.members.is_empty() {
-                    let selector = View::with_scheme(current.members, scheme)
-                        .server_selector(&identity)
-                        .map(|server| ShardSelector {
-                            server,
-                            labels: labels.clone(),
-                        });
-                    tx.send_if_modified(|s| {
-                        let changed = *s != selector;
-                        if changed {
-                            *s = selector;
-                        }
-                        changed
-                    });
+                    let server =
+                        View::with_scheme(current.members, scheme).server_selector(&identity);
+                    let selector = |labels: Option<String>| {
+                        server
+                            .clone()
+                            .map(|server| ShardSelector { server, labels })
+                    };
+                    publish(&primary_tx, selector(Some(labels.clone())));
+                    publish(&owned_tx, selector(None));
                 }
                 tokio::select! {
                     changed = status.changed() => if changed.is_err() { return },
-                    () = tx.closed() => return,
+                    _ = async { tokio::join!(primary_tx.closed(), owned_tx.closed()) } => return,
                 }
             }
         });
-        Some(rx)
+        Some(CacheSelectors { primary, owned })
     }
+}
+
+/// A sharded controller's share of its kinds, as the cache lists them
+/// ([`ShardHandle::cache_selectors`]).
+pub(crate) struct CacheSelectors {
+    /// The primary kind's: with the shard label's selector (label mode).
+    pub(crate) primary: watch::Receiver<Option<ShardSelector>>,
+    /// Owned kinds': the shard selector only (they are never labelled).
+    pub(crate) owned: watch::Receiver<Option<ShardSelector>>,
 }
 
 #[cfg(test)]
