@@ -294,19 +294,7 @@ mod tests {
         use serde_json::{Map, Value};
 
         fn value() -> impl Strategy<Value = Value> {
-            let leaf = prop_oneof![
-                Just(Value::Null),
-                any::<bool>().prop_map(Value::Bool),
-                any::<i64>().prop_map(Value::from),
-                "[\\\\\"{}\\[\\],:a-z ]{0,8}".prop_map(Value::String),
-            ];
-            leaf.prop_recursive(3, 24, 4, |inner| {
-                prop_oneof![
-                    prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
-                    prop::collection::btree_map("[\\\\\"{}a-zA-Z]{0,6}", inner, 0..4)
-                        .prop_map(|m| Value::Object(m.into_iter().collect::<Map<_, _>>())),
-                ]
-            })
+            crate::cache::decode::any_json::any_json("[\\\\\"{}a-zA-Z]{0,6}", 3)
         }
 
         /// An object whose metadata may hold `managedFields`, among other

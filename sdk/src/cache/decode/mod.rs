@@ -24,6 +24,8 @@ use super::{
     key::ObjectKey,
 };
 
+#[cfg(test)]
+mod any_json;
 mod events;
 mod exact_capacity;
 pub(crate) mod json;

@@ -217,19 +217,7 @@ fn without_skipped(v: Value) -> Value {
 }
 
 fn any_json() -> impl Strategy<Value = Value> {
-    let leaf = prop_oneof![
-        Just(Value::Null),
-        any::<bool>().prop_map(Value::from),
-        any::<i64>().prop_map(Value::from),
-        "[a-z\\[\\]{},:\"\\\\ ]{0,8}".prop_map(Value::from),
-    ];
-    leaf.prop_recursive(5, 96, 6, |inner| {
-        prop_oneof![
-            prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-            prop::collection::btree_map("_?[a-z]{1,3}", inner, 0..5)
-                .prop_map(|m| Value::Object(m.into_iter().collect())),
-        ]
-    })
+    crate::cache::decode::any_json::any_json("_?[a-z]{1,3}", 5)
 }
 
 proptest! {
