@@ -155,6 +155,16 @@ impl Cluster {
         }
     }
 
+    /// Replicas `names` started, their ring converged.
+    async fn converged(names: &[&str]) -> Self {
+        let mut c = Self::new();
+        for name in names {
+            c.start(name);
+        }
+        c.converge(Duration::from_secs(10)).await;
+        c
+    }
+
     fn start(&mut self, name: &str) {
         self.start_with(name, Sharding::new("ring"));
     }
@@ -336,11 +346,7 @@ fn owned_by(c: &Cluster, name: &str) -> Vec<String> {
 
 #[tokio::test(start_paused = true)]
 async fn three_replicas_split_the_keys_and_each_key_runs_only_on_its_owner() {
-    let mut c = Cluster::new();
-    for name in ["a", "b", "c"] {
-        c.start(name);
-    }
-    c.converge(Duration::from_secs(10)).await;
+    let c = Cluster::converged(&["a", "b", "c"]).await;
     let since = Instant::now();
     sleep(Duration::from_secs(5)).await;
     c.assert_each_key_by_its_owner_since(since);
@@ -354,11 +360,7 @@ async fn three_replicas_split_the_keys_and_each_key_runs_only_on_its_owner() {
 
 #[tokio::test(start_paused = true)]
 async fn a_joining_replica_takes_about_a_quarter_without_overlap() {
-    let mut c = Cluster::new();
-    for name in ["a", "b", "c"] {
-        c.start(name);
-    }
-    c.converge(Duration::from_secs(10)).await;
+    let mut c = Cluster::converged(&["a", "b", "c"]).await;
     let before: Vec<(String, Vec<String>)> = ["a", "b", "c"]
         .iter()
         .map(|n| (n.to_string(), owned_by(&c, n)))
@@ -388,11 +390,7 @@ async fn a_joining_replica_takes_about_a_quarter_without_overlap() {
 
 #[tokio::test(start_paused = true)]
 async fn a_killed_replicas_keys_are_taken_over_after_its_lease_expires() {
-    let mut c = Cluster::new();
-    for name in ["a", "b", "c"] {
-        c.start(name);
-    }
-    c.converge(Duration::from_secs(10)).await;
+    let mut c = Cluster::converged(&["a", "b", "c"]).await;
     let orphans = owned_by(&c, "c");
     c.kill("c").await;
     let killed = Instant::now();
@@ -417,11 +415,7 @@ async fn a_killed_replicas_keys_are_taken_over_after_its_lease_expires() {
 
 #[tokio::test(start_paused = true)]
 async fn a_replica_frozen_past_its_lease_starts_nothing_it_lost_and_rejoins() {
-    let mut c = Cluster::new();
-    for name in ["a", "b", "c"] {
-        c.start(name);
-    }
-    c.converge(Duration::from_secs(10)).await;
+    let c = Cluster::converged(&["a", "b", "c"]).await;
     let _ = c.replica("c").frozen.send(true);
     let frozen_at = Instant::now();
     sleep(LEASE + RETRY * 4).await;
@@ -455,11 +449,7 @@ async fn a_replica_frozen_past_its_lease_starts_nothing_it_lost_and_rejoins() {
 
 #[tokio::test(start_paused = true)]
 async fn a_replica_that_cannot_renew_stops_before_others_take_its_keys() {
-    let mut c = Cluster::new();
-    for name in ["a", "b", "c"] {
-        c.start(name);
-    }
-    c.converge(Duration::from_secs(10)).await;
+    let c = Cluster::converged(&["a", "b", "c"]).await;
     c.replica("c").failing.store(true, Ordering::SeqCst);
     let failed_at = Instant::now();
     sleep(LEASE + RETRY * 4).await;
@@ -484,11 +474,7 @@ async fn a_replica_that_cannot_renew_stops_before_others_take_its_keys() {
 
 #[tokio::test(start_paused = true)]
 async fn a_graceful_leave_hands_over_without_waiting_for_expiry() {
-    let mut c = Cluster::new();
-    for name in ["a", "b", "c"] {
-        c.start(name);
-    }
-    c.converge(Duration::from_secs(10)).await;
+    let mut c = Cluster::converged(&["a", "b", "c"]).await;
     let at = c.replicas.iter().position(|r| r.name == "c").unwrap();
     let leaving = c.replicas.remove(at);
     leaving.handle.shutdown().await;
@@ -549,11 +535,7 @@ fn lease_of(store: &Store, holder: &str) -> String {
 #[tokio::test(start_paused = true)]
 async fn a_member_lease_edited_by_hand_holds_its_keys_until_its_reconciles_end() {
     let (logs, _guard) = crate::test_log::capture();
-    let mut c = Cluster::new();
-    for name in ["a", "b", "c"] {
-        c.start(name);
-    }
-    c.converge(Duration::from_secs(10)).await;
+    let c = Cluster::converged(&["a", "b", "c"]).await;
     // b is in a long reconcile of one of its keys ...
     let key = owned_by(&c, "b")[0].clone();
     let permit = c.replica("b").handle.try_start(&key).unwrap();
@@ -605,11 +587,7 @@ async fn a_member_lease_edited_by_hand_holds_its_keys_until_its_reconciles_end()
 /// behind everything else).
 #[tokio::test(start_paused = true)]
 async fn a_rebalance_is_never_published_as_active_on_the_old_members() {
-    let mut c = Cluster::new();
-    for name in ["a", "b", "c"] {
-        c.start(name);
-    }
-    c.converge(Duration::from_secs(10)).await;
+    let mut c = Cluster::converged(&["a", "b", "c"]).await;
     let before = c.replica("a").handle.status();
     let seen = Arc::new(Mutex::new(Vec::new()));
     let mut status = c.replica("a").handle.subscribe();
