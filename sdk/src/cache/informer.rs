@@ -76,8 +76,8 @@ pub(crate) struct InformerOptions<K> {
     pub transform: Option<Transform<K>>,
     /// Resync period of handlers registered without one (`None`: no resync).
     pub default_resync: Option<Duration>,
-    /// A sharded cache's shard selector (see [`SharedCache::shard_kind`](super::SharedCache::shard_kind)).
-    pub shard: Option<tokio::sync::watch::Receiver<Option<super::ShardSelector>>>,
+    /// A sharded cache's share of the kind (see [`SharedCache::shard_kind`](super::SharedCache::shard_kind)).
+    pub shard: Option<super::ShardShare>,
 }
 
 impl<K: Resource + 'static> Default for InformerOptions<K> {

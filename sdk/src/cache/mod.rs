@@ -120,7 +120,7 @@ pub use projection::{Projected, Projection};
 use read_your_writes::{WriteTracker, wait_observed};
 use reflector::strip_managed_fields;
 pub use reflector::{ReflectorConfig, ReflectorStats, StreamingList, Transform, WatchErrorHandler};
-pub(crate) use sharded::{ShardSelector, may_patch, metadata_informer, server_filters};
+pub(crate) use sharded::{ShardMode, ShardSelector, ShardShare, metadata_informer};
 pub use start::START_LIST_ATTEMPTS;
 pub use store::{NAMESPACE_INDEX, Store};
 pub use undecodable::UndecodableObject;
@@ -288,7 +288,7 @@ struct CacheInner {
     watch_error_handler: Option<WatchErrorHandler>,
     /// Kinds whose cache-scope informer lists only this replica's shard:
     /// the selector's receiver, by Rust type.
-    sharded: Mutex<HashMap<TypeId, watch::Receiver<Option<ShardSelector>>>>,
+    sharded: Mutex<HashMap<TypeId, ShardShare>>,
 }
 
 /// Per-kind transforms ([`SharedCacheBuilder::transform`]): a
@@ -712,10 +712,22 @@ impl SharedCache {
             );
             return;
         }
+        let (mode, _) = watch::channel(None);
         self.inner
             .sharded
             .lock()
-            .insert(TypeId::of::<K>(), selector);
+            .insert(TypeId::of::<K>(), ShardShare { selector, mode });
+    }
+
+    /// How the cache-scope informer of a kind given to
+    /// [`shard_kind`](Self::shard_kind) divides it: `None` inside until its
+    /// reflector has probed the server; `None` for a kind not sharded.
+    pub(crate) fn shard_mode<K: 'static>(&self) -> Option<watch::Receiver<Option<ShardMode>>> {
+        self.inner
+            .sharded
+            .lock()
+            .get(&TypeId::of::<K>())
+            .map(|share| share.mode.subscribe())
     }
 
     /// What informers of `K` apply before storing: the `managedFields`

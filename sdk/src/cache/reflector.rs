@@ -71,7 +71,7 @@ use super::{
     error::{ListFailures, ReflectorError},
     key::ObjectKey,
     list_watch::ListWatch,
-    sharded::{ShardMode, ShardSelector},
+    sharded::{ShardMode, ShardSelector, ShardShare},
     undecodable::UndecodableObject,
     wire::{ListOptions, WatchOptions, WatchStream},
 };
@@ -392,6 +392,8 @@ struct ShardedList {
     selector: watch::Receiver<Option<ShardSelector>>,
     /// Unknown until probed.
     mode: Option<ShardMode>,
+    /// Where the mode is published once probed (the labeller follows it).
+    decided: watch::Sender<Option<ShardMode>>,
 }
 
 impl<K, S> Reflector<K, S>
@@ -425,13 +427,11 @@ where
     /// its KEP-5866 shard selector, relisting whenever it changes, once the
     /// server is found to filter by it; else by its shard label, if any;
     /// else everything. The mode is logged once.
-    pub(crate) fn with_shard(
-        mut self,
-        selector: Option<watch::Receiver<Option<ShardSelector>>>,
-    ) -> Self {
-        self.shard = selector.map(|selector| ShardedList {
-            selector,
+    pub(crate) fn with_shard(mut self, share: Option<ShardShare>) -> Self {
+        self.shard = share.map(|share| ShardedList {
+            selector: share.selector,
             mode: None,
+            decided: share.mode,
         });
         self
     }
@@ -686,6 +686,7 @@ where
                 self.log_shard_mode(mode, &selector, denied);
                 if let Some(shard) = &mut self.shard {
                     shard.mode = Some(mode);
+                    shard.decided.send_replace(Some(mode));
                 }
                 mode
             }

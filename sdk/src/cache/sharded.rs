@@ -1,14 +1,14 @@
 //! The cache's side of sharding ([`crate::shard`]): what a sharded
-//! informer lists by ([`ShardSelector`]), and the two requests the label
-//! mode's labeller makes outside the shared cache (the server probe and
-//! the stray watch).
+//! informer lists by ([`ShardSelector`]), the mode its reflector found
+//! ([`ShardShare`]), the permission check label mode needs, and the stray
+//! watch the label mode's labeller runs outside the shared cache.
 
 use kube::core::PartialObjectMeta;
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
-use super::error::ReflectorError;
 use super::informer::{InformerOptions, SharedIndexInformer};
 use super::list_watch::ListWatch;
 
@@ -22,6 +22,17 @@ pub(crate) struct ShardSelector {
     /// (constant), for a kind the ring's labeller labels; `None`: the kind
     /// is not labelled, and a server that does not filter gets every object.
     pub(crate) labels: Option<String>,
+}
+
+/// A replica's share of one kind as its informer follows it, and where
+/// the informer's reflector publishes how the server lets it be divided
+/// (the label mode's labeller acts on that answer, never asks again).
+#[derive(Debug, Clone)]
+pub(crate) struct ShardShare {
+    /// The replica's share (`None` until it is first active).
+    pub(crate) selector: watch::Receiver<Option<ShardSelector>>,
+    /// The mode, once the reflector has probed the server.
+    pub(crate) mode: watch::Sender<Option<ShardMode>>,
 }
 
 /// How a sharded informer divides its kind, once the server was probed.
@@ -64,17 +75,6 @@ impl ShardMode {
             Self::Undivided => "filter-at-queue",
         }
     }
-}
-
-/// Whether the server filters `K` by the KEP-5866 shard selector `server`
-/// (one LIST of one object: see `ListWatch::server_shards`).
-pub(crate) async fn server_filters<K>(client: Client, server: &str) -> Result<bool, ReflectorError>
-where
-    K: Resource<DynamicType = ()> + 'static,
-{
-    let mut lw = ListWatch::<PartialObjectMeta<K>>::new(client, &());
-    lw.set_shard_selector(Some(server.to_owned()));
-    lw.server_shards().await
 }
 
 /// Whether this client may `patch` `resource` of API `group` in

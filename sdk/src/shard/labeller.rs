@@ -8,7 +8,6 @@
 
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::Duration;
 
 use futures::StreamExt;
 use kube::Resource;
@@ -21,8 +20,8 @@ use super::handle::{ShardHandle, ShardStatus};
 use super::label::{label_key, member_id, strays_selector};
 use super::view::{KeyScheme, View};
 use crate::cache::{
-    HandlerRegistration, InformerEvent, SharedCache, SharedIndexInformer, handler_fn,
-    metadata_informer, server_filters,
+    HandlerRegistration, InformerEvent, ShardMode, SharedCache, SharedIndexInformer, handler_fn,
+    metadata_informer,
 };
 use crate::reconcile::Request;
 
@@ -30,8 +29,6 @@ use crate::reconcile::Request;
 const BATCH: usize = 512;
 /// Patches in flight at once.
 const CONCURRENT_PATCHES: usize = 8;
-/// The first and the longest wait before probing the server again.
-const PROBE_RETRY: (Duration, Duration) = (Duration::from_secs(1), Duration::from_secs(30));
 
 /// An object that may need a new label, seen by one of the two watches.
 #[derive(Debug)]
@@ -110,8 +107,10 @@ struct Outcome {
 }
 
 /// Until the ring ends: labels `K` (a sharded controller's primary kind)
-/// for `controller` while the server ignores shard selectors; returns at
-/// once if the ring does not assign namespaces or the server filters.
+/// for `controller` while its cache is in label mode (the server ignores
+/// shard selectors and this replica may patch the kind); returns once its
+/// reflector decided on another mode, or at once if the ring does not
+/// assign namespaces.
 pub(crate) async fn run<K>(shard: ShardHandle, cache: SharedCache, controller: String)
 where
     K: Resource<DynamicType = (), Scope: 'static> + DeserializeOwned + Send + Sync + 'static,
@@ -124,35 +123,20 @@ where
         Ok(first) => first.clone(),
         Err(_) => return,
     };
-    let view = View::with_scheme(first.members.iter().cloned(), shard.scheme);
-    let Some(server) = view.server_selector(&shard.identity) else {
+    // The primary kind's reflector probes the server (and whether this
+    // replica may patch the kind) and decides; label only in label mode.
+    let Some(mut mode) = cache.shard_mode::<K>() else {
         return;
     };
-    let client = cache.raw_client().clone();
-    let mut wait = PROBE_RETRY.0;
-    let filters = loop {
-        match server_filters::<K>(client.clone(), &server).await {
-            Ok(filters) => break filters,
-            Err(error) => {
-                tracing::warn!(controller, %error, retry_in = ?wait, "could not ask the API server whether it filters by shard selectors");
-                tokio::time::sleep(wait).await;
-                wait = (wait * 2).min(PROBE_RETRY.1);
-            }
-        }
+    let mut ring_status = status.clone();
+    let decided = tokio::select! {
+        decided = mode.wait_for(Option::is_some) => decided.ok().and_then(|m| *m),
+        () = async { while ring_status.changed().await.is_ok() {} } => None,
     };
-    // the cache checked too, and lists everything when denied
-    if filters
-        || crate::cache::may_patch(
-            client.clone(),
-            &K::group(&()),
-            &K::plural(&()),
-            cache.namespace(),
-        )
-        .await
-            == Some(false)
-    {
+    if decided != Some(ShardMode::Labels) {
         return;
     }
+    let client = cache.raw_client().clone();
     let labeller = Labeller::<K> {
         client,
         cache,
