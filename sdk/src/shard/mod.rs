@@ -125,8 +125,10 @@
 //!   moved object on a rebalance (each also wakes a reconcile of it, which
 //!   the old owner drops); `patch` permission on the primary kind
 //!   (`#[controller(finalizer)]` grants it; otherwise add
-//!   `.allow::<K>(&[Verb::Patch])`). A replica asks first (a
-//!   SelfSubjectAccessReview): without `patch` it logs why and caches the
+//!   `.allow::<K>(&[Verb::Patch])`). A replica asks first, once, when the
+//!   kind's reflector probes the server (a SelfSubjectAccessReview; the
+//!   labeller acts on the mode that probe decided): without `patch` it
+//!   logs why and caches the
 //!   kind undivided (`mode="filter-at-queue"`), losing nothing. Until an
 //!   object is labelled, no replica caches or reconciles it. Owned kinds are not labelled: their
 //!   objects would be invisible to their owner between creation and
