@@ -127,50 +127,30 @@ fn report(mode: &str, kind: &str, n: usize, before: Mark, extra: serde_json::Val
     println!("{out}");
 }
 
-/// The objects LISTed and kept, managedFields dropped.
-async fn bare<K>(client: Client, ns: &str, expect: usize) -> Vec<K>
+/// The objects LISTed and kept, managedFields dropped; each page decoded
+/// by kube (serde_json), or with `exact` by `opkit::cache::from_slice_exact`.
+async fn bare<K>(client: Client, ns: &str, expect: usize, exact: bool) -> Vec<K>
 where
     K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
         + DeserializeOwned
         + std::fmt::Debug,
 {
-    let api: Api<K> = Api::namespaced(client, ns);
-    let mut kept = Vec::with_capacity(expect);
-    let mut lp = ListParams::default().limit(500);
-    loop {
-        let page = api.list(&lp).await.expect("LIST");
-        for mut obj in page.items {
-            obj.meta_mut().managed_fields = None;
-            kept.push(obj);
-        }
-        match page.metadata.continue_ {
-            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
-            _ => return kept,
-        }
-    }
-}
-
-/// The objects LISTed and kept, managedFields dropped, each page decoded
-/// by `opkit::cache::from_slice_exact`.
-async fn bare_exact<K>(client: Client, ns: &str, expect: usize) -> Vec<K>
-where
-    K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + DeserializeOwned
-        + std::fmt::Debug,
-{
+    let api: Api<K> = Api::namespaced(client.clone(), ns);
     let request = kube::core::Request::new(K::url_path(&(), Some(ns)));
     let mut kept = Vec::with_capacity(expect);
     let mut lp = ListParams::default().limit(500);
     loop {
-        let body = client
-            .request_text(request.list(&lp).expect("list request"))
-            .await
-            .expect("LIST");
-        let page: kube::core::ObjectList<K> =
-            opkit::cache::from_slice_exact(body.as_bytes()).expect("decode");
-        drop(body);
+        let page = if exact {
+            let body = client
+                .request_text(request.list(&lp).expect("list request"))
+                .await
+                .expect("LIST");
+            opkit::cache::from_slice_exact::<kube::core::ObjectList<K>>(body.as_bytes())
+                .expect("decode")
+        } else {
+            api.list(&lp).await.expect("LIST")
+        };
         for mut obj in page.items {
             obj.meta_mut().managed_fields = None;
             kept.push(obj);
@@ -219,11 +199,7 @@ pub async fn run(mode: &str, kind: &str, client: Client, ns: &str, expect: usize
         ($k:ty, $view:ty) => {
             match mode {
                 "bare" | "bare-exact" => {
-                    let kept = if mode == "bare" {
-                        bare::<$k>(client, ns, expect).await
-                    } else {
-                        bare_exact::<$k>(client, ns, expect).await
-                    };
+                    let kept = bare::<$k>(client, ns, expect, mode == "bare-exact").await;
                     report(
                         mode,
                         kind,
