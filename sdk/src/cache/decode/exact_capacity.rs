@@ -15,6 +15,11 @@
 //! (unknown fields) are walked rather than skipped, so the arrays they
 //! hold are counted in order too.
 //!
+//! Walking a skipped value parses it, which is stricter than serde_json's
+//! skip (a number beyond `f64`'s range is an error): whenever the decode
+//! fails, serde_json decodes the bytes again on its own, so the answer,
+//! value or error, is always serde_json's.
+//!
 //! A hint is only ever a capacity: should the order ever be lost (a type
 //! that takes raw JSON, such as `serde_json::value::RawValue`, consumes
 //! arrays unseen), a sequence whose length differs from its hint turns
@@ -143,27 +148,33 @@ impl Lengths {
 pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
     let lengths = Lengths::scan(bytes);
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let value = T::deserialize(Exact {
+    let exact = T::deserialize(Exact {
         inner: &mut de,
         lengths: &lengths,
-    })?;
-    de.end()?;
-    Ok(value)
+    })
+    .and_then(|value| de.end().map(|()| value));
+    // Skipped values are walked, which is stricter than serde_json's skip
+    // (a number out of f64's range, say): on any error, serde_json decides.
+    exact.or_else(|_| serde_json::from_slice(bytes))
 }
 
-/// `visitor`'s value from the JSON object in `bytes` (trailing bytes are
-/// not checked), with every `Vec` in it allocated to its length.
+/// The value `visitor` makes of the JSON object in `bytes` (trailing bytes
+/// are not checked), with every `Vec` in it allocated to its length; like
+/// [`from_slice`], serde_json's answer on an error.
 pub(crate) fn deserialize_map<'de, V: Visitor<'de>>(
     bytes: &'de [u8],
-    visitor: V,
+    visitor: impl Fn() -> V,
 ) -> serde_json::Result<V::Value> {
     let lengths = Lengths::scan(bytes);
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    Exact {
+    let exact = Exact {
         inner: &mut de,
         lengths: &lengths,
     }
-    .deserialize_map(visitor)
+    .deserialize_map(visitor());
+    exact.or_else(|_| {
+        Deserializer::deserialize_map(&mut serde_json::Deserializer::from_slice(bytes), visitor())
+    })
 }
 
 /// A deserializer, a visitor, a seed or an access, wrapped so that every

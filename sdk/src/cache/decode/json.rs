@@ -227,7 +227,7 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for LineVisitor<K> {
 pub(crate) fn decode_watch_line<K: DeserializeOwned>(
     line: &[u8],
 ) -> Result<WatchLine<K>, serde_json::Error> {
-    if let Ok(ev) = exact_capacity::deserialize_map(line, LineVisitor::<K>(PhantomData)) {
+    if let Ok(ev) = exact_capacity::deserialize_map(line, || LineVisitor::<K>(PhantomData)) {
         return Ok(ev);
     }
     let v: serde_json::Value = serde_json::from_slice(line)?;
