@@ -6,7 +6,7 @@
 //! for its whole life. In a Pod the one `ContainerStatus` (752 bytes in
 //! k8s-openapi) sits in room for four, and a container's two `env`
 //! entries, its one port and the Pod's two tolerations, one pod IP and one
-//! host IP all hold room for four: about 3 KiB of a 15 KiB Pod.
+//! host IP all hold room for four: 3.5 KiB of a 15 KiB Pod.
 //!
 //! Here the bytes are scanned once first, for the length of every array in
 //! the order the arrays open; the decode then runs through a deserializer
