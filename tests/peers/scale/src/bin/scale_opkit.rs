@@ -15,6 +15,9 @@
 //! cached as `Projected<Pod, PodView>`, the view keeping only what the
 //! reconciler reads (Running, Ready), beside the metadata essentials.
 //!
+//! `--current-thread`: tokio's current-thread runtime instead of the
+//! multi-thread one (what cross-thread wake-ups cost per event).
+//!
 //! Output on stdout, read by the driver:
 //!
 //! ```text
@@ -127,9 +130,24 @@ fn arg(args: &[String], name: &str) -> Option<String> {
         .and_then(|i| args.get(i + 1).cloned())
 }
 
-#[tokio::main]
-async fn main() {
+/// Default: tokio's multi-thread runtime with a worker per core, as
+/// `#[tokio::main]`; `--current-thread`: one thread for everything (to
+/// measure what waking tasks across threads costs per event).
+fn main() {
     let args: Vec<String> = std::env::args().collect();
+    let mut runtime = if args.iter().any(|a| a == "--current-thread") {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    runtime
+        .enable_all()
+        .build()
+        .expect("tokio runtime")
+        .block_on(run(args));
+}
+
+async fn run(args: Vec<String>) {
     let kubeconfig = arg(&args, "--kubeconfig").expect("--kubeconfig");
     let workers: usize = arg(&args, "--workers")
         .and_then(|s| s.parse().ok())
