@@ -396,7 +396,16 @@ fn profile_churn(peer: &Peer, pid: u32) -> Option<std::process::Child> {
         .collect();
     let out = format!("{dir}/{name}-{pid}.data");
     std::process::Command::new("perf")
-        .args(["record", "-g", "-F", "999", "-p", &pid.to_string(), "-o", &out])
+        .args([
+            "record",
+            "-g",
+            "-F",
+            "999",
+            "-p",
+            &pid.to_string(),
+            "-o",
+            &out,
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
