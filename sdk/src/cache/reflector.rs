@@ -390,10 +390,9 @@ pub struct Reflector<K, S> {
 /// divided.
 struct ShardedList {
     selector: watch::Receiver<Option<ShardSelector>>,
-    /// Unknown until probed.
-    mode: Option<ShardMode>,
-    /// Where the mode is published once probed (the labeller follows it).
-    decided: watch::Sender<Option<ShardMode>>,
+    /// How the server lets the kind be divided, `None` until probed;
+    /// published to the labeller, which follows it.
+    mode: watch::Sender<Option<ShardMode>>,
 }
 
 impl<K, S> Reflector<K, S>
@@ -430,8 +429,7 @@ where
     pub(crate) fn with_shard(mut self, share: Option<ShardShare>) -> Self {
         self.shard = share.map(|share| ShardedList {
             selector: share.selector,
-            mode: None,
-            decided: share.mode,
+            mode: share.mode,
         });
         self
     }
@@ -647,10 +645,10 @@ where
         let Some(shard) = &self.shard else {
             return Ok(None);
         };
-        if shard.mode == Some(ShardMode::Undivided) {
+        let known = *shard.mode.borrow();
+        if known == Some(ShardMode::Undivided) {
             return Ok(None);
         }
-        let known = shard.mode;
         let mut rx = shard.selector.clone();
         if rx.borrow().is_none() {
             tracing::debug!(reflector = %self.name, "waiting until this replica is active in its shard ring before listing its share");
@@ -684,9 +682,8 @@ where
                 };
                 let mode = ShardMode::of(filters, selector.labels.is_some() && !denied);
                 self.log_shard_mode(mode, &selector, denied);
-                if let Some(shard) = &mut self.shard {
-                    shard.mode = Some(mode);
-                    shard.decided.send_replace(Some(mode));
+                if let Some(shard) = &self.shard {
+                    shard.mode.send_replace(Some(mode));
                 }
                 mode
             }
