@@ -60,10 +60,9 @@ pub(crate) struct ListWatch<K> {
     projection: Option<&'static str>,
     api_version: String,
     ns_template: String,
-    /// Protobuf for kinds opkit decodes from it (and not turned off).
+    /// Protobuf for kinds opkit decodes from it (and not turned off), and
+    /// whether managedFields are decoded.
     format: Format<K>,
-    /// Cut `metadata.managedFields` out of JSON bytes before decoding.
-    strip_json_managed_fields: bool,
     _k: PhantomData<fn() -> K>,
 }
 
@@ -85,7 +84,6 @@ impl<K> Clone for ListWatch<K> {
             api_version: self.api_version.clone(),
             ns_template: self.ns_template.clone(),
             format: self.format.clone(),
-            strip_json_managed_fields: self.strip_json_managed_fields,
             _k: PhantomData,
         }
     }
@@ -123,8 +121,7 @@ impl<K: Resource + 'static> ListWatch<K> {
             ns_template: K::url_path(dyntype, Some(NS_PLACEHOLDER)),
             format: protobuf::codec::<K>()
                 .or_else(super::projection::codec::<K>)
-                .map_or(Format::Json, Format::Protobuf),
-            strip_json_managed_fields: false,
+                .map_or_else(Format::json, Format::protobuf),
             _k: PhantomData,
         }
     }
@@ -195,12 +192,12 @@ impl<K> ListWatch<K> {
     /// decodes from protobuf, not turned off); the response's content type
     /// still decides, so a JSON answer is read as JSON.
     pub(crate) fn is_protobuf(&self) -> bool {
-        matches!(self.format, Format::Protobuf(_))
+        self.format.is_protobuf()
     }
 
     /// Asks for JSON only, even for kinds opkit decodes from protobuf.
     pub(crate) fn json_only(mut self) -> Self {
-        self.format = Format::Json;
+        self.format = self.format.json_only();
         self
     }
 
@@ -208,10 +205,7 @@ impl<K> ListWatch<K> {
     /// informer that strips them anyway: protobuf skips the field, JSON
     /// bytes have it cut out before they are deserialized.
     pub(crate) fn without_managed_fields(mut self) -> Self {
-        if let Format::Protobuf(codec) = self.format {
-            self.format = Format::Protobuf(codec.without_managed_fields());
-        }
-        self.strip_json_managed_fields = true;
+        self.format = self.format.without_managed_fields();
         self
     }
 
@@ -314,7 +308,7 @@ impl<K: DeserializeOwned> ListWatch<K> {
         let (body, encoding) = wire::send(&self.client, req).await?;
         let bytes = wire::read_all(body).await?;
         self.format
-            .list(encoding, &bytes, self.strip_json_managed_fields)
+            .list(encoding, &bytes)
             .map_err(|e| e.into_reflector("list response"))
     }
 
@@ -327,7 +321,7 @@ impl<K: DeserializeOwned> ListWatch<K> {
         let (body, encoding) = wire::send(&self.client, req).await?;
         let decoder = self
             .format
-            .events(encoding, self.strip_json_managed_fields)
+            .events(encoding)
             .map_err(|e| e.into_reflector("watch response"))?;
         Ok(WatchStream::new(body, decoder))
     }

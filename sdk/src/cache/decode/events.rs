@@ -137,9 +137,13 @@ mod tests {
     #[test]
     fn json_events_across_chunks_blank_lines_and_a_last_line_without_newline() {
         for strip in [false, true] {
-            let mut d = Format::<ConfigMap>::Json
-                .events(Encoding::Json, strip)
-                .unwrap();
+            let format = Format::<ConfigMap>::json();
+            let format = if strip {
+                format.without_managed_fields()
+            } else {
+                format
+            };
+            let mut d = format.events(Encoding::Json).unwrap();
             let mut events = Vec::new();
             let added = |n: &str| {
                 format!(
@@ -174,8 +178,9 @@ mod tests {
     #[test]
     fn a_lost_protobuf_framing_breaks_the_stream_and_json_only_refuses_protobuf() {
         let codec = protobuf::codec::<ConfigMap>().unwrap();
-        let mut d = Format::Protobuf(codec)
-            .events(Encoding::Protobuf, true)
+        let mut d = Format::protobuf(codec)
+            .without_managed_fields()
+            .events(Encoding::Protobuf)
             .unwrap();
         d.push(Bytes::copy_from_slice(&u32::MAX.to_be_bytes()));
         assert!(matches!(
@@ -186,7 +191,7 @@ mod tests {
         d.push(Bytes::from_static(b"more"));
         assert!(d.next_event().is_none());
         assert!(matches!(
-            Format::<ConfigMap>::Json.events(Encoding::Protobuf, false),
+            Format::<ConfigMap>::json().events(Encoding::Protobuf),
             Err(DecodeError::UnaskedProtobuf)
         ));
         let err = DecodeError::UnaskedProtobuf.into_reflector("list response");

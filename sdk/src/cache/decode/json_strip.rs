@@ -18,8 +18,6 @@ struct Member {
     start: usize,
     /// The value's first byte.
     value: usize,
-    /// One past the value's last byte.
-    end: usize,
 }
 
 /// The index of the first non-whitespace byte at or after `i`.
@@ -57,27 +55,7 @@ pub(super) fn skip_string(b: &[u8], i: usize) -> Option<usize> {
 fn skip_value(b: &[u8], i: usize) -> Option<usize> {
     match b.get(i)? {
         b'"' => skip_string(b, i),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            let mut j = i;
-            loop {
-                match b.get(j)? {
-                    b'"' => {
-                        j = skip_string(b, j)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(j + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                j += 1;
-            }
-        }
+        b'{' | b'[' => close_of(b, i, 0),
         _ => {
             // a number, true, false or null: up to the next delimiter
             let mut j = i;
@@ -92,8 +70,32 @@ fn skip_value(b: &[u8], i: usize) -> Option<usize> {
     }
 }
 
+/// One past the bracket that closes `depth` containers open at `i` (0:
+/// the container whose bracket is at `i`, 1: the one `i` is inside of, ...).
+fn close_of(b: &[u8], mut i: usize, mut depth: usize) -> Option<usize> {
+    loop {
+        match b.get(i)? {
+            b'"' => {
+                i = skip_string(b, i)?;
+                continue;
+            }
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.checked_sub(1)?;
+                if depth == 0 {
+                    return Some(i + 1);
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+}
+
 /// The member `key` (an unescaped name) of the object whose `{` is at
-/// `open`, if the object is well formed up to it.
+/// `open`, if the object is well formed up to it. Only the values of the
+/// members before it are skipped: the member's own value is not walked
+/// (a watch line's `object` is almost all of the line).
 fn find_member(b: &[u8], open: usize, key: &[u8]) -> Option<Member> {
     if b.get(open) != Some(&b'{') {
         return None;
@@ -114,11 +116,10 @@ fn find_member(b: &[u8], open: usize, key: &[u8]) -> Option<Member> {
             return None;
         }
         let value = skip_ws(b, i + 1);
-        let end = skip_value(b, value)?;
         if name == key {
-            return Some(Member { start, value, end });
+            return Some(Member { start, value });
         }
-        i = skip_ws(b, end);
+        i = skip_ws(b, skip_value(b, value)?);
         match b.get(i)? {
             b',' => i = skip_ws(b, i + 1),
             _ => return None,
@@ -127,11 +128,15 @@ fn find_member(b: &[u8], open: usize, key: &[u8]) -> Option<Member> {
 }
 
 /// The byte range to cut to remove `member` from its object: the member
-/// and the comma after it, or, for the last member, the comma before it.
-fn cut_range(b: &[u8], member: Member) -> std::ops::Range<usize> {
-    let after = skip_ws(b, member.end);
-    if b.get(after) == Some(&b',') {
-        return member.start..after + 1;
+/// and the comma after it, or, for the last member, the comma before it;
+/// `None` when its value is not well formed.
+fn cut_range(b: &[u8], member: Member) -> Option<std::ops::Range<usize>> {
+    let end = skip_value(b, member.value)?;
+    let after = skip_ws(b, end);
+    match b.get(after) {
+        Some(b',') => return Some(member.start..after + 1),
+        Some(b'}') => {}
+        _ => return None,
     }
     // The last member: take the comma before it, if there is one.
     let mut j = member.start;
@@ -139,11 +144,11 @@ fn cut_range(b: &[u8], member: Member) -> std::ops::Range<usize> {
         j -= 1;
         match b.get(j) {
             Some(b' ' | b'\t' | b'\n' | b'\r') => continue,
-            Some(b',') => return j..member.end,
+            Some(b',') => return Some(j..end),
             _ => break,
         }
     }
-    member.start..member.end
+    Some(member.start..end)
 }
 
 /// The range of `metadata.managedFields` (with its comma) in the object
@@ -151,7 +156,7 @@ fn cut_range(b: &[u8], member: Member) -> std::ops::Range<usize> {
 fn managed_fields_range(b: &[u8], open: usize) -> Option<std::ops::Range<usize>> {
     let metadata = find_member(b, open, b"metadata")?;
     let managed = find_member(b, metadata.value, b"managedFields")?;
-    Some(cut_range(b, managed))
+    cut_range(b, managed)
 }
 
 /// `out` = `b` without the ranges in `cuts` (sorted, disjoint).
@@ -189,10 +194,16 @@ pub(crate) fn list_body(body: &[u8]) -> Option<Vec<u8>> {
     let mut cuts = Vec::new();
     let mut i = skip_ws(body, items.value + 1);
     while body.get(i) == Some(&b'{') {
-        let end = skip_value(body, i)?;
-        if let Some(cut) = managed_fields_range(body, i) {
-            cuts.push(cut);
-        }
+        // With a cut, the item's end is found from inside its metadata (two
+        // objects deep), so the bytes before the cut are walked once.
+        let end = match managed_fields_range(body, i) {
+            Some(cut) => {
+                let end = close_of(body, cut.end, 2)?;
+                cuts.push(cut);
+                end
+            }
+            None => skip_value(body, i)?,
+        };
         i = skip_ws(body, end);
         match body.get(i) {
             Some(b',') => i = skip_ws(body, i + 1),
@@ -348,13 +359,18 @@ mod tests {
             #[test]
             fn a_cut_list_is_every_item_without_managed_fields(
                 items in prop::collection::vec(object(), 0..5),
+                pretty in any::<bool>(),
             ) {
                 let body = serde_json::json!({
                     "kind": "List",
                     "metadata": { "resourceVersion": "1" },
                     "items": items.clone(),
                 });
-                let bytes = serde_json::to_vec(&body).unwrap();
+                let bytes = if pretty {
+                    serde_json::to_vec_pretty(&body).unwrap()
+                } else {
+                    serde_json::to_vec(&body).unwrap()
+                };
                 let any = items.iter().any(|o| o["metadata"].get("managedFields").is_some());
                 match list_body(&bytes) {
                     Some(cut) => {

@@ -159,37 +159,73 @@ impl Encoding {
 
 /// What a list or watch asked to be answered in, and so how an answer may
 /// be decoded.
-pub(crate) enum Format<K> {
-    /// JSON only.
-    Json,
-    /// Protobuf (JSON accepted too), converted into `K` by this codec.
-    Protobuf(protobuf::Codec<K>),
+pub(crate) struct Format<K> {
+    /// Protobuf (JSON accepted too), converted into `K` by this codec;
+    /// `None`: JSON only.
+    codec: Option<protobuf::Codec<K>>,
+    /// JSON answers have each object's `metadata.managedFields` cut out
+    /// before they are deserialized (the codec skips the field itself).
+    strip_managed_fields: bool,
 }
 
 impl<K> Clone for Format<K> {
     fn clone(&self) -> Self {
-        match self {
-            Self::Json => Self::Json,
-            Self::Protobuf(codec) => Self::Protobuf(*codec),
+        Self {
+            codec: self.codec,
+            strip_managed_fields: self.strip_managed_fields,
+        }
+    }
+}
+
+impl<K> Format<K> {
+    /// JSON only, every field decoded.
+    pub(crate) fn json() -> Self {
+        Self {
+            codec: None,
+            strip_managed_fields: false,
+        }
+    }
+
+    /// Protobuf through `codec` (JSON accepted too), every field decoded.
+    pub(crate) fn protobuf(codec: protobuf::Codec<K>) -> Self {
+        Self {
+            codec: Some(codec),
+            strip_managed_fields: false,
+        }
+    }
+
+    /// True when protobuf is asked for.
+    pub(crate) fn is_protobuf(&self) -> bool {
+        self.codec.is_some()
+    }
+
+    /// Asks for JSON only; what is left out of decoding stays left out.
+    pub(crate) fn json_only(self) -> Self {
+        Self {
+            codec: None,
+            ..self
+        }
+    }
+
+    /// Leaves `metadata.managedFields` out of what is decoded: protobuf
+    /// skips the field, JSON bytes have it cut out first.
+    pub(crate) fn without_managed_fields(self) -> Self {
+        Self {
+            codec: self.codec.map(protobuf::Codec::without_managed_fields),
+            strip_managed_fields: true,
         }
     }
 }
 
 impl<K: DeserializeOwned> Format<K> {
     /// Decodes a LIST body of `encoding`.
-    /// With `strip_managed_fields`, a JSON body has every item's
-    /// `metadata.managedFields` cut out before it is deserialized.
-    pub(crate) fn list(
-        &self,
-        encoding: Encoding,
-        body: &[u8],
-        strip_managed_fields: bool,
-    ) -> Result<ListPage<K>, DecodeError> {
-        match (self, encoding) {
-            (Self::Protobuf(codec), Encoding::Protobuf) => Ok(protobuf::decode_list(codec, body)?),
-            (Self::Json, Encoding::Protobuf) => Err(DecodeError::UnaskedProtobuf),
+    pub(crate) fn list(&self, encoding: Encoding, body: &[u8]) -> Result<ListPage<K>, DecodeError> {
+        match (&self.codec, encoding) {
+            (Some(codec), Encoding::Protobuf) => Ok(protobuf::decode_list(codec, body)?),
+            (None, Encoding::Protobuf) => Err(DecodeError::UnaskedProtobuf),
             (_, Encoding::Json) => {
-                let stripped = strip_managed_fields
+                let stripped = self
+                    .strip_managed_fields
                     .then(|| json_strip::list_body(body))
                     .flatten();
                 Ok(json::decode_list(stripped.as_deref().unwrap_or(body))?)
@@ -198,23 +234,17 @@ impl<K: DeserializeOwned> Format<K> {
     }
 
     /// A decoder for a watch body of `encoding`.
-    /// With `strip_managed_fields`, each JSON event has its object's
-    /// `metadata.managedFields` cut out before it is deserialized.
-    pub(crate) fn events(
-        &self,
-        encoding: Encoding,
-        strip_managed_fields: bool,
-    ) -> Result<EventDecoder<K>, DecodeError> {
-        match (self, encoding) {
-            (Self::Protobuf(codec), Encoding::Protobuf) => Ok(EventDecoder::Protobuf {
+    pub(crate) fn events(&self, encoding: Encoding) -> Result<EventDecoder<K>, DecodeError> {
+        match (&self.codec, encoding) {
+            (Some(codec), Encoding::Protobuf) => Ok(EventDecoder::Protobuf {
                 frames: protobuf::FrameSplitter::default(),
                 codec: *codec,
                 broken: false,
             }),
-            (Self::Json, Encoding::Protobuf) => Err(DecodeError::UnaskedProtobuf),
+            (None, Encoding::Protobuf) => Err(DecodeError::UnaskedProtobuf),
             (_, Encoding::Json) => Ok(EventDecoder::Json {
                 lines: json::LineSplitter::default(),
-                strip_managed_fields,
+                strip_managed_fields: self.strip_managed_fields,
             }),
         }
     }
@@ -245,5 +275,31 @@ mod tests {
             Encoding::Json
         );
         assert_eq!(Encoding::of(None), Encoding::Json);
+    }
+
+    #[test]
+    fn json_only_keeps_managed_fields_left_out() {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let codec = protobuf::codec::<ConfigMap>().expect("a ConfigMap codec");
+        let line = br#"{"type":"ADDED","object":{"metadata":{"name":"a","managedFields":[{"manager":"m"}]}}}
+"#;
+        for (format, stripped) in [
+            (
+                Format::protobuf(codec).without_managed_fields().json_only(),
+                true,
+            ),
+            (Format::protobuf(codec).json_only(), false),
+            (Format::json().without_managed_fields(), true),
+        ] {
+            assert!(!format.is_protobuf());
+            let mut events = format.events(Encoding::Json).expect("JSON is always read");
+            events.push(bytes::Bytes::from_static(line));
+            match events.next_event() {
+                Some(Ok(WatchLine::Added(cm))) => {
+                    assert_eq!(cm.metadata.managed_fields.is_none(), stripped);
+                }
+                other => panic!("unexpected {other:?}"),
+            }
+        }
     }
 }
