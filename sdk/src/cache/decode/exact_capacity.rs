@@ -159,22 +159,22 @@ pub fn from_slice<T: DeserializeOwned>(bytes: &[u8]) -> serde_json::Result<T> {
 }
 
 /// The value `visitor` makes of the JSON object in `bytes` (trailing bytes
-/// are not checked), with every `Vec` in it allocated to its length; like
-/// [`from_slice`], serde_json's answer on an error.
+/// are not checked), with every `Vec` in it allocated to its length.
+///
+/// Unlike [`from_slice`], an error is this decode's own, with no second
+/// try: walking skipped values is stricter than serde_json's skip, so the
+/// caller asks serde_json before calling the bytes bad.
 pub(crate) fn deserialize_map<'de, V: Visitor<'de>>(
     bytes: &'de [u8],
-    visitor: impl Fn() -> V,
+    visitor: V,
 ) -> serde_json::Result<V::Value> {
     let lengths = Lengths::scan(bytes);
     let mut de = serde_json::Deserializer::from_slice(bytes);
-    let exact = Exact {
+    Exact {
         inner: &mut de,
         lengths: &lengths,
     }
-    .deserialize_map(visitor());
-    exact.or_else(|_| {
-        Deserializer::deserialize_map(&mut serde_json::Deserializer::from_slice(bytes), visitor())
-    })
+    .deserialize_map(visitor)
 }
 
 /// A deserializer, a visitor, a seed or an access, wrapped so that every

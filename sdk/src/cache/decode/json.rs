@@ -222,15 +222,28 @@ impl<'de, K: DeserializeOwned> Visitor<'de> for LineVisitor<K> {
     }
 }
 
-/// Decodes one watch line: fast path straight into `K`; if that fails, a
-/// generic parse tells a bad object (skipped) from a bad line (error).
+/// Decodes one watch line: fast path straight into `K`; if that fails, one
+/// generic parse tells a bad object (skipped) from a bad line (error), and
+/// reads a line whose object comes before its type.
 pub(crate) fn decode_watch_line<K: DeserializeOwned>(
     line: &[u8],
 ) -> Result<WatchLine<K>, serde_json::Error> {
-    if let Ok(ev) = exact_capacity::deserialize_map(line, || LineVisitor::<K>(PhantomData)) {
+    if let Ok(ev) = exact_capacity::deserialize_map(line, LineVisitor::<K>(PhantomData)) {
         return Ok(ev);
     }
-    let v: serde_json::Value = serde_json::from_slice(line)?;
+    let v: serde_json::Value = match serde_json::from_slice(line) {
+        Ok(v) => v,
+        // The fast path walks skipped values and a `Value` holds every
+        // number, both stricter than serde_json's skip (`1e400` in a field
+        // `K` does not have): serde_json's own decode has the last word.
+        Err(e) => {
+            return de::Deserializer::deserialize_map(
+                &mut serde_json::Deserializer::from_slice(line),
+                LineVisitor::<K>(PhantomData),
+            )
+            .map_err(|_| e);
+        }
+    };
     let ty = v
         .get("type")
         .and_then(|t| t.as_str())
@@ -405,6 +418,14 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
         assert!(decode_watch_line::<ConfigMap>(b"{garbage").is_err());
+        // a number beyond f64's range in a field ConfigMap does not have:
+        // serde_json skips it, and so does the decode
+        let far = br#"{"type":"ADDED","object":{"metadata":{"name":"f"},"extra":[1e400],"data":{"k":"v"}}}"#;
+        assert!(serde_json::from_slice::<serde_json::Value>(far).is_err());
+        assert!(matches!(
+            decode_watch_line::<ConfigMap>(far).unwrap(),
+            WatchLine::Added(cm) if cm.data.as_ref().is_some_and(|d| d["k"] == "v")
+        ));
         let dynamic = br#"{"type":"ADDED","object":{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"x":1}}}"#;
         assert!(matches!(
             decode_watch_line::<DynamicObject>(dynamic).unwrap(),
