@@ -24,8 +24,8 @@
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
+use bench_support::{arg, now_ns};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -45,13 +45,6 @@ struct Ctx {
     api: Api<ConfigMap>,
     derived: Store<ConfigMap>,
     salt: String,
-}
-
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
 }
 
 /// FNV-1a 64 over salt, a newline and the payload, as hex.
@@ -141,12 +134,6 @@ fn error_policy(_src: Arc<ConfigMap>, _error: &Error, _ctx: Arc<Ctx>) -> Action 
     // kube-runtime has no per-key backoff of its own; retry soon, like the
     // first steps of the other peers' rate limiters.
     Action::requeue(std::time::Duration::from_millis(5))
-}
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
 }
 
 #[tokio::main]

@@ -22,8 +22,8 @@
 //! measures what read-your-own-writes costs)
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{SystemTime, UNIX_EPOCH};
 
+use bench_support::{arg, now_ns};
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::api::{Api, Patch, PatchParams, PostParams};
@@ -32,16 +32,9 @@ use kube::{Client, ResourceExt};
 use opkit::cache::SharedCache;
 use opkit::controller::Controller;
 use opkit::predicate::LabelSelector;
-use opkit::reconcile::{Action, Context, ReconcileError, Reconcile, Request};
+use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 
 static REQUESTS: AtomicU64 = AtomicU64::new(0);
-
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
-}
 
 /// FNV-1a 64 over salt, a newline and the payload, as hex.
 fn source_hash(salt: &str, payload: &str) -> String {
@@ -64,7 +57,11 @@ struct Derive {
 impl Reconcile for Derive {
     type Object = ConfigMap;
 
-    async fn reconcile(&self, req: Request, ctx: &Context<ConfigMap>) -> Result<Action, ReconcileError> {
+    async fn reconcile(
+        &self,
+        req: Request,
+        ctx: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
         let Some(src) = ctx.object().await? else {
             println!(
                 "S {} - {} {}",
@@ -140,12 +137,6 @@ impl Reconcile for Derive {
         );
         Ok(Action::done())
     }
-}
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
 }
 
 #[tokio::main]

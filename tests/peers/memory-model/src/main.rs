@@ -20,27 +20,11 @@ mod sizes;
 
 use std::{collections::BTreeMap, process::Command};
 
+use bench_support::{arg, median};
 use opkit_envtest::ControlPlane;
 
 #[global_allocator]
 static ALLOC: counting::Counting = counting::Counting;
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => v[n / 2],
-        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
 
 /// Runs `cmd` and parses the last line of its stdout as JSON.
 fn json_of(cmd: &mut Command, what: &str) -> serde_json::Value {

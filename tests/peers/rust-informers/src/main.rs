@@ -25,6 +25,7 @@ use std::{
     time::{Duration, Instant},
 };
 
+use bench_support::arg;
 use futures::StreamExt;
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -113,12 +114,6 @@ fn cpu_ms() -> f64 {
             Some((u + k) * 10.0)
         })
         .unwrap_or(f64::NAN)
-}
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
 }
 
 /// The opkit informer as a controller gets it: from a `SharedCache` limited

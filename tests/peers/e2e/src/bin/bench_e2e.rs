@@ -37,8 +37,9 @@
 use std::collections::{HashMap, HashSet};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use bench_support::{Peer, Pid, arg, cpu_secs, median, now_ns, peers, percentile, status_kib};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::api::{Api, ObjectMeta, Patch, PatchParams, PostParams};
@@ -46,40 +47,6 @@ use opkit_envtest::ControlPlane;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 const PROBE_OBJECTS: usize = 20;
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
-fn now_ns() -> i128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i128)
-        .unwrap_or(0)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => v[n / 2],
-        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-fn percentile(v: &[f64], p: f64) -> f64 {
-    let mut v: Vec<f64> = v.iter().copied().filter(|x| x.is_finite()).collect();
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    v.sort_by(|a, b| a.total_cmp(b));
-    let rank = ((p / 100.0) * v.len() as f64).ceil() as usize;
-    v[rank.clamp(1, v.len()) - 1]
-}
 
 /// FNV-1a 64 over salt, a newline and the payload, as hex (the peers' hash).
 fn source_hash(salt: &str, payload: &str) -> String {
@@ -153,34 +120,6 @@ fn parse_line(line: &str, probes: &HashSet<String>, rep: &mut Reported) {
     }
 }
 
-/// user + system CPU of `pid` so far, in seconds.
-fn cpu_secs(pid: u32) -> f64 {
-    let ticks = 100.0; // CLK_TCK on Linux
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            let rest = s.rsplit_once(')')?.1.to_owned();
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let u: f64 = f.get(11)?.parse().ok()?;
-            let k: f64 = f.get(12)?.parse().ok()?;
-            Some((u + k) / ticks)
-        })
-        .unwrap_or(f64::NAN)
-}
-
-/// Peak resident set (VmHWM) of `pid`, in KiB.
-fn peak_rss_kib(pid: u32) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmHWM:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(f64::NAN)
-}
-
 #[derive(Clone, Copy)]
 struct Sample {
     converge_s: f64,
@@ -191,13 +130,6 @@ struct Sample {
     cpu_s: f64,
     rss_mib: f64,
     requests_per_reconcile: f64,
-}
-
-struct Peer {
-    label: String,
-    path: String,
-    /// Extra arguments given after the path.
-    extra_args: Vec<String>,
 }
 
 struct Workload {
@@ -373,7 +305,7 @@ async fn run_peer(
             "--workers",
             &workers.to_string(),
         ])
-        .args(&peer.extra_args)
+        .args(&peer.args)
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
         .kill_on_drop(true)
@@ -396,7 +328,7 @@ async fn run_peer(
     let all: Vec<usize> = (0..wl.n).collect();
     let timeout = Duration::from_secs(120 + wl.n as u64 / 10);
     let done = wait_converged(&rep, wl, salt, &all, t0, timeout).await;
-    let converge_cpu_s = cpu_secs(pid);
+    let converge_cpu_s = cpu_secs(Pid::Of(pid));
     let Some(done) = done else {
         let _ = child.kill().await;
         return None;
@@ -496,8 +428,8 @@ async fn run_peer(
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
 
-    let cpu_s = cpu_secs(pid);
-    let rss_mib = peak_rss_kib(pid) / 1024.0;
+    let cpu_s = cpu_secs(Pid::Of(pid));
+    let rss_mib = status_kib(Pid::Of(pid), "VmHWM") / 1024.0;
     let _ = child.kill().await;
     let _ = reader.await;
     let r = rep.lock().expect("lock");
@@ -517,22 +449,7 @@ async fn run_peer(
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let peers: Vec<Peer> = args
-        .iter()
-        .enumerate()
-        .filter(|(_, a)| *a == "--peer")
-        .filter_map(|(i, _)| args.get(i + 1))
-        .map(|p| {
-            let (label, command) = p.split_once('=').expect("--peer LABEL=PATH[ ARGS]");
-            let mut words = command.split_whitespace().map(str::to_string);
-            Peer {
-                label: label.to_string(),
-                path: words.next().expect("--peer LABEL=PATH: the path is empty"),
-                extra_args: words.collect(),
-            }
-        })
-        .collect();
-    assert!(!peers.is_empty(), "give at least one --peer LABEL=PATH");
+    let peers = peers(&args);
     let sizes: Vec<usize> = arg(&args, "--sizes")
         .unwrap_or_else(|| "1000,10000".into())
         .split(',')

@@ -34,8 +34,9 @@
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
+use bench_support::{Peer, Pid, arg, cpu_secs, median, now_ns, parsed, peers, status_kib};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
@@ -43,67 +44,6 @@ use opkit_envtest::ControlPlane;
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 use scale_peers::{NAMESPACE, node_name, pod, pod_name};
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
-}
-
-fn parsed<T: std::str::FromStr>(args: &[String], name: &str, default: T) -> T {
-    match arg(args, name) {
-        None => default,
-        Some(s) => s
-            .parse()
-            .unwrap_or_else(|_| panic!("{name}: `{s}` is not a valid value")),
-    }
-}
-
-fn now_ns() -> i128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i128)
-        .unwrap_or(0)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.retain(|x| x.is_finite());
-    v.sort_by(|a, b| a.total_cmp(b));
-    let n = v.len();
-    match n {
-        0 => f64::NAN,
-        _ if n % 2 == 1 => v[n / 2],
-        _ => (v[n / 2 - 1] + v[n / 2]) / 2.0,
-    }
-}
-
-/// user + system CPU of `pid` so far, in seconds.
-fn cpu_secs(pid: u32) -> f64 {
-    let ticks = 100.0; // CLK_TCK on Linux
-    std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|s| {
-            let rest = s.rsplit_once(')')?.1.to_owned();
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            let u: f64 = f.get(11)?.parse().ok()?;
-            let k: f64 = f.get(12)?.parse().ok()?;
-            Some((u + k) / ticks)
-        })
-        .unwrap_or(f64::NAN)
-}
-
-/// A field of /proc/PID/status in KiB (`VmRSS`, `VmHWM`).
-fn status_kib(pid: u32, field: &str) -> f64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with(field) && l[field.len()..].starts_with(':'))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(f64::NAN)
-}
 
 /// What a running peer has reported on stdout.
 #[derive(Default, Clone, Copy)]
@@ -143,12 +83,6 @@ fn parse_line(line: &str, await_reconciles: u64, rep: &mut Reported) {
         }
         _ => {}
     }
-}
-
-struct Peer {
-    label: String,
-    path: String,
-    args: Vec<String>,
 }
 
 /// A peer process and what it reports.
@@ -440,10 +374,10 @@ async fn measured_run(
     let cache_synced_s = (r.synced_at.unwrap_or(0) - t0) as f64 / 1e9;
     let reconciled_s = (r.reconciled_at.unwrap_or(0) - t0) as f64 / 1e9;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    let rss_sync_mib = status_kib(run.pid, "VmRSS") / 1024.0;
+    let rss_sync_mib = status_kib(Pid::Of(run.pid), "VmRSS") / 1024.0;
 
     let perf = profile_churn(peer, run.pid);
-    let cpu0 = cpu_secs(run.pid);
+    let cpu0 = cpu_secs(Pid::Of(run.pid));
     let events0 = run.report().events;
     let churn_start = Instant::now();
     let (cycles, errors) = churn(pods, generations, nodes, c).await;
@@ -454,7 +388,7 @@ async fn measured_run(
             now_ns() - r.events_changed_at > 1_000_000_000
         })
         .await;
-    let cpu1 = cpu_secs(run.pid);
+    let cpu1 = cpu_secs(Pid::Of(run.pid));
     if let Some(mut perf) = perf {
         // SIGINT: perf writes its data and exits
         let _ = std::process::Command::new("kill")
@@ -463,7 +397,7 @@ async fn measured_run(
         let _ = perf.wait();
     }
     let r = run.report();
-    let peak_rss_mib = status_kib(run.pid, "VmHWM") / 1024.0;
+    let peak_rss_mib = status_kib(Pid::Of(run.pid), "VmHWM") / 1024.0;
     run.stop().await;
     let churn_events = (r.events - events0) as f64;
     eprintln!(
@@ -524,25 +458,7 @@ async fn start_kwok(path: &str, config: &str, kubeconfig: &str) -> tokio::proces
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let peers: Vec<Peer> = args
-        .iter()
-        .enumerate()
-        .filter(|(_, a)| *a == "--peer")
-        .filter_map(|(i, _)| args.get(i + 1))
-        .map(|p| {
-            let (label, cmd) = p.split_once('=').expect("--peer 'LABEL=PATH [ARGS]'");
-            let mut words = cmd.split_whitespace().map(str::to_owned);
-            Peer {
-                label: label.to_string(),
-                path: words.next().expect("--peer LABEL=PATH: no path"),
-                args: words.collect(),
-            }
-        })
-        .collect();
-    assert!(
-        !peers.is_empty(),
-        "give at least one --peer 'LABEL=PATH [ARGS]'"
-    );
+    let peers = peers(&args);
     let kwok = arg(&args, "--kwok").expect("--kwok PATH (tests/peers/scale/build-kwok.sh)");
     let kwok_config = arg(&args, "--kwok-config").expect("--kwok-config PATH");
     let n: usize = parsed(&args, "--pods", 10_000);
@@ -630,7 +546,7 @@ async fn main() {
                 .await
             {
                 tokio::time::sleep(Duration::from_secs(2)).await;
-                let kib = status_kib(run.pid, "VmRSS");
+                let kib = status_kib(Pid::Of(run.pid), "VmRSS");
                 eprintln!(
                     "bench-scale: 0 Pods: {} rep {r}: RSS {:.1} MiB",
                     peers[p].label,

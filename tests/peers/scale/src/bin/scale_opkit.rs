@@ -28,8 +28,9 @@
 //! `scale-opkit --kubeconfig K [--workers 4] [--projected]`
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
+use bench_support::{arg, now_ns};
 use k8s_openapi::api::core::v1::Pod;
 use opkit::cache::{Projected, Projection, SharedCache};
 use opkit::controller::Controller;
@@ -44,13 +45,6 @@ static RECONCILES: AtomicU64 = AtomicU64::new(0);
 static READY: AtomicU64 = AtomicU64::new(0);
 /// Reconciles whose Pod was no longer in the cache.
 static GONE: AtomicU64 = AtomicU64::new(0);
-
-fn now_ns() -> u128 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0)
-}
 
 /// Running, with condition Ready=True.
 fn running_and_ready(pod: &Pod) -> bool {
@@ -122,12 +116,6 @@ impl Reconcile for TallyProjected {
         }
         Ok(Action::done())
     }
-}
-
-fn arg(args: &[String], name: &str) -> Option<String> {
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1).cloned())
 }
 
 /// Default: tokio's multi-thread runtime with a worker per core, as
