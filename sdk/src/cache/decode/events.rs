@@ -13,6 +13,8 @@ pub(crate) enum EventDecoder<K> {
         lines: json::LineSplitter,
         /// Cut each object's `metadata.managedFields` before decoding.
         strip_managed_fields: bool,
+        /// Where a line is copied without its managedFields.
+        cut: Vec<u8>,
     },
     /// Protobuf, length-prefixed frames.
     Protobuf {
@@ -23,16 +25,25 @@ pub(crate) enum EventDecoder<K> {
     },
 }
 
+/// The largest cut line whose buffer is kept for the next one: a Pod's
+/// line is ~15 KiB; a rare huge object's buffer is not held for the
+/// informer's life.
+const KEPT_CUT_BUFFER: usize = 64 * 1024;
+
 /// One JSON watch line, with its object's `metadata.managedFields` cut out
-/// first when `strip_managed_fields`.
+/// first (into `cut`, a buffer reused from line to line) when
+/// `strip_managed_fields`.
 fn decode_line<K: DeserializeOwned>(
     line: &[u8],
     strip_managed_fields: bool,
+    cut: &mut Vec<u8>,
 ) -> Result<WatchLine<K>, DecodeError> {
-    let stripped = strip_managed_fields
-        .then(|| json_strip::watch_line(line))
-        .flatten();
-    json::decode_watch_line(stripped.as_deref().unwrap_or(line)).map_err(DecodeError::from)
+    let was_cut = strip_managed_fields && json_strip::watch_line_into(line, cut);
+    let decoded = json::decode_watch_line(if was_cut { cut } else { line });
+    if cut.capacity() > KEPT_CUT_BUFFER {
+        *cut = Vec::new();
+    }
+    decoded.map_err(DecodeError::from)
 }
 
 impl<K: DeserializeOwned> EventDecoder<K> {
@@ -56,12 +67,13 @@ impl<K: DeserializeOwned> EventDecoder<K> {
             Self::Json {
                 lines,
                 strip_managed_fields,
+                cut,
             } => loop {
                 let line = lines.next_line()?;
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                return Some(decode_line(&line, *strip_managed_fields));
+                return Some(decode_line(&line, *strip_managed_fields, cut));
             },
             Self::Protobuf {
                 frames,
@@ -99,12 +111,13 @@ impl<K: DeserializeOwned> EventDecoder<K> {
             Self::Json {
                 lines,
                 strip_managed_fields,
+                cut,
             } => {
                 let line = lines.finish()?;
                 if line.iter().all(u8::is_ascii_whitespace) {
                     return None;
                 }
-                Some(decode_line(&line, *strip_managed_fields))
+                Some(decode_line(&line, *strip_managed_fields, cut))
             }
             Self::Protobuf { frames, .. } => {
                 if frames.has_partial() {

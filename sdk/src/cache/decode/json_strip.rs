@@ -159,27 +159,34 @@ fn managed_fields_range(b: &[u8], open: usize) -> Option<std::ops::Range<usize>>
     cut_range(b, managed)
 }
 
-/// `out` = `b` without the ranges in `cuts` (sorted, disjoint).
-fn without(b: &[u8], cuts: &[std::ops::Range<usize>]) -> Vec<u8> {
+/// `out` = `b` without the ranges in `cuts` (sorted, disjoint); what `out`
+/// held is replaced, its allocation kept.
+fn without_into(b: &[u8], cuts: &[std::ops::Range<usize>], out: &mut Vec<u8>) {
     let removed: usize = cuts.iter().map(|r| r.len()).sum();
-    let mut out = Vec::with_capacity(b.len().saturating_sub(removed));
+    out.clear();
+    out.reserve(b.len().saturating_sub(removed));
     let mut at = 0;
     for cut in cuts {
         out.extend_from_slice(b.get(at..cut.start).unwrap_or_default());
         at = cut.end;
     }
     out.extend_from_slice(b.get(at..).unwrap_or_default());
-    out
 }
 
 /// A watch line (`{"type":..,"object":{..}}`) without the object's
-/// `metadata.managedFields`; `None` when it has none (or the line is not
-/// well formed): decode the line as it is.
-pub(crate) fn watch_line(line: &[u8]) -> Option<Vec<u8>> {
+/// `metadata.managedFields`, written into `out` (a buffer reused from
+/// line to line); false, `out` untouched, when it has none (or the line
+/// is not well formed): decode the line as it is.
+pub(crate) fn watch_line_into(line: &[u8], out: &mut Vec<u8>) -> bool {
     let open = skip_ws(line, 0);
-    let object = find_member(line, open, b"object")?;
-    let cut = managed_fields_range(line, object.value)?;
-    Some(without(line, &[cut]))
+    let Some(object) = find_member(line, open, b"object") else {
+        return false;
+    };
+    let Some(cut) = managed_fields_range(line, object.value) else {
+        return false;
+    };
+    without_into(line, &[cut], out);
+    true
 }
 
 /// A LIST body (`{..,"items":[{..},..]}`) without each item's
@@ -210,7 +217,11 @@ pub(crate) fn list_body(body: &[u8]) -> Option<Vec<u8>> {
             _ => break,
         }
     }
-    (!cuts.is_empty()).then(|| without(body, &cuts))
+    (!cuts.is_empty()).then(|| {
+        let mut out = Vec::new();
+        without_into(body, &cuts, &mut out);
+        out
+    })
 }
 
 #[cfg(test)]
@@ -219,6 +230,29 @@ mod tests {
 
     fn s(b: Option<Vec<u8>>) -> String {
         String::from_utf8(b.expect("a cut")).unwrap()
+    }
+
+    /// The line cut, into a fresh buffer.
+    fn watch_line(line: &[u8]) -> Option<Vec<u8>> {
+        let mut out = Vec::new();
+        watch_line_into(line, &mut out).then_some(out)
+    }
+
+    #[test]
+    fn a_reused_buffer_holds_only_the_latest_cut() {
+        let mut out = b"left over from a longer line before".repeat(10);
+        let line = br#"{"type":"ADDED","object":{"metadata":{"name":"a","managedFields":[{}]}}}"#;
+        assert!(watch_line_into(line, &mut out));
+        assert_eq!(
+            out,
+            br#"{"type":"ADDED","object":{"metadata":{"name":"a"}}}"#
+        );
+        let before = out.clone();
+        assert!(!watch_line_into(
+            br#"{"type":"ADDED","object":{}}"#,
+            &mut out
+        ));
+        assert_eq!(out, before, "untouched when there is nothing to cut");
     }
 
     fn json(v: &str) -> serde_json::Value {
@@ -301,6 +335,7 @@ mod tests {
 
     mod props {
         use super::super::*;
+        use super::watch_line;
         use proptest::prelude::*;
         use serde_json::{Map, Value};
 

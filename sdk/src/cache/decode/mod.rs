@@ -245,6 +245,7 @@ impl<K: DeserializeOwned> Format<K> {
             (_, Encoding::Json) => Ok(EventDecoder::Json {
                 lines: json::LineSplitter::default(),
                 strip_managed_fields: self.strip_managed_fields,
+                cut: Vec::new(),
             }),
         }
     }
