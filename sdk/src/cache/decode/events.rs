@@ -11,10 +11,9 @@ pub(crate) enum EventDecoder<K> {
     /// JSON, one event per line.
     Json {
         lines: json::LineSplitter,
-        /// Cut each object's `metadata.managedFields` before decoding.
-        strip_managed_fields: bool,
-        /// Where a line is copied without its managedFields.
-        cut: Vec<u8>,
+        /// `Some`: each object's `metadata.managedFields` are cut out before
+        /// decoding, the line copied into this buffer (reused line to line).
+        cut: Option<Vec<u8>>,
     },
     /// Protobuf, length-prefixed frames.
     Protobuf {
@@ -31,19 +30,22 @@ pub(crate) enum EventDecoder<K> {
 const KEPT_CUT_BUFFER: usize = 64 * 1024;
 
 /// One JSON watch line, with its object's `metadata.managedFields` cut out
-/// first (into `cut`, a buffer reused from line to line) when
-/// `strip_managed_fields`.
+/// first (into `cut`, a buffer reused from line to line) when there is a
+/// buffer to cut into.
 fn decode_line<K: DeserializeOwned>(
     line: &[u8],
-    strip_managed_fields: bool,
-    cut: &mut Vec<u8>,
+    cut: Option<&mut Vec<u8>>,
 ) -> Result<WatchLine<K>, DecodeError> {
-    let was_cut = strip_managed_fields && json_strip::watch_line_into(line, cut);
-    let decoded = json::decode_watch_line(if was_cut { cut } else { line });
-    if cut.capacity() > KEPT_CUT_BUFFER {
-        *cut = Vec::new();
+    if let Some(cut) = cut
+        && json_strip::watch_line_into(line, cut)
+    {
+        let decoded = json::decode_watch_line(cut);
+        if cut.capacity() > KEPT_CUT_BUFFER {
+            *cut = Vec::new();
+        }
+        return decoded.map_err(DecodeError::from);
     }
-    decoded.map_err(DecodeError::from)
+    json::decode_watch_line(line).map_err(DecodeError::from)
 }
 
 impl<K: DeserializeOwned> EventDecoder<K> {
@@ -64,16 +66,12 @@ impl<K: DeserializeOwned> EventDecoder<K> {
     /// [`is_broken`](Self::is_broken) says otherwise.
     pub(crate) fn next_event(&mut self) -> Option<Result<WatchLine<K>, DecodeError>> {
         match self {
-            Self::Json {
-                lines,
-                strip_managed_fields,
-                cut,
-            } => loop {
+            Self::Json { lines, cut } => loop {
                 let line = lines.next_line()?;
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                return Some(decode_line(&line, *strip_managed_fields, cut));
+                return Some(decode_line(&line, cut.as_mut()));
             },
             Self::Protobuf {
                 frames,
@@ -108,16 +106,12 @@ impl<K: DeserializeOwned> EventDecoder<K> {
     /// terminator (a JSON line without newline).
     pub(crate) fn finish(&mut self) -> Option<Result<WatchLine<K>, DecodeError>> {
         match self {
-            Self::Json {
-                lines,
-                strip_managed_fields,
-                cut,
-            } => {
+            Self::Json { lines, cut } => {
                 let line = lines.finish()?;
                 if line.iter().all(u8::is_ascii_whitespace) {
                     return None;
                 }
-                Some(decode_line(&line, *strip_managed_fields, cut))
+                Some(decode_line(&line, cut.as_mut()))
             }
             Self::Protobuf { frames, .. } => {
                 if frames.has_partial() {

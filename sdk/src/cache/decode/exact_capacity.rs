@@ -16,9 +16,10 @@
 //! hold are counted in order too.
 //!
 //! Walking a skipped value parses it, which is stricter than serde_json's
-//! skip (a number beyond `f64`'s range is an error): whenever the decode
-//! fails, serde_json decodes the bytes again on its own, so the answer,
-//! value or error, is always serde_json's.
+//! skip (a number beyond `f64`'s range is an error): whenever
+//! [`from_slice`] fails, serde_json decodes the bytes again on its own, so
+//! the answer, value or error, is always serde_json's. The watch-line
+//! decoder, which has its own fallback, asks serde_json itself.
 //!
 //! A hint is only ever a capacity: should the order ever be lost (a type
 //! that takes raw JSON, such as `serde_json::value::RawValue`, consumes

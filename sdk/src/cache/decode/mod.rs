@@ -244,8 +244,7 @@ impl<K: DeserializeOwned> Format<K> {
             (None, Encoding::Protobuf) => Err(DecodeError::UnaskedProtobuf),
             (_, Encoding::Json) => Ok(EventDecoder::Json {
                 lines: json::LineSplitter::default(),
-                strip_managed_fields: self.strip_managed_fields,
-                cut: Vec::new(),
+                cut: self.strip_managed_fields.then(Vec::new),
             }),
         }
     }
