@@ -21,6 +21,7 @@
 
 use std::time::Duration;
 
+use bench_support::{Pid, status_kib};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::{Api, Client, Resource, api::ListParams};
 use opkit::cache::{Projected, Projection, ReflectorConfig, SharedCache};
@@ -77,18 +78,6 @@ impl Projection<Pod> for PodView {
     }
 }
 
-fn rss_kib() -> i64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
 /// Live heap and RSS at one moment.
 #[derive(Clone, Copy)]
 struct Mark {
@@ -99,7 +88,7 @@ struct Mark {
 fn mark() -> Mark {
     Mark {
         heap: Counts::now(),
-        rss_kib: rss_kib(),
+        rss_kib: status_kib(Pid::Me, "VmRSS") as i64,
     }
 }
 

@@ -25,7 +25,7 @@ use std::{
     time::{Duration, Instant},
 };
 
-use bench_support::arg;
+use bench_support::{Pid, arg, cpu_secs, status_kib};
 use futures::StreamExt;
 use http_body_util::BodyExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -88,33 +88,6 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 #[cfg(feature = "jemalloc")]
 #[global_allocator]
 static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
-fn rss_kib() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("VmRSS:"))
-                .and_then(|l| l.split_whitespace().nth(1))
-                .and_then(|v| v.parse().ok())
-        })
-        .unwrap_or(0)
-}
-
-/// CPU time (user + system) of this process so far, in ms (10 ms resolution).
-fn cpu_ms() -> f64 {
-    std::fs::read_to_string("/proc/self/stat")
-        .ok()
-        .and_then(|s| {
-            let rest = s.rsplit_once(')')?.1;
-            let f: Vec<&str> = rest.split_whitespace().collect();
-            // fields 14 and 15 of stat; `rest` starts at field 3
-            let u: f64 = f.get(11)?.parse().ok()?;
-            let k: f64 = f.get(12)?.parse().ok()?;
-            Some((u + k) * 10.0)
-        })
-        .unwrap_or(f64::NAN)
-}
 
 /// The opkit informer as a controller gets it: from a `SharedCache` limited
 /// to the namespace (defaults: streaming list, protobuf for ConfigMaps,
@@ -256,7 +229,8 @@ async fn main() {
     .await
     .expect("peer task");
     let sync_ms = start.elapsed().as_secs_f64() * 1000.0;
-    let cpu = cpu_ms();
+    // CPU time of this process so far, in ms (10 ms resolution)
+    let cpu = cpu_secs(Pid::Me) * 1000.0;
     if std::env::var_os("PEER_MALLOC_STATS").is_some() {
         // where the RSS goes: live heap vs free memory malloc keeps
         // SAFETY: mallinfo2 only reads glibc's allocator statistics.
@@ -273,7 +247,7 @@ async fn main() {
     tokio::time::sleep(settle).await;
     println!(
         "{}",
-        serde_json::json!({"peer": mode, "sync_ms": sync_ms, "cpu_ms": cpu, "objects": objects, "rss_kib": rss_kib()})
+        serde_json::json!({"peer": mode, "sync_ms": sync_ms, "cpu_ms": cpu, "objects": objects, "rss_kib": status_kib(Pid::Me, "VmRSS") as u64})
     );
     std::process::exit(0);
 }
