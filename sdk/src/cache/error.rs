@@ -9,17 +9,6 @@
 
 use std::time::Duration;
 
-/// An object could not be given a cache key.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum KeyError {
-    /// The object has no `metadata.name`.
-    #[error("object has no metadata.name (namespace {namespace:?})")]
-    MissingName {
-        /// The object's namespace, if it had one.
-        namespace: Option<String>,
-    },
-}
-
 /// An index operation on a [`Store`](super::Store) (or an informer's indexes) failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum IndexError {
@@ -313,7 +302,7 @@ pub enum CacheError {
     /// (finalizers, deletion, owners) is in the record (see
     /// [`undecodable`](super::undecodable)).
     #[error("{0}")]
-    Undecodable(std::sync::Arc<super::UndecodableObject>),
+    Undecodable(std::sync::Arc<super::undecodable::UndecodableObject>),
 }
 
 /// What [`CacheError::WriteNotObserved`] reports: which write the cache did

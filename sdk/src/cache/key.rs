@@ -21,8 +21,6 @@ use std::{borrow::Borrow, fmt, sync::Arc};
 
 use kube::Resource;
 
-use super::error::KeyError;
-
 /// The key of an object in the cache: `namespace/name`, or `name` when the
 /// object is cluster-scoped. Cloning is a reference-count increment.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -110,6 +108,17 @@ impl fmt::Debug for ObjectKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(&*self.0, f)
     }
+}
+
+/// An object could not be given a cache key.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum KeyError {
+    /// The object has no `metadata.name`.
+    #[error("object has no metadata.name (namespace {namespace:?})")]
+    MissingName {
+        /// The object's namespace, if it had one.
+        namespace: Option<String>,
+    },
 }
 
 #[cfg(test)]

@@ -26,8 +26,10 @@ use futures::future::try_join_all;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    AnyInformer, CacheError, ListWatch, SharedCache,
-    error::{ListFailure, ListFailures},
+    any_informer::AnyInformer,
+    error::{CacheError, ListFailure, ListFailures},
+    informer::ListWatch,
+    shared_cache::SharedCache,
 };
 
 /// What an informer lists, enough to name what is missing.

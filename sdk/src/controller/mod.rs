@@ -103,8 +103,11 @@ type WatchFn = Box<
 type IndexFn = Box<dyn FnOnce(&SharedCache) -> Result<(), (String, CacheError)> + Send>;
 
 /// Makes the cache of one kind list only this replica's shard.
-type ShardKindFn =
-    fn(&SharedCache, tokio::sync::watch::Receiver<Option<crate::cache::ShardSelector>>);
+type ShardKindFn = fn(
+    &crate::shard::ShardHandle,
+    &SharedCache,
+    tokio::sync::watch::Receiver<Option<crate::shard::ShardSelector>>,
+);
 
 /// Waits until a registered watch (or read) has synced; false if it never will.
 type SyncWait = Box<dyn Fn() -> futures::future::BoxFuture<'static, bool> + Send + Sync>;
@@ -862,11 +865,11 @@ impl<R: Reconcile> Controller<R> {
             .settings
             .shard
             .as_ref()
-            .and_then(|shard| shard.cache_selectors());
-        if let Some(selectors) = selectors {
-            sharded::shard_kind::<R::Object>(cache, selectors.primary);
+            .and_then(|shard| Some((shard, shard.cache_selectors()?)));
+        if let Some((shard, selectors)) = selectors {
+            sharded::shard_kind::<R::Object>(shard, cache, selectors.primary);
             for shard_kind in &self.sharded_kinds {
-                shard_kind(cache, selectors.owned.clone());
+                shard_kind(shard, cache, selectors.owned.clone());
             }
         } else if prepared.settings.shard.is_some() {
             tracing::info!(

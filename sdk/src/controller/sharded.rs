@@ -14,15 +14,16 @@ use crate::workqueue::WorkQueue;
 /// progress) is tried again.
 const HANDOVER_RETRY: Duration = Duration::from_millis(500);
 
-/// Registers `K`'s cache-scope informer as sharded by `selector`.
+/// Divides `K`'s cache-scope informer by this replica's share `selector` holds.
 pub(crate) fn shard_kind<K>(
+    shard: &ShardHandle,
     cache: &SharedCache,
-    selector: tokio::sync::watch::Receiver<Option<crate::cache::ShardSelector>>,
+    selector: tokio::sync::watch::Receiver<Option<crate::shard::ShardSelector>>,
 ) where
     K: kube::Resource<DynamicType = ()> + 'static,
     K::Scope: 'static,
 {
-    cache.shard_kind::<K>(selector);
+    shard.divide_kind::<K>(cache, selector);
 }
 
 /// The shard key of a request: `namespace/name`, or `name` if cluster-scoped.
@@ -115,7 +116,8 @@ pub(crate) async fn resync_on_rebalance<R: Reconcile>(
         let seen = Some((current.rebalances, current.members.clone()));
         if current.active && seen != last {
             last = seen;
-            match cache.list::<R::Object>(None) {
+            // what the cache holds now: enqueueing needs no wait for writes
+            match cache.store::<R::Object>().map(|store| store.list()) {
                 Ok(objects) => {
                     let requests = objects.iter().filter_map(|o| Request::for_object(&**o));
                     let resync = Resync::plan(requests, |key| shard.owns(key), previous.as_ref());

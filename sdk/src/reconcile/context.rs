@@ -195,10 +195,7 @@ impl<K> Context<K> {
         self.shared.cache.check_namespace(namespace)?;
         let store = self.synced_store::<T>().await?;
         self.wait_for_writes::<T>(namespace, None).await?;
-        Ok(match namespace {
-            Some(ns) => store.list_namespace(ns),
-            None => store.list(),
-        })
+        Ok(crate::cache::list_in(&store, namespace))
     }
 
     /// The cached objects of `T` whose `index` values include `value` (an

@@ -6,10 +6,10 @@ use tokio::sync::{Mutex as AsyncMutex, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use super::divide::{DividedKinds, ShardSelector};
 use super::gate::{Gate, ShardPermit};
 use super::label::own_selector;
 use super::view::{KeyScheme, View};
-use crate::cache::ShardSelector;
 
 /// Where this replica stands in its ring, for metrics, logs and `/readyz`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -44,6 +44,8 @@ pub struct ShardHandle {
     /// The kinds this replica's sharded controllers reconcile
     /// (`Kind.group`), published in its member Lease.
     pub(crate) kinds: Kinds,
+    /// The kinds whose cache this replica divides, with their modes.
+    pub(crate) divided: DividedKinds,
 }
 
 /// The kinds a replica's sharded controllers reconcile, shared between the
@@ -186,6 +188,7 @@ impl ShardHandle {
             shares: Arc::default(),
             scheme: KeyScheme::Object,
             kinds: Kinds::default(),
+            divided: DividedKinds::default(),
         }
     }
 

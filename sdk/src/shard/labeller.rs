@@ -16,11 +16,12 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
+use super::divide::ShardMode;
 use super::handle::{ShardHandle, ShardStatus};
 use super::label::{label_key, member_id, strays_selector};
 use super::view::{KeyScheme, View};
 use crate::cache::{
-    HandlerRegistration, InformerEvent, ShardMode, SharedCache, SharedIndexInformer, handler_fn,
+    HandlerRegistration, InformerEvent, SharedCache, SharedIndexInformer, handler_fn,
     metadata_informer,
 };
 use crate::reconcile::Request;
@@ -123,9 +124,9 @@ where
         Ok(first) => first.clone(),
         Err(_) => return,
     };
-    // The primary kind's reflector probes the server (and whether this
-    // replica may patch the kind) and decides; label only in label mode.
-    let Some(mut mode) = cache.shard_mode::<K>() else {
+    // Dividing the primary kind's cache asked the server (and whether
+    // this replica may patch the kind) and decided; label only in label mode.
+    let Some(mut mode) = shard.divided_mode::<K>() else {
         return;
     };
     let mut ring_status = status.clone();
@@ -279,7 +280,7 @@ where
     /// Relabels the objects in this replica's cache it does not own in
     /// `view` (it just became active on it).
     async fn sweep(&self, view: &View) {
-        let cached = match self.cache.list::<K>(None) {
+        let cached = match self.cache.store::<K>().map(|store| store.list()) {
             Ok(cached) => cached,
             Err(error) => {
                 tracing::warn!(controller = %self.controller, %error, "label mode: could not list the cache");

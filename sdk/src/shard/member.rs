@@ -68,6 +68,7 @@ pub(crate) fn spawn_member<S: LeaseStore>(member: Member, store: S) -> ShardHand
         shares: Arc::default(),
         scheme,
         kinds,
+        divided: Default::default(),
     }
 }
 

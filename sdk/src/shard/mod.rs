@@ -265,6 +265,7 @@
 //! also `patch` on each sharded controller's primary kind.
 
 mod config;
+mod divide;
 mod error;
 mod gate;
 mod handle;
@@ -284,6 +285,7 @@ mod proptests;
 mod tests;
 
 pub use config::Sharding;
+pub(crate) use divide::ShardSelector;
 pub use error::ShardError;
 pub use gate::ShardPermit;
 pub use handle::{ShardHandle, ShardStatus};

@@ -65,7 +65,7 @@ impl Reconcile for Recorder {
 async fn report_cache(cache: SharedCache) {
     let mut last = (usize::MAX, 0);
     loop {
-        let cached = cache.list::<ConfigMap>(None).map_or(0, |l| l.len());
+        let cached = cache.list::<ConfigMap>(None).await.map_or(0, |l| l.len());
         let rss = std::fs::read_to_string("/proc/self/status")
             .ok()
             .and_then(|s| {

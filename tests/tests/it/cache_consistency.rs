@@ -143,7 +143,10 @@ async fn cache_equals_a_fresh_list_after_concurrent_churn() {
     )
     .await;
     // ... and the typed reads of the shared cache agree.
-    assert_eq!(cache.list::<ConfigMap>(Some(NS)).unwrap().len(), want.len());
+    assert_eq!(
+        cache.list::<ConfigMap>(Some(NS)).await.unwrap().len(),
+        want.len()
+    );
     let any = want
         .keys()
         .next()
@@ -152,7 +155,13 @@ async fn cache_equals_a_fresh_list_after_concurrent_churn() {
         .unwrap()
         .1
         .to_string();
-    assert!(cache.get::<ConfigMap>(Some(NS), &any).unwrap().is_some());
+    assert!(
+        cache
+            .get::<ConfigMap>(Some(NS), &any)
+            .await
+            .unwrap()
+            .is_some()
+    );
 
     // Wait until the handler has caught up with the final state of every key.
     let final_rv: HashMap<String, u64> = listed

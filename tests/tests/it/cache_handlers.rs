@@ -256,10 +256,16 @@ async fn undeserializable_custom_resource_is_skipped_and_others_flow() {
         1,
         "no relist because of a bad object"
     );
-    assert!(cache.get::<Gadget>(Some(ns), "good-3").unwrap().is_some());
+    assert!(
+        cache
+            .get::<Gadget>(Some(ns), "good-3")
+            .await
+            .unwrap()
+            .is_some()
+    );
     // issue 22: not deleted, not readable as a Gadget: a typed error
     assert!(matches!(
-        cache.get::<Gadget>(Some(ns), "bad"),
+        cache.get::<Gadget>(Some(ns), "bad").await,
         Err(opkit::cache::CacheError::Undecodable(u)) if u.metadata().name.as_deref() == Some("bad")
     ));
 

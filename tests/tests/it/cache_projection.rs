@@ -177,12 +177,12 @@ async fn owned_pods_cached_as_a_projection_wake_their_owner() {
     assert_eq!(events.load(Ordering::SeqCst), 2);
     let store = cache.store::<PodView>().unwrap();
     let a = store.get(Some(NS), "p1").unwrap();
-    let b = cache.get::<PodView>(Some(NS), "p1").unwrap().unwrap();
+    let b = cache.get::<PodView>(Some(NS), "p1").await.unwrap().unwrap();
     assert!(Arc::ptr_eq(&a, &b), "reads share the stored projection");
     assert_eq!(a.0.as_deref(), Some("Running"));
     assert_eq!(PROJECTED.load(Ordering::SeqCst) - before, 2);
     // the projected informer is not the whole-object one
-    assert!(cache.get::<Pod>(Some(NS), "p1").is_err());
+    assert!(cache.get::<Pod>(Some(NS), "p1").await.is_err());
 
     running.stop().await;
 }

@@ -197,7 +197,7 @@ async fn an_undecodable_object_is_an_error_never_a_deletion_and_its_finalizer_ca
     assert!(flip[1].starts_with("undecodable"), "{flip:?}");
     // the stale decodable copy is not readable as if current
     assert!(matches!(
-        cache.get::<Widget>(Some(NS), "flip"),
+        cache.get::<Widget>(Some(NS), "flip").await,
         Err(CacheError::Undecodable(u)) if u.metadata().name.as_deref() == Some("flip")
     ));
     let metrics = Metrics::new().encode().unwrap();
@@ -230,7 +230,10 @@ async fn an_undecodable_object_is_an_error_never_a_deletion_and_its_finalizer_ca
     // `gone` only once the object really was
     assert_eq!(bad.iter().filter(|s| *s == "gone").count(), 1, "{bad:?}");
     assert!(!seen.of("flip").iter().any(|s| s == "gone"));
-    assert!(matches!(cache.get::<Widget>(Some(NS), "bad"), Ok(None)));
+    assert!(matches!(
+        cache.get::<Widget>(Some(NS), "bad").await,
+        Ok(None)
+    ));
 
     token.cancel();
     run.await.unwrap().unwrap();

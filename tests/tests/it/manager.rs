@@ -336,7 +336,7 @@ async fn one_of_three_managers_reconciles_and_a_stopped_leader_hands_over() {
 
     // Standbys: warm caches, no reconcile, leader gauge 0 (the leader's 1).
     for (i, m) in managers.iter().enumerate() {
-        let cached = m.cache.list::<ConfigMap>(Some(ns)).unwrap();
+        let cached = m.cache.list::<ConfigMap>(Some(ns)).await.unwrap();
         let names: BTreeSet<String> = cached
             .iter()
             .filter_map(|cm| cm.metadata.name.clone())

@@ -137,8 +137,9 @@ where
 {
     replica
         .cache
-        .list::<K>(None)
+        .store::<K>()
         .unwrap()
+        .list()
         .iter()
         .filter_map(|o| {
             let ns = o.meta().namespace.clone()?;

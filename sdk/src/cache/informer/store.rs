@@ -44,8 +44,8 @@ use kube::Resource;
 use parking_lot::RwLock;
 
 #[cfg(test)]
-use super::error::KeyError;
-use super::{error::IndexError, key::ObjectKey, undecodable::UndecodableObject};
+use crate::cache::key::KeyError;
+use crate::cache::{error::IndexError, key::ObjectKey, undecodable::UndecodableObject};
 
 /// Name of the built-in index from namespace to objects (cluster-scoped
 /// objects are indexed under `""`).
@@ -556,7 +556,7 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
     }
 
     /// The object `name` in `namespace`, or
-    /// [`CacheError::Undecodable`](super::CacheError::Undecodable) when its
+    /// [`CacheError::Undecodable`](crate::cache::CacheError::Undecodable) when its
     /// current version does not deserialize into `K`; `Ok(None)` when the
     /// cache does not hold it.
     ///
@@ -570,10 +570,10 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
         &self,
         namespace: Option<&str>,
         name: &str,
-    ) -> Result<Option<Arc<K>>, super::CacheError> {
+    ) -> Result<Option<Arc<K>>, crate::cache::CacheError> {
         self.indexer
             .lookup(ObjectKey::new(namespace, name).as_str())
-            .map_err(super::CacheError::Undecodable)
+            .map_err(crate::cache::CacheError::Undecodable)
     }
 }
 

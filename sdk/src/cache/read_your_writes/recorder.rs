@@ -10,7 +10,7 @@ use http::{Method, Request, Response};
 use kube::client::Body;
 use serde::Deserialize;
 
-use super::read_your_writes::{WriteKey, WriteTracker, Written};
+use super::tracker::{WriteKey, WriteTracker, Written};
 
 /// A client whose writes are recorded in `tracker`; everything else
 /// (reads, watches, errors) passes through untouched.

@@ -8,7 +8,7 @@ use http::header;
 use http_body_util::BodyExt;
 use kube::{Client, client::Body};
 
-use super::{
+use crate::cache::{
     decode::{self, Encoding},
     error::{ApiStatus, ReflectorError},
 };

@@ -34,7 +34,7 @@
 //!
 //! The transform hook runs before objects are stored; the default drops
 //! `metadata.managedFields` (see
-//! [`SharedCacheBuilder::keep_managed_fields`](super::SharedCacheBuilder::keep_managed_fields)).
+//! [`SharedCacheBuilder::keep_managed_fields`](crate::cache::SharedCacheBuilder::keep_managed_fields)).
 
 use std::{
     fmt,
@@ -53,17 +53,19 @@ use tokio_util::sync::CancellationToken;
 
 use super::{
     delta_fifo::{DeletedFinalStateUnknown, DeletedObject, Delta, DeltaFifo, Popped},
-    error::{CacheError, IndexError},
-    key::ObjectKey,
     list_watch::ListWatch,
     processor::{EventHandler, HandlerRegistration, InformerEvent, Processor},
-    read_your_writes::{Observed, WriteKey, WriteTracker},
-    reflector::{
-        Reflector, ReflectorConfig, ReflectorMetrics, ReflectorStats, Transform, WatchErrorHandler,
-        strip_managed_fields,
-    },
+    reflector::Reflector,
+    reflector_config::WatchErrorHandler,
+    reflector_config::{ListFilter, ReflectorConfig, Transform, strip_managed_fields},
+    reflector_metrics::{ReflectorMetrics, ReflectorStats},
     store::{Indexer, Store},
     tasks::Tasks,
+    write_observer::WriteObserver,
+};
+use crate::cache::{
+    error::{CacheError, IndexError},
+    key::ObjectKey,
     undecodable::UndecodableObject,
 };
 
@@ -76,8 +78,10 @@ pub(crate) struct InformerOptions<K> {
     pub transform: Option<Transform<K>>,
     /// Resync period of handlers registered without one (`None`: no resync).
     pub default_resync: Option<Duration>,
-    /// A sharded cache's share of the kind (see [`SharedCache::shard_kind`](super::SharedCache::shard_kind)).
-    pub shard: Option<super::ShardShare>,
+    /// What to list by beyond the informer's own selectors, as its owner
+    /// hands it (a sharded replica's share): the reflector waits for the
+    /// first value and relists whenever it changes; `None`: list everything.
+    pub filter: Option<watch::Receiver<Option<ListFilter>>>,
 }
 
 impl<K: Resource + 'static> Default for InformerOptions<K> {
@@ -86,7 +90,7 @@ impl<K: Resource + 'static> Default for InformerOptions<K> {
             reflector: ReflectorConfig::default(),
             transform: Some(Arc::new(strip_managed_fields::<K>)),
             default_resync: None,
-            shard: None,
+            filter: None,
         }
     }
 }
@@ -97,7 +101,7 @@ impl<K> Clone for InformerOptions<K> {
             reflector: self.reflector.clone(),
             transform: self.transform.clone(),
             default_resync: self.default_resync,
-            shard: self.shard.clone(),
+            filter: self.filter.clone(),
         }
     }
 }
@@ -120,35 +124,13 @@ struct Inner<K> {
     /// Never sent on: a read waiting for this process's write learns from
     /// its closing that the informer is gone (the write tracker wakes it).
     alive: watch::Sender<()>,
-    writes: Option<WriteHook>,
-}
-
-/// Where an informer of a shared cache reports the writes it has shown.
-pub(crate) struct WriteHook {
-    pub tracker: Arc<WriteTracker>,
-    pub api_version: String,
-    pub plural: String,
-}
-
-impl WriteHook {
-    fn key(&self, key: &ObjectKey) -> WriteKey {
-        let (namespace, name) = match key.as_str().split_once('/') {
-            Some((ns, name)) => (Some(ns.to_owned()), name.to_owned()),
-            None => (None, key.as_str().to_owned()),
-        };
-        WriteKey {
-            api_version: self.api_version.clone(),
-            plural: self.plural.clone(),
-            namespace,
-            name,
-        }
-    }
+    writes: Option<Arc<dyn WriteObserver>>,
 }
 
 /// One informer: a reflector, a DeltaFIFO and a store, with event handlers
 /// and indexes (see the [cache docs](super)). Cloning gives another handle to the
 /// same informer. Once started, it runs until [`stop`](Self::stop) (dropping
-/// the handles does not stop it; informers of a [`SharedCache`](super::SharedCache)
+/// the handles does not stop it; informers of a [`SharedCache`](crate::cache::SharedCache)
 /// stop with the cache).
 pub struct SharedIndexInformer<K> {
     inner: Arc<Inner<K>>,
@@ -194,7 +176,7 @@ where
         lw: ListWatch<K>,
         options: InformerOptions<K>,
         cancel: CancellationToken,
-        writes: Option<WriteHook>,
+        writes: Option<Arc<dyn WriteObserver>>,
     ) -> Self {
         let indexer = Indexer::new();
         let fifo = Arc::new(DeltaFifo::new(Some(indexer.clone())));
@@ -299,7 +281,7 @@ where
 
     /// Waits until synced; an error if the informer stopped first. Bound
     /// it with `tokio::time::timeout` (an informer that cannot list, e.g.
-    /// for lack of RBAC, retries for ever; [`SharedCache::wait_for_sync`](super::SharedCache::wait_for_sync)
+    /// for lack of RBAC, retries for ever; [`SharedCache::wait_for_sync`](crate::cache::SharedCache::wait_for_sync)
     /// takes a timeout and names the cause).
     pub async fn wait_for_sync(&self) -> Result<(), CacheError> {
         let mut rx = self.inner.fifo.subscribe_synced();
@@ -314,18 +296,10 @@ where
         }
     }
 
-    /// Where this informer reports the writes it shows, if anywhere.
-    pub(crate) fn write_hook(&self) -> Option<&WriteHook> {
-        self.inner.writes.as_ref()
-    }
-
-    /// The store with the wake-up a read waiting for a write needs.
-    pub(crate) fn observed(&self) -> Observed<K> {
-        Observed {
-            store: self.store(),
-            alive: self.inner.alive.subscribe(),
-            informer: self.inner.name.clone(),
-        }
+    /// A channel never sent on, closed when this informer is gone: what a
+    /// read waiting for the informer to show a change wakes on.
+    pub(crate) fn subscribe_alive(&self) -> watch::Receiver<()> {
+        self.inner.alive.subscribe()
     }
 
     /// The reflector's counters (LIST/WATCH requests, skipped objects, ...).
@@ -350,7 +324,7 @@ where
 
     /// Calls `handler` with every failed list or watch attempt of this
     /// informer (client-go's `SetWatchErrorHandler`; what
-    /// [`SharedCacheBuilder::watch_error_handler`](super::SharedCacheBuilder::watch_error_handler)
+    /// [`SharedCacheBuilder::watch_error_handler`](crate::cache::SharedCacheBuilder::watch_error_handler)
     /// sets on every informer of a cache). Refused once started.
     pub(crate) fn set_watch_error_handler_arc(
         &self,
@@ -394,7 +368,7 @@ where
         .with_transform(inner.options.transform.clone())
         .with_metrics(Arc::clone(&inner.metrics))
         .with_watch_error_handler(inner.watch_error_handler.lock().clone())
-        .with_shard(inner.options.shard.clone());
+        .with_filter(inner.options.filter.clone());
         inner.tasks.spawn(&rt, reflector.run(inner.cancel.clone()));
         inner.tasks.spawn(&rt, process_loop(Arc::clone(inner)));
         inner.tasks.spawn(&rt, resync_loop(Arc::clone(inner)));
@@ -469,11 +443,8 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
                 }
                 Delta::Deleted(obj) => {
                     self.indexer.remove(key.as_str());
-                    if let Some(hook) = &self.writes {
-                        hook.tracker.note_deleted(
-                            hook.key(&key),
-                            obj.object().meta().resource_version.as_deref(),
-                        );
+                    if let Some(writes) = &self.writes {
+                        writes.deleted(&key, obj.object().meta().resource_version.as_deref());
                     }
                     self.observe_write(&key, None, Some(obj.object()), obj.is_tombstone());
                     self.processor
@@ -532,16 +503,10 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
             .indexer
             .set_undecodable(key.clone(), Arc::clone(&record));
         // a write of this process is shown by the version's metadata alone
-        if let Some(hook) = &self.writes
-            && hook.tracker.any_pending()
+        if let Some(writes) = &self.writes
+            && writes.any_pending()
         {
-            let shown = kube::core::DynamicObject {
-                types: None,
-                metadata: record.metadata().clone(),
-                data: serde_json::Value::Null,
-            };
-            hook.tracker
-                .observe(&hook.key(key), Some(&shown), None, false);
+            writes.applied(key, Some(record.metadata()), None, false);
         }
         self.count_undecodable();
         let same_version = old_record.is_some_and(|r| {
@@ -571,11 +536,15 @@ impl<K: Resource + Send + Sync + 'static> Inner<K> {
         deleted: Option<&K>,
         relisted: bool,
     ) {
-        if let Some(hook) = &self.writes
-            && hook.tracker.any_pending()
+        if let Some(writes) = &self.writes
+            && writes.any_pending()
         {
-            hook.tracker
-                .observe(&hook.key(key), current, deleted, relisted);
+            writes.applied(
+                key,
+                current.map(Resource::meta),
+                deleted.map(Resource::meta),
+                relisted,
+            );
         }
     }
 }

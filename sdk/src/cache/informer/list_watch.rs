@@ -36,10 +36,10 @@ use std::{fmt, marker::PhantomData};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
-use super::{
+use super::wire::{self, Answer, ListOptions, Target, WatchOptions, WatchStream};
+use crate::cache::{
     decode::{Format, ListPage, protobuf},
     error::ReflectorError,
-    wire::{self, Answer, ListOptions, Target, WatchOptions, WatchStream},
 };
 
 /// What to list and watch. Cheap to clone.
@@ -116,11 +116,11 @@ impl<K: Resource + 'static> ListWatch<K> {
             metadata_only: K::metadata_api(),
             kind: K::kind(dyntype).into_owned(),
             // after `kind`: asking it registers a projection
-            projection: super::projection::name::<K>(),
+            projection: crate::cache::projection::name::<K>(),
             api_version: K::api_version(dyntype).into_owned(),
             ns_template: K::url_path(dyntype, Some(NS_PLACEHOLDER)),
             format: protobuf::codec::<K>()
-                .or_else(super::projection::codec::<K>)
+                .or_else(crate::cache::projection::codec::<K>)
                 .map_or_else(Format::json, Format::protobuf),
             _k: PhantomData,
         }
@@ -166,21 +166,6 @@ impl<K> ListWatch<K> {
             Some(own) => format!("{own},{shard}"),
             None => shard.to_owned(),
         });
-    }
-
-    /// The API group and the resource (plural) listed.
-    pub(crate) fn group_and_resource(&self) -> (&str, &str) {
-        let group = self
-            .api_version
-            .split_once('/')
-            .map_or("", |(group, _)| group);
-        let resource = self.url_path.rsplit('/').next().unwrap_or_default();
-        (group, resource)
-    }
-
-    /// The one namespace listed, if any.
-    pub(crate) fn namespace_scope(&self) -> Option<&str> {
-        self.namespace.as_deref()
     }
 
     /// The client the requests go through.
@@ -348,12 +333,6 @@ pub(crate) mod tests {
         assert_eq!(all.url_path(), "/api/v1/configmaps");
         let meta = ListWatch::<PartialObjectMeta<ConfigMap>>::new(test_client(), &());
         assert!(meta.metadata_only);
-        assert_eq!(lw.group_and_resource(), ("", "configmaps"));
-        assert_eq!(lw.namespace_scope(), Some("prod"));
-        let deployments =
-            ListWatch::<k8s_openapi::api::apps::v1::Deployment>::new(test_client(), &());
-        assert_eq!(deployments.group_and_resource(), ("apps", "deployments"));
-        assert_eq!(deployments.namespace_scope(), None);
     }
 
     #[tokio::test]

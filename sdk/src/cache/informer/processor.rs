@@ -59,9 +59,8 @@ use tokio::{
 };
 use tokio_util::sync::CancellationToken;
 
-use super::{
-    delta_fifo::DeletedObject, error::CacheError, tasks::Tasks, undecodable::UndecodableObject,
-};
+use super::{delta_fifo::DeletedObject, tasks::Tasks};
+use crate::cache::{error::CacheError, undecodable::UndecodableObject};
 
 /// Tells the informers (processors) of this process apart: a registration
 /// carries the one of the informer that made it.

@@ -52,10 +52,10 @@ use kube::Resource;
 use parking_lot::Mutex;
 use tokio::sync::{Notify, watch};
 
-use super::{
-    error::{FifoClosed, KeyError},
-    key::ObjectKey,
-    store::Indexer,
+use super::store::Indexer;
+use crate::cache::{
+    error::FifoClosed,
+    key::{KeyError, ObjectKey},
     undecodable::UndecodableObject,
 };
 
