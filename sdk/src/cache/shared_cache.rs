@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{
-    any_informer::AnyInformer,
+    any_informer::{AnyInformer, pending_description},
     error::CacheError,
     informer::{
         InformerOptions, ListFilter, ListWatch, ReflectorConfig, SharedIndexInformer, Store,
@@ -29,7 +29,6 @@ use super::{
     projection,
     read_your_writes::{InformerWrites, WriteTracker},
     scope::{InformerKey, Scope, is_namespaced},
-    start,
 };
 
 /// The state every handle of one shared cache shares.
@@ -374,7 +373,7 @@ fn sync_timeout(informers: &[Arc<dyn AnyInformer>], timeout: Duration) -> CacheE
     let kinds = informers
         .iter()
         .filter(|i| !*i.subscribe_synced().borrow())
-        .map(|i| start::pending_description(&**i))
+        .map(|i| pending_description(&**i))
         .collect();
     CacheError::SyncTimeout { timeout, kinds }
 }

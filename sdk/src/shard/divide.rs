@@ -4,77 +4,14 @@
 //! label the kind) and hands the cache the filter each share lists by.
 //! The cache's reflector lists and watches what it is given, nothing more.
 
-use std::{any::TypeId, collections::HashMap, sync::Arc, time::Duration};
+use std::{any::TypeId, time::Duration};
 
 use kube::{Client, Resource};
 use tokio::sync::watch;
 
+use super::division::{ShardMode, ShardSelector};
 use super::handle::ShardHandle;
 use crate::cache::{ListFilter, SharedCache, is_namespaced, server_filters_by_shard_selector};
-
-/// A replica's share of one kind, in both forms a server may filter by.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ShardSelector {
-    /// The KEP-5866 shard selector of the replica's ring arcs (it changes
-    /// with the member set).
-    pub(crate) server: String,
-    /// The label selector of the objects labelled with the replica's id
-    /// (constant), for a kind the ring's labeller labels; `None`: the kind
-    /// is not labelled, and a server that does not filter gets every object.
-    pub(crate) labels: Option<String>,
-}
-
-/// How a sharded informer divides its kind, once the server was probed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ShardMode {
-    /// The server filters by the KEP-5866 shard selector.
-    ServerSide,
-    /// The server ignores it; the informer lists by the shard label.
-    Labels,
-    /// The server ignores it and the kind is not labelled: every object.
-    Undivided,
-}
-
-impl ShardMode {
-    /// The mode of a kind, labelled or not, on a server that filters
-    /// (`server_filters`) or not.
-    pub(crate) fn of(server_filters: bool, labelled: bool) -> Self {
-        match (server_filters, labelled) {
-            (true, _) => Self::ServerSide,
-            (false, true) => Self::Labels,
-            (false, false) => Self::Undivided,
-        }
-    }
-
-    /// What the cache lists by in this mode for the share `selector`.
-    pub(crate) fn filter(self, selector: &ShardSelector) -> ListFilter {
-        match self {
-            Self::ServerSide => ListFilter {
-                labels: None,
-                shard_selector: Some(selector.server.clone()),
-            },
-            Self::Labels => ListFilter {
-                labels: selector.labels.clone(),
-                shard_selector: None,
-            },
-            Self::Undivided => ListFilter::default(),
-        }
-    }
-
-    /// For logs.
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Self::ServerSide => "server-side shard selector",
-            Self::Labels => "label selector",
-            Self::Undivided => "filter-at-queue",
-        }
-    }
-}
-
-/// The mode each divided kind of a replica was found in, by Rust type
-/// (`None` inside until the server was asked): what the labeller follows.
-pub(crate) type DividedKinds =
-    Arc<parking_lot::Mutex<HashMap<TypeId, watch::Receiver<Option<ShardMode>>>>>;
 
 /// How long the first retry of a failed probe waits; doubled up to
 /// [`PROBE_RETRY_MAX`].
@@ -326,35 +263,6 @@ async fn may_patch(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn each_mode_lists_by_its_own_selector() {
-        let selector = ShardSelector {
-            server: "shardRange(...)".into(),
-            labels: Some("shard.opkit.dev/r=00".into()),
-        };
-        assert_eq!(ShardMode::of(true, true), ShardMode::ServerSide);
-        assert_eq!(ShardMode::of(false, true), ShardMode::Labels);
-        assert_eq!(ShardMode::of(false, false), ShardMode::Undivided);
-        assert_eq!(
-            ShardMode::ServerSide.filter(&selector),
-            ListFilter {
-                labels: None,
-                shard_selector: Some("shardRange(...)".into())
-            }
-        );
-        assert_eq!(
-            ShardMode::Labels.filter(&selector),
-            ListFilter {
-                labels: Some("shard.opkit.dev/r=00".into()),
-                shard_selector: None
-            }
-        );
-        assert_eq!(
-            ShardMode::Undivided.filter(&selector),
-            ListFilter::default()
-        );
-    }
 
     /// What the permission check asks about: the kind's group and
     /// resource, in the cache's namespace for a namespaced kind only.

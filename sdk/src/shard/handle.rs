@@ -6,7 +6,7 @@ use tokio::sync::{Mutex as AsyncMutex, watch};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use super::divide::{DividedKinds, ShardSelector};
+use super::division::{DividedKinds, ShardSelector};
 use super::gate::{Gate, ShardPermit};
 use super::label::own_selector;
 use super::view::{KeyScheme, View};

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
-use super::divide::ShardMode;
+use super::division::ShardMode;
 use super::handle::{ShardHandle, ShardStatus};
 use super::label::{label_key, member_id, strays_selector};
 use super::view::{KeyScheme, View};

@@ -266,6 +266,7 @@
 
 mod config;
 mod divide;
+mod division;
 mod error;
 mod gate;
 mod handle;
@@ -285,7 +286,7 @@ mod proptests;
 mod tests;
 
 pub use config::Sharding;
-pub(crate) use divide::ShardSelector;
+pub(crate) use division::ShardSelector;
 pub use error::ShardError;
 pub use gate::ShardPermit;
 pub use handle::{ShardHandle, ShardStatus};

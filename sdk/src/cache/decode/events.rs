@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use serde::de::DeserializeOwned;
 
-use super::{DecodeError, WatchLine, json, json_strip, protobuf};
+use super::{error::DecodeError, json, json_strip, output::WatchLine, protobuf};
 
 /// Decodes a watch body pushed to it chunk by chunk into events.
 pub(crate) enum EventDecoder<K> {

@@ -16,7 +16,10 @@ use serde::{
     de::{self, DeserializeOwned, DeserializeSeed, IgnoredAny, MapAccess, Visitor},
 };
 
-use super::{ListPage, SkippedObject, WatchLine, exact_capacity};
+use super::{
+    exact_capacity,
+    output::{ListPage, SkippedObject, WatchLine},
+};
 use crate::cache::error::ApiStatus;
 
 #[derive(Deserialize, Default)]

@@ -43,7 +43,7 @@
 //!   or `resync` can observe the store half-updated.
 //!
 //! The transform hook (strip `managedFields`, ...) is applied before objects
-//! enter the queue, by the [`Reflector`](super::Reflector).
+//! enter the queue, by the [`Reflector`](super::reflector::Reflector).
 
 use std::{collections::VecDeque, fmt, sync::Arc};
 

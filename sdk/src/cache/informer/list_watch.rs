@@ -1,8 +1,8 @@
-//! [`ListWatch`]: what the [`Reflector`](super::Reflector) lists and watches —
+//! [`ListWatch`]: what the [`Reflector`](super::reflector::Reflector) lists and watches —
 //! a resource (typed, dynamic or metadata-only), a namespace or all, label and
 //! field selectors — and the raw HTTP requests and decoding behind it.
 //!
-//! Users name what to watch with a [`Scope`](super::Scope) (the shared
+//! Users name what to watch with a [`Scope`](crate::cache::Scope) (the shared
 //! cache builds the `ListWatch`):
 //!
 //! ```no_run
@@ -29,7 +29,7 @@
 //! item by item and only that item is set aside. Watch events are decoded
 //! line by line the same way: a bad object is reported with its raw
 //! `metadata`, which the informer keeps in place of any stale copy (see
-//! [`undecodable`](super::undecodable)); the stream goes on.
+//! [`undecodable`](crate::cache::undecodable)); the stream goes on.
 
 use std::{fmt, marker::PhantomData};
 

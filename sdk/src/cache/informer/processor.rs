@@ -156,7 +156,7 @@ pub trait EventHandler<K>: Send + 'static {
     /// (once per version; also replayed to a late handler), or such an
     /// object was deleted ([`UndecodableObject::is_deleted`]). No
     /// `Add`/`Update`/`Delete` is delivered for it: there is no `K`. See
-    /// [`undecodable`](super::undecodable).
+    /// [`undecodable`](crate::cache::undecodable).
     ///
     /// ```
     /// use std::sync::Arc;

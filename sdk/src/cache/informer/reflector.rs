@@ -44,7 +44,7 @@
 //! - **Backoff** between rounds: jittered exponential, 800 ms → 30 s, reset
 //!   after 2 min of health ([`BackoffConfig`]).
 //! - An object that fails to deserialize into `K` is kept as an
-//!   [`UndecodableObject`] (its metadata; see [`undecodable`](super::undecodable)),
+//!   [`UndecodableObject`] (its metadata; see [`undecodable`](crate::cache::undecodable)),
 //!   never dropped as if deleted, and counted
 //!   ([`ReflectorStats::skipped_objects`]); the stream goes on for the others.
 //! - The transform hook runs on every object before it enters the store.

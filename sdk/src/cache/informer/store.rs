@@ -537,7 +537,7 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
 
     /// The record of `name` in `namespace` when its current version does
     /// not deserialize into `K` ([`get`](Self::get) returns `None` for it);
-    /// see [`undecodable`](super::undecodable).
+    /// see [`undecodable`](crate::cache::undecodable).
     ///
     /// ```no_run
     /// # fn doc(store: opkit::cache::Store<k8s_openapi::api::core::v1::ConfigMap>) {

@@ -92,7 +92,7 @@
 //!   shared cache's own reads ([`SharedCache::get`](super::SharedCache::get),
 //!   [`list`](super::SharedCache::list),
 //!   [`by_index`](super::SharedCache::by_index)) wait: there is one read
-//!   path. [`Store`](super::Store) handles read without waiting
+//!   path. [`Store`](crate::cache::Store) handles read without waiting
 //!   ([`Context::store`](crate::reconcile::Context::store) waits once, when
 //!   it hands the handle out).
 //! - Dry runs, collection deletes and subresources other than `status` are

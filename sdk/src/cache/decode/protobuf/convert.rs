@@ -24,7 +24,10 @@ use k8s_openapi::{
 use k8s_pb::{api::core::v1 as pb_core, apimachinery::pkg::apis::meta::v1 as pb_meta};
 use prost::Message;
 
-use super::{Codec, Decode, ProtobufError};
+use super::{
+    codec::{Codec, Decode},
+    error::ProtobufError,
+};
 
 /// The protobuf codec of `K`, when opkit has one.
 pub(crate) fn codec<K: 'static>() -> Option<Codec<K>> {

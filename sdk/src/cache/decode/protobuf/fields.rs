@@ -4,7 +4,7 @@
 
 use bytes::Buf;
 
-use super::ProtobufError;
+use super::error::ProtobufError;
 
 fn varint(buf: &mut &[u8]) -> Result<u64, ProtobufError> {
     let mut value = 0u64;

@@ -3,7 +3,7 @@
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use super::ProtobufError;
+use super::error::ProtobufError;
 
 /// The largest frame accepted (the API server's request size limit is
 /// 3 MiB per object; a watch event adds little).

@@ -1,7 +1,7 @@
 //! The transport of lists and watches: builds the requests
 //! ([`request`], on `kube_core::Request`), sends them, turns an error
 //! response into an [`ApiStatus`], and hands the bytes of a successful one
-//! to the decoder its `Content-Type` picks ([`decode`](super::decode)).
+//! to the decoder its `Content-Type` picks ([`decode`](crate::cache::decode)).
 //! A watch body is read chunk by chunk ([`watch`]).
 
 use http::header;

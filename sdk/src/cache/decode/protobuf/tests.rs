@@ -1,0 +1,182 @@
+use super::body::{MAGIC, decode_error_status, decode_event, decode_list};
+use super::convert::codec;
+use super::*;
+use crate::cache::decode::output::WatchLine;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_pb::api::core::v1 as pb_core;
+use k8s_pb::apimachinery::pkg::apis::meta::v1 as pb_meta;
+use prost::Message;
+
+/// `raw` in the envelope of a `kind` (apiVersion v1).
+pub(crate) fn enveloped(kind: &str, raw: Vec<u8>) -> Vec<u8> {
+    let unknown = k8s_pb::apimachinery::pkg::runtime::Unknown {
+        type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
+            api_version: Some("v1".into()),
+            kind: Some(kind.into()),
+        }),
+        raw: Some(raw),
+        content_encoding: Some(String::new()),
+        content_type: Some(String::new()),
+    };
+    let mut out = MAGIC.to_vec();
+    out.extend(unknown.encode_to_vec());
+    out
+}
+
+fn pb_config_map(name: &str, rv: &str) -> pb_core::ConfigMap {
+    pb_core::ConfigMap {
+        metadata: Some(pb_meta::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ns".into()),
+            generate_name: Some(String::new()),
+            uid: Some("u-1".into()),
+            resource_version: Some(rv.into()),
+            generation: Some(0),
+            creation_timestamp: Some(pb_meta::Time {
+                seconds: Some(1_700_000_000),
+                nanos: None,
+            }),
+            labels: [("app".to_string(), "x".to_string())].into(),
+            ..Default::default()
+        }),
+        data: [("k".to_string(), "v".to_string())].into(),
+        ..Default::default()
+    }
+}
+
+fn event(ty: &str, object: Vec<u8>) -> Vec<u8> {
+    pb_meta::WatchEvent {
+        r#type: Some(ty.into()),
+        object: Some(k8s_pb::apimachinery::pkg::runtime::RawExtension { raw: Some(object) }),
+    }
+    .encode_to_vec()
+}
+
+fn cm_codec() -> Codec<ConfigMap> {
+    codec::<ConfigMap>().expect("a ConfigMap codec")
+}
+
+#[test]
+fn list_decodes_with_json_view_of_empty_fields() {
+    let list = pb_core::ConfigMapList {
+        metadata: Some(pb_meta::ListMeta {
+            resource_version: Some("42".into()),
+            r#continue: Some("next".into()),
+            ..Default::default()
+        }),
+        items: vec![pb_config_map("a", "40"), pb_config_map("b", "41")],
+    };
+    let body = enveloped("ConfigMapList", list.encode_to_vec());
+    let page = decode_list(&cm_codec(), &body).unwrap();
+    assert_eq!(page.resource_version, "42");
+    assert_eq!(page.continue_token.as_deref(), Some("next"));
+    assert_eq!(page.items.len(), 2);
+    let json: ConfigMap = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "a", "namespace": "ns", "uid": "u-1", "resourceVersion": "40",
+                     "creationTimestamp": "2023-11-14T22:13:20Z", "labels": {"app": "x"}},
+        "data": {"k": "v"}
+    }))
+    .unwrap();
+    assert_eq!(page.items[0], json);
+    assert!(page.skipped.is_empty());
+}
+
+#[test]
+fn watch_frames_split_and_decode() {
+    let cm = enveloped("ConfigMap", pb_config_map("a", "7").encode_to_vec());
+    let mut bookmark_meta = pb_meta::ObjectMeta {
+        resource_version: Some("9".into()),
+        ..Default::default()
+    };
+    bookmark_meta
+        .annotations
+        .insert("k8s.io/initial-events-end".into(), "true".into());
+    let bookmark = enveloped(
+        "ConfigMap",
+        pb_core::ConfigMap {
+            metadata: Some(bookmark_meta),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    );
+    let status = enveloped(
+        "Status",
+        pb_meta::Status {
+            code: Some(410),
+            reason: Some("Expired".into()),
+            message: Some("too old".into()),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    );
+    let mut stream = Vec::new();
+    for f in [
+        event("ADDED", cm.clone()),
+        event("DELETED", cm),
+        event("BOOKMARK", bookmark),
+        event("ERROR", status),
+    ] {
+        stream.extend((f.len() as u32).to_be_bytes());
+        stream.extend(f);
+    }
+    // delivered in awkward pieces
+    let mut split = FrameSplitter::default();
+    let mut lines = Vec::new();
+    for piece in stream.chunks(5) {
+        split.push(piece);
+        while let Some(frame) = split.next_frame().unwrap() {
+            lines.push(decode_event(&cm_codec(), &frame).unwrap());
+        }
+    }
+    assert!(!split.has_partial());
+    assert_eq!(lines.len(), 4);
+    assert!(matches!(&lines[0], WatchLine::Added(cm) if cm.metadata.name.as_deref() == Some("a")));
+    assert!(matches!(&lines[1], WatchLine::Deleted(_)));
+    assert!(matches!(
+        &lines[2],
+        WatchLine::Bookmark { resource_version: Some(rv), initial_events_end: true } if rv == "9"
+    ));
+    assert!(matches!(&lines[3], WatchLine::Error(s) if s.is_expired()));
+}
+
+#[test]
+fn error_bodies_decode_to_their_status() {
+    let forbidden = enveloped(
+        "Status",
+        pb_meta::Status {
+            code: Some(403),
+            reason: Some("Forbidden".into()),
+            message: Some("configmaps is forbidden".into()),
+            ..Default::default()
+        }
+        .encode_to_vec(),
+    );
+    let st = decode_error_status(&forbidden).unwrap();
+    assert_eq!(
+        (st.code, st.reason.as_str(), st.message.as_str()),
+        (403, "Forbidden", "configmaps is forbidden")
+    );
+    assert!(decode_error_status(b"404 page not found").is_none());
+    let not_status = enveloped("ConfigMap", pb_config_map("a", "1").encode_to_vec());
+    assert!(decode_error_status(&not_status).is_none());
+}
+
+#[test]
+fn bad_object_is_skipped_with_its_key() {
+    let mut raw = pb_config_map("bad", "8").encode_to_vec();
+    // an unterminated field at the end: the object does not decode
+    raw.extend([0x12, 0x7f]);
+    let frame = event("MODIFIED", enveloped("ConfigMap", raw.clone()));
+    match decode_event(&cm_codec(), &frame).unwrap() {
+        WatchLine::Skipped { event_type, object } => {
+            assert_eq!(event_type, "MODIFIED");
+            assert_eq!(object.name.as_deref(), Some("bad"));
+            assert_eq!(object.resource_version.as_deref(), Some("8"));
+            assert!(object.error.starts_with("protobuf: "), "{}", object.error);
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    // a broken envelope is an error of the stream, not a skipped object
+    assert!(decode_event(&cm_codec(), b"\x0a\x05ADDED\x12\x03\x0a\x01x").is_err());
+    assert!(decode_list(&cm_codec(), b"{\"kind\":\"List\"}").is_err());
+}
