@@ -6,10 +6,11 @@
 //! object, recomputes the list, and tries again with a bounded backoff. A
 //! finalizer written concurrently by another controller is never lost.
 //!
-//! [`finalizer`] does the whole dance in one call, as kube-runtime's
-//! `finalizer` does: add the finalizer before the object's first apply, run
-//! the cleanup when it is being deleted, and release it when the cleanup
-//! is done.
+//! [`finalizer`] does the whole dance in one call, with kube-runtime's
+//! `finalizer` semantics: add the finalizer before the object's first
+//! apply, run the cleanup when it is being deleted, and release it after
+//! any successful cleanup (`Ok` of any [`Action`]); a failed cleanup keeps
+//! it.
 //!
 //! ```no_run
 //! use k8s_openapi::api::core::v1::ConfigMap;
@@ -293,20 +294,41 @@ pub enum FinalizerEvent<K> {
     /// desired state.
     Apply(Arc<K>),
     /// The object is being deleted and still carries the finalizer: clean
-    /// up what it made outside owner references. `Ok(Action::done())`
-    /// releases it (the finalizer is removed and the apiserver deletes the
-    /// object); any other `Ok` action keeps the finalizer and comes back as
-    /// it says (cleanup not finished yet); an error keeps it and is retried.
+    /// up what it made outside owner references. Any `Ok` releases it (the
+    /// finalizer is removed and, once no other finalizer holds it, the
+    /// apiserver deletes the object), whatever the [`Action`]; an `Err`
+    /// keeps it, and the error is handled as any reconcile error (a
+    /// retryable one comes back with backoff, `retry_after(d)` after `d`).
+    /// A cleanup that is not finished yet (waiting on something outside)
+    /// says so with an error, e.g.
+    /// [`ReconcileError::retryable(..).retry_after(d)`](ReconcileError::retry_after),
+    /// not with `Ok(Action::requeue_after(d))`, which would release it.
     Cleanup(Arc<K>),
 }
 
-/// Adds, honours and removes `name` on `obj` in one call (kube-runtime's
-/// `finalizer` shape), running `body` with [`FinalizerEvent::Apply`] for a
-/// live object (after adding the finalizer if it was missing) or
-/// [`FinalizerEvent::Cleanup`] for one being deleted (then removing the
-/// finalizer when the cleanup returns `Ok(Action::done())`). An object being
-/// deleted without the finalizer is left alone (`Ok(Action::done())`).
-/// Writes go through `api` with the conflict handling of [`add_finalizer`].
+/// Adds, honours and removes `name` on `obj` in one call, as
+/// kube-runtime's `finalizer` does, running `body` with
+/// [`FinalizerEvent::Apply`] for a live object (after adding the finalizer
+/// if it was missing) or [`FinalizerEvent::Cleanup`] for one being deleted.
+///
+/// - Apply: returns what `body` returns.
+/// - Cleanup, `Ok(action)` (any action, `requeue_after` included): the
+///   finalizer is removed, then `action` is returned (a requeue finds the
+///   object gone, or still held by other finalizers but no longer by this
+///   one, which this helper leaves alone).
+/// - Cleanup, `Err(e)`: the finalizer stays and `e` is returned (retried
+///   as the error says; a terminal error leaves the object waiting for its
+///   next change).
+/// - An object being deleted without the finalizer is left alone
+///   (`Ok(Action::done())`; `body` is not called).
+///
+/// Writes go through `api` with the conflict handling of [`add_finalizer`];
+/// a write that fails is returned as the error: a failed add runs no apply,
+/// a failed removal leaves the finalizer for the retry (the cleanup then
+/// runs again, so it must be idempotent, as kube-runtime's must).
+/// Unlike kube-runtime, which returns `await_change` after adding the
+/// finalizer and applies on the next event, the apply runs in the same call,
+/// on the object as the add wrote it.
 pub async fn finalizer<K, F, Fut>(
     api: &Api<K>,
     name: &str,
@@ -323,12 +345,10 @@ where
         if !listed {
             return Ok(Action::done());
         }
+        // An error keeps the finalizer; any success releases it.
         let action = body(FinalizerEvent::Cleanup(Arc::clone(&obj))).await?;
-        if action != Action::done() {
-            return Ok(action);
-        }
         remove_finalizer(api, &obj, name).await?;
-        return Ok(Action::done());
+        return Ok(action);
     }
     let obj = if listed {
         obj

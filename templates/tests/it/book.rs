@@ -157,7 +157,7 @@ fn plain_intra_doc_links(line: &str) -> String {
 }
 
 /// Every page under book/src (relative paths, `/`-separated).
-fn pages() -> Vec<String> {
+pub(crate) fn pages() -> Vec<String> {
     fn walk(dir: &Path, root: &Path, out: &mut Vec<String>) {
         for entry in std::fs::read_dir(dir).expect("read book/src") {
             let path = entry.expect("dir entry").path();

@@ -16,3 +16,4 @@ mod registry_auth;
 mod support;
 mod token_service;
 mod tutorial_in_sync;
+mod written_counts;

@@ -1,6 +1,7 @@
 //! `opkit::client` against a real kube-apiserver: server-side apply, status
-//! patches, finalizers under concurrent writers, owner references, Events
-//! folded into series, and forbidden errors that name what is missing.
+//! patches, finalizers under concurrent writers, the `finalizer` helper's
+//! apply/cleanup semantics, owner references, Events folded into series,
+//! and forbidden errors that name what is missing.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -11,7 +12,8 @@ use k8s_openapi::api::events::v1::Event as KubeEvent;
 use k8s_openapi::api::rbac::v1::PolicyRule;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::{CustomResource, CustomResourceExt, Resource, ResourceExt};
-use opkit::client::{self, ClientError, EventRecorder, OwnerError};
+use opkit::client::{self, ClientError, EventRecorder, FinalizerEvent, OwnerError};
+use opkit::reconcile::{Action, ReconcileError};
 use opkit_tests::{grant, plane_with_namespace, rule};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -292,6 +294,130 @@ async fn concurrent_finalizer_writers_converge_exactly() {
     .await
     .unwrap();
     assert!(gone.is_none());
+}
+
+/// What `client::finalizer` handed its body: `Apply` or `Cleanup`, and the
+/// object's finalizers at that moment.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    Apply(Vec<String>),
+    Cleanup(Vec<String>),
+}
+
+/// Runs `client::finalizer` on `obj` with a body that records what it was
+/// handed and answers `answer`. Returns the helper's result and what the
+/// body saw (`None`: not called).
+async fn run_finalizer(
+    api: &Api<ConfigMap>,
+    obj: ConfigMap,
+    answer: Result<Action, ReconcileError>,
+) -> (Result<Action, ReconcileError>, Option<Seen>) {
+    let seen = std::sync::Mutex::new(None);
+    let result = client::finalizer(api, HELPER_FINALIZER, Arc::new(obj), |event| {
+        let saw = match &event {
+            FinalizerEvent::Apply(o) => Seen::Apply(o.finalizers().to_vec()),
+            FinalizerEvent::Cleanup(o) => Seen::Cleanup(o.finalizers().to_vec()),
+        };
+        *seen.lock().unwrap() = Some(saw);
+        async move { answer }
+    })
+    .await;
+    let seen = seen.into_inner().unwrap();
+    (result, seen)
+}
+
+const HELPER_FINALIZER: &str = "test.opkit.dev/helper";
+/// Another controller's finalizer: keeps a deleted object readable.
+const HOLD: &str = "test.opkit.dev/hold";
+
+/// `client::finalizer` with kube-runtime's semantics, on a real apiserver:
+/// it adds the finalizer before the first apply, and after deletion it
+/// removes it after any successful cleanup (whatever the `Action`, which it
+/// returns) and keeps it after a failed one (retryable or terminal).
+#[tokio::test]
+async fn finalizer_helper_releases_after_any_successful_cleanup() {
+    let ns = "client-finalizer-helper";
+    let (_, client) = plane_with_namespace(ns).await;
+    let api: Api<ConfigMap> = Api::namespaced(client, ns);
+    let ours = vec![HELPER_FINALIZER.to_owned()];
+    let both = vec![HOLD.to_owned(), HELPER_FINALIZER.to_owned()];
+    let mut cm = config_map(ns, "held", &[]);
+    cm.metadata.finalizers = Some(vec![HOLD.to_owned()]);
+    let created = api.create(&PostParams::default(), &cm).await.unwrap();
+
+    // A live object without the finalizer: added, then Apply sees it, and
+    // Apply's action comes back as it is.
+    let later = Action::requeue_after(Duration::from_secs(30));
+    let (result, seen) = run_finalizer(&api, created, Ok(later)).await;
+    assert_eq!(result.unwrap(), later);
+    assert_eq!(seen, Some(Seen::Apply(both.clone())));
+    let stored = api.get("held").await.unwrap();
+    assert_eq!(stored.finalizers(), both.as_slice());
+
+    // With the finalizer already there: Apply, and no write.
+    let (result, seen) = run_finalizer(&api, stored.clone(), Ok(Action::done())).await;
+    assert_eq!(result.unwrap(), Action::done());
+    assert_eq!(seen, Some(Seen::Apply(both.clone())));
+    let again = api.get("held").await.unwrap();
+    assert_eq!(
+        again.metadata.resource_version,
+        stored.metadata.resource_version
+    );
+
+    // Deleted (the other finalizer keeps it readable): a failed cleanup
+    // keeps the finalizer, retryable or terminal, and returns the error.
+    api.delete("held", &DeleteParams::default()).await.unwrap();
+    let deleting = api.get("held").await.unwrap();
+    assert!(deleting.metadata.deletion_timestamp.is_some());
+    for error in [
+        ReconcileError::retryable("not yet").retry_after(Duration::from_secs(5)),
+        ReconcileError::terminal("cannot"),
+    ] {
+        let terminal = error.is_terminal();
+        let (result, seen) = run_finalizer(&api, deleting.clone(), Err(error)).await;
+        let err = result.expect_err("a failed cleanup is returned");
+        assert_eq!(err.is_terminal(), terminal);
+        assert_eq!(seen, Some(Seen::Cleanup(both.clone())));
+        let stored = api.get("held").await.unwrap();
+        assert_eq!(stored.finalizers(), both.as_slice(), "an error keeps it");
+    }
+
+    // A successful cleanup that asks to come back later still releases
+    // it (kube-runtime's semantics), and its action is returned.
+    let later = Action::requeue_after(Duration::from_secs(60));
+    let (result, seen) = run_finalizer(&api, deleting.clone(), Ok(later)).await;
+    assert_eq!(result.unwrap(), later);
+    assert_eq!(seen, Some(Seen::Cleanup(both.clone())));
+    let released = api.get("held").await.unwrap();
+    assert_eq!(released.finalizers(), [HOLD.to_owned()].as_slice());
+
+    // That requeue finds the object deleting without the finalizer: the
+    // body is not called, nothing is written.
+    let (result, seen) = run_finalizer(&api, released.clone(), Ok(later)).await;
+    assert_eq!(result.unwrap(), Action::done());
+    assert_eq!(seen, None);
+    let after = api.get("held").await.unwrap();
+    assert_eq!(
+        after.metadata.resource_version,
+        released.metadata.resource_version
+    );
+
+    // With only this finalizer, a successful cleanup (`Ok(Action::done())`)
+    // lets the deletion finish.
+    let mut cm = config_map(ns, "alone", &[]);
+    cm.metadata.finalizers = Some(ours.clone());
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    api.delete("alone", &DeleteParams::default()).await.unwrap();
+    let deleting = api.get("alone").await.unwrap();
+    let (result, seen) = run_finalizer(&api, deleting, Ok(Action::done())).await;
+    assert_eq!(result.unwrap(), Action::done());
+    assert_eq!(seen, Some(Seen::Cleanup(ours)));
+    assert!(api.get_opt("alone").await.unwrap().is_none());
+
+    // Let the held object go.
+    client::remove_finalizer(&api, &Arc::new(after), HOLD)
+        .await
+        .unwrap();
 }
 
 #[tokio::test]

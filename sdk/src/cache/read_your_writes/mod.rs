@@ -77,7 +77,8 @@
 //! [`Controller::read_your_writes_timeout`](crate::controller::Controller::read_your_writes_timeout))
 //! and ends when the read is dropped (a reconcile timeout, shutdown). On timeout
 //! the read fails with [`CacheError::WriteNotObserved`]
-//! rather than returning a state older than the
+//! (controller-runtime's cached reads have no such wait) rather than
+//! returning a state older than the
 //! reconciler's own write, and the record is forgotten, so the retry reads
 //! what the cache has. At most [`MAX_RECORDS`] writes are pending; past
 //! that the oldest is forgotten (its reads may then be stale).
