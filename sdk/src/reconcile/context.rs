@@ -7,7 +7,7 @@ use std::time::Duration;
 use kube::Resource;
 use serde::de::DeserializeOwned;
 
-use super::Request;
+use super::request::Request;
 use crate::cache::{CacheError, SharedCache, Store};
 use crate::client::{EventRecorder, ResourceScope};
 
