@@ -17,11 +17,16 @@ It fails on
 
 Test code (`#[cfg(test)]` items and the files they declare) is not read:
 tests may reach anywhere. Comments, doc comments and strings are not read.
+What it cannot see: a method called on a value (`x.f()`: the value's type
+was imported, and that import is seen), names a glob import (`use a::*`)
+brings in and later code uses bare, and code macros generate.
 
-    tests/layers/check_layers.py [LAYERS_FILE]
+    tests/layers/check_layers.py [--root DIR] [LAYERS_FILE]
 
-Prints what ties each circle (file -> file: the names taken) and exits 1
-when the check fails.
+`--root` is the directory the layers file's crate paths are relative to
+(default: the repository). Prints what ties each circle (file -> file: the
+names taken) and exits 1 when the check fails. Its own tests:
+tests/layers/test_check_layers.py (small trees under fixtures/).
 """
 
 from __future__ import annotations
@@ -62,7 +67,7 @@ def strip(text: str) -> str:
                     j += 1
             out.append(re.sub(r"[^\n]", " ", text[i:j]))
             i = j
-        elif c == "r" and re.match(r'r#*"', text[i:]) and not re.match(r"\w", text[i - 1 : i] or " "):
+        elif c == "r" and re.match(r'r#*"', text[i:]) and not re.match(r"\w", raw_prefix(text, i)):
             m = re.match(r'r(#*)"', text[i:])
             hashes = m.group(1)
             end = text.find('"' + hashes, i + len(m.group(0)))
@@ -92,6 +97,15 @@ def strip(text: str) -> str:
             out.append(c)
             i += 1
     return "".join(out)
+
+
+def raw_prefix(text: str, i: int) -> str:
+    """What stands before the `r` of a raw string at `i` (` ` when nothing
+    does): a `b` of `br".."` counts as nothing when it starts a token."""
+    before = text[max(0, i - 2) : i]
+    if before.endswith("b") and not re.match(r"\w", before[:-1] or " "):
+        return " "
+    return before[-1:] or " "
 
 
 def matching(code: str, start: int, open_: str, close: str) -> int:
@@ -130,14 +144,13 @@ def item_end(code: str, start: int) -> int:
 TEST_ATTR = re.compile(r"#\[cfg\((?:test|all\(\s*test\b[^\]]*)\)\]")
 
 
-def drop_test_items(code: str) -> tuple[str, list[str]]:
-    """The code without its `#[cfg(test)]` items, and the names of the
-    `#[cfg(test)] mod x;` files it declares (not read)."""
-    test_mods = []
+def drop_test_items(code: str) -> str:
+    """The code without its `#[cfg(test)]` items (so the test files they
+    declare are not read either)."""
     while True:
         m = TEST_ATTR.search(code)
         if not m:
-            return code, test_mods
+            return code
         j = m.end()
         # further attributes of the same item
         while True:
@@ -146,9 +159,6 @@ def drop_test_items(code: str) -> tuple[str, list[str]]:
                 break
             j = matching(code, j + k.end() - 1, "[", "]")
         end = item_end(code, j)
-        decl = re.match(r"\s*(?:pub(?:\([^)]*\))?\s+)?mod\s+(" + IDENT + r")\s*;", code[j:end])
-        if decl:
-            test_mods.append(decl.group(1))
         code = code[: m.start()] + re.sub(r"[^\n]", " ", code[m.start() : end]) + code[end:]
 
 
@@ -217,8 +227,8 @@ class Module:
     path: tuple[str, ...]  # module path from the crate root
     file: str  # the file holding it (relative to the repository)
     children: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    items: set[str] = field(default_factory=set)
-    # name -> (path as written, the module it is written in)
+    items: set[str] = field(default_factory=set)  # names defined here
+    # name -> the path its `use` names, as written
     imports: dict[str, list[str]] = field(default_factory=dict)
     globs: list[list[str]] = field(default_factory=list)
     code: str = ""
@@ -239,8 +249,9 @@ class Crate:
         self.load((), root)
 
     def load(self, path: tuple[str, ...], file: str) -> None:
-        text = open(os.path.join(self.repo, file), encoding="utf-8").read()
-        code, test_mods = drop_test_items(strip(text))
+        with open(os.path.join(self.repo, file), encoding="utf-8") as f:
+            text = f.read()
+        code = drop_test_items(strip(text))
         module = Module(path, file, code=code)
         self.modules[path] = module
         depths = depth_map(code)
@@ -407,7 +418,9 @@ class CrateLayers:
 
 def read_layers(path: str) -> list[CrateLayers]:
     crates: list[CrateLayers] = []
-    for number, raw in enumerate(open(path, encoding="utf-8"), 1):
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    for number, raw in enumerate(lines, 1):
         line = raw.split("#", 1)[0].strip()
         if not line:
             continue
@@ -507,10 +520,11 @@ def check(layers_path: str, repo: str) -> list[str]:
                 declared[key] = (rank, layer, name)
 
         def unit_of(path: tuple[str, ...]) -> tuple[int, str, str] | None:
-            for cut in range(len(path), -1, -1):
+            # `(root)` is the crate root's file alone, not its modules
+            for cut in range(len(path), 0, -1):
                 if path[:cut] in declared:
                     return declared[path[:cut]]
-            return None
+            return declared.get(()) if not path else None
 
         unit_of_file: dict[str, tuple[int, str, str]] = {}
         for path, module in sorted(crate.modules.items()):
