@@ -69,14 +69,12 @@
 //! - a reconciler that only needs the key (a periodic check, a cleanup)
 //!   pays for no read.
 
-mod action;
 mod context;
 mod reconciler;
-mod request;
 
-pub(crate) use action::ActionKind;
-pub use action::{Action, ReconcileError};
+pub(crate) use crate::action::ActionKind;
+pub use crate::action::{Action, ReconcileError};
+pub use crate::request::Request;
 pub use context::Context;
 pub(crate) use context::ControllerShared;
 pub use reconciler::Reconcile;
-pub use request::Request;

@@ -5,9 +5,9 @@ use std::future::Future;
 use kube::Resource;
 use serde::de::DeserializeOwned;
 
-use super::action::{Action, ReconcileError};
 use super::context::Context;
-use super::request::Request;
+use crate::action::{Action, ReconcileError};
+use crate::request::Request;
 
 /// The one trait an operator implements: drive the object named by `req`
 /// towards its desired state.

@@ -1,5 +1,6 @@
 //! What a reconcile returns: an [`Action`] for the key, or a
-//! [`ReconcileError`].
+//! [`ReconcileError`] (public as `opkit::reconcile::{Action,
+//! ReconcileError}`).
 
 use std::fmt;
 use std::time::Duration;

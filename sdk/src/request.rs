@@ -1,4 +1,5 @@
-//! [`Request`]: the key of the object to reconcile.
+//! [`Request`]: the key of the object to reconcile (public as
+//! `opkit::reconcile::Request`).
 
 use std::fmt;
 
