@@ -333,9 +333,12 @@ class Crate:
             return None if target is None else target + segs[1:]
         return None
 
-    def resolve(self, segs: list[str], seen: frozenset = frozenset()) -> tuple[str, bool] | None:
-        """The file defining the item a path from the root names, and
-        whether the path ends at a module."""
+    def resolve(
+        self, segs: list[str], seen: frozenset = frozenset(), via: tuple[str, ...] = ()
+    ) -> tuple[str, bool, tuple[str, ...]] | None:
+        """The file defining the item a path from the root names, whether
+        the path ends at a module, and the files whose `use` (a re-export)
+        the path went through on the way."""
         cur: tuple[str, ...] = ()
         for i, seg in enumerate(segs):
             module = self.modules[cur]
@@ -343,15 +346,15 @@ class Crate:
                 cur = module.children[seg]
                 continue
             if seg in module.items:
-                return module.file, False
+                return module.file, False, via
             if seg in module.imports:
                 key = (cur, seg)
                 if key in seen:
-                    return module.file, False
+                    return module.file, False, via
                 target = self.absolute(cur, module.imports[seg])
                 if target is None:
                     return None  # an external item re-exported
-                return self.resolve(target + segs[i + 1 :], seen | {key})
+                return self.resolve(target + segs[i + 1 :], seen | {key}, via + (module.file,))
             for glob in module.globs:
                 base = self.absolute(cur, glob)
                 if base is None:
@@ -359,18 +362,22 @@ class Crate:
                 key = (cur, "*", tuple(glob))
                 if key in seen:
                     continue
-                found = self.resolve(base + segs[i:], seen | {key})
+                found = self.resolve(base + segs[i:], seen | {key}, via + (module.file,))
                 if found is not None:
                     return found
             # a method, variant or name we cannot see: the module's file
-            return module.file, False
-        return self.modules[cur].file, True
+            return module.file, False, via
+        return self.modules[cur].file, True, via
 
     # ------------------------------------------------------------ edges
 
-    def edges(self) -> dict[tuple[str, str], set[str]]:
-        """file -> file: the names the first takes from the second."""
+    def edges(self) -> tuple[dict[tuple[str, str], set[str]], dict[tuple[str, str], set[str]]]:
+        """file -> file: the names the first takes from the second (where
+        each is defined); and file -> file: the names the first takes
+        through a re-export in the second (its path goes through that
+        module's front door)."""
         found: dict[tuple[str, str], set[str]] = {}
+        through: dict[tuple[str, str], set[str]] = {}
 
         def add(module: Module, segs: list[str]) -> None:
             target = self.absolute(module.path, segs)
@@ -379,7 +386,10 @@ class Crate:
             resolved = self.resolve(target)
             if resolved is None:
                 return
-            file, is_module = resolved
+            file, is_module, via = resolved
+            for door in via:
+                if door != module.file:
+                    through.setdefault((module.file, door), set()).add(segs[-1])
             if is_module or file == module.file:
                 return
             found.setdefault((module.file, file), set()).add(segs[-1])
@@ -403,7 +413,7 @@ class Crate:
                     if segs[0] == "Self":
                         continue
                     add(module, segs)
-        return found
+        return found, through
 
 
 # ---------------------------------------------------------------- layers file
@@ -508,7 +518,7 @@ def check(layers_path: str, repo: str) -> list[str]:
     failures: list[str] = []
     for spec in read_layers(layers_path):
         crate = Crate(spec.src, repo)
-        file_edges = crate.edges()
+        file_edges, through_edges = crate.edges()
 
         # which declared module (folder) each file belongs to
         declared: dict[tuple[str, ...], tuple[int, str, str]] = {}
@@ -557,16 +567,20 @@ def check(layers_path: str, repo: str) -> list[str]:
                 )
 
         # circles between declared modules, and imports that run back up
+        # A path through another module's front door (its re-export) ties
+        # the importer to that module too, whatever file defines the name.
         unit_edges: dict[tuple[str, str], list[str]] = {}
-        for (a, b), names in sorted(file_edges.items()):
+        tied = [(edge, names, "") for edge, names in sorted(file_edges.items())]
+        tied += [(edge, names, " (through its re-export)") for edge, names in sorted(through_edges.items())]
+        for (a, b), names, how in tied:
             ua, ub = unit_of_file.get(a), unit_of_file.get(b)
             if ua is None or ub is None or ua[2] == ub[2]:
                 continue
-            unit_edges.setdefault((ua[2], ub[2]), []).append(f"{a} -> {b}: {', '.join(sorted(names))}")
+            line = f"{a} -> {b}{how}: {', '.join(sorted(names))}"
+            unit_edges.setdefault((ua[2], ub[2]), []).append(line)
             if ub[0] > ua[0]:
                 failures.append(
-                    f"upward import: `{ua[2]}` (layer {ua[1]}) imports `{ub[2]}` (layer {ub[1]}): "
-                    f"{a} -> {b}: {', '.join(sorted(names))}"
+                    f"upward import: `{ua[2]}` (layer {ua[1]}) imports `{ub[2]}` (layer {ub[1]}): {line}"
                 )
         units = {name for (_, _, name) in declared.values()}
         for comp in circles(units, set(unit_edges)):

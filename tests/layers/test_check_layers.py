@@ -37,6 +37,18 @@ class LayerCheck(unittest.TestCase):
         self.assertIn("upward import: `low` (layer low) imports `high` (layer high)", found[0])
         self.assertIn("src/low.rs -> src/high.rs: HIGH", found[0])
 
+    def test_a_path_through_a_higher_front_door_fails(self):
+        found = failures("through_door")
+        self.assertNotIn("circle of 2 files:", found)
+        self.assertTrue(
+            any(
+                "upward import: `low` (layer low) imports `(root)` (layer top): "
+                "src/low/user.rs -> src/lib.rs (through its re-export): Kind" in line
+                for line in found
+            ),
+            found,
+        )
+
     def test_folders_in_a_circle_fail_even_when_no_two_files_are(self):
         found = failures("module_circle")
         self.assertNotIn("circle of 2 files:", found)

@@ -18,7 +18,7 @@ use super::{progress, rustc_wrapper};
 pub const TARGET: &str = "x86_64-unknown-linux-gnu";
 
 fn cargo() -> Command {
-    crate::cargo_command()
+    crate::cargo_env::cargo_command()
 }
 
 /// Output of a cargo command that must succeed, or why not.

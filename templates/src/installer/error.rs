@@ -9,7 +9,7 @@ use std::path::PathBuf;
 pub enum InstallerError {
     /// The directory is not in a project, or its PROJECT file is bad.
     #[error(transparent)]
-    Project(Box<crate::ScaffoldError>),
+    Project(Box<crate::error::ScaffoldError>),
     /// `deploy/` has no manifests.
     #[error("{} holds no *.yaml manifests: run `cargo opkit manifests` (or `make manifests`) first", dir.display())]
     NoManifests {

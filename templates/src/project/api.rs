@@ -7,7 +7,7 @@ use super::files::{
     format_rust, insert_before_marker, kind_values, read, render_set, write_atomically,
 };
 use super::project_file::{ProjectFile, ProjectResource, find_project};
-use crate::ScaffoldError;
+use crate::error::ScaffoldError;
 use crate::names::{snake_case, validate_group, validate_kind, validate_version};
 use crate::templates;
 

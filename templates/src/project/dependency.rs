@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::ScaffoldError;
+use crate::error::ScaffoldError;
 
 /// Where a generated project gets opkit from.
 #[derive(Debug, Clone, PartialEq, Eq)]

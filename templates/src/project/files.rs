@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::ScaffoldError;
+use crate::error::ScaffoldError;
 use crate::names::snake_case;
 use crate::render::Values;
 

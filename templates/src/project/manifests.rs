@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::project_file::{ProjectFile, find_project};
-use crate::ScaffoldError;
+use crate::error::ScaffoldError;
 
 /// The target directory `cargo opkit` builds generated projects in, shared
 /// by all of them so their dependencies compile once: `$CARGO_TARGET_DIR`
@@ -36,7 +36,7 @@ pub fn manifests(dir: &Path) -> Result<(), ScaffoldError> {
 /// [`manifests`] in exactly `dir`.
 pub(super) fn manifests_in(dir: &Path) -> Result<(), ScaffoldError> {
     let project = ProjectFile::read(dir)?;
-    let mut command = crate::cargo_command();
+    let mut command = crate::cargo_env::cargo_command();
     command.current_dir(dir).args([
         "run",
         "--bin",

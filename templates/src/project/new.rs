@@ -7,7 +7,7 @@ use super::dependency::{OpkitDependency, toml_string};
 use super::files::{format_rust, kind_values, render_set, write_tree};
 use super::manifests::{manifests_in, shared_target_dir};
 use super::project_file::ProjectFile;
-use crate::ScaffoldError;
+use crate::error::ScaffoldError;
 use crate::names::{validate_group, validate_kind, validate_name, validate_version};
 use crate::render::Values;
 use crate::templates;

@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::files::read;
-use crate::ScaffoldError;
+use crate::error::ScaffoldError;
 
 /// The `PROJECT` file: what `create api`, `create webhook` and
 /// `manifests` need to know. Like kubebuilder's, it lists every resource

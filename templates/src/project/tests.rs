@@ -4,7 +4,7 @@ use std::path::Path;
 
 use super::api::{builtin_path, is_rust_path};
 use super::*;
-use crate::ScaffoldError;
+use crate::error::ScaffoldError;
 
 fn project(dir: &Path) -> NewProject {
     NewProject {
