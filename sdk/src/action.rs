@@ -91,7 +91,7 @@ impl ReconcileError {
     /// A retryable error retried after `delay` instead of the rate
     /// limiter's backoff: an error *and* a delay (e.g. a dependency that
     /// says when to come back). It is counted, logged and handed to
-    /// [`Reconcile::on_error`] like any error; the key's failure history is
+    /// [`Reconcile::on_error`](crate::reconcile::Reconcile::on_error) like any error; the key's failure history is
     /// kept, not grown. A terminal error stays terminal.
     ///
     /// ```

@@ -57,7 +57,7 @@
 //!
 //! Each watch has its own predicates (`with_predicate`, `owns_with`,
 //! `watches_with`); [`Controller::with_event_filter`] filters every watch.
-//! A mapper gets the primary kind's [`Store`], typed: it reads what it
+//! A mapper gets the primary kind's [`Store`](crate::cache::Store), typed: it reads what it
 //! needs without a fallible lookup of the kind.
 //! `owns` caches whole objects, so the reconciler can read them;
 //! [`Controller::owns_metadata`] caches only their metadata when memory

@@ -97,7 +97,7 @@ impl Manager {
     }
 
     /// The address `/metrics` is served on, once bound by
-    /// [`build`](ManagerBuilder::build) (`None` when off). With port 0 this
+    /// [`build`](crate::manager::ManagerBuilder::build) (`None` when off). With port 0 this
     /// tells the port chosen.
     pub fn metrics_address(&self) -> Option<SocketAddr> {
         self.address(Serves::Metrics)
@@ -115,7 +115,7 @@ impl Manager {
             .and_then(Bound::local_addr)
     }
 
-    /// The address the [webhook server](ManagerBuilder::webhook_server) is
+    /// The address the [webhook server](crate::manager::ManagerBuilder::webhook_server) is
     /// bound to (`None` without one).
     pub fn webhook_address(&self) -> Option<SocketAddr> {
         self.webhook
@@ -132,10 +132,10 @@ impl Manager {
 
     /// Adds a controller. Its metrics are registered at once (at zero);
     /// it runs from [`run`](Self::run) on. With a manager
-    /// [`namespace`](ManagerBuilder::namespace), it watches and reads only
+    /// [`namespace`](crate::manager::ManagerBuilder::namespace), it watches and reads only
     /// that namespace (the cache's scope). At shutdown its running
     /// reconciles get the manager's
-    /// [`graceful_shutdown_timeout`](ManagerBuilder::graceful_shutdown_timeout)
+    /// [`graceful_shutdown_timeout`](crate::manager::ManagerBuilder::graceful_shutdown_timeout)
     /// (in place of the controller's own shutdown timeout).
     ///
     /// Fails if a controller of the same [name](Controller::name) was added.

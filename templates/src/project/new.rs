@@ -51,7 +51,7 @@ impl NewProject {
 
     /// As [`create_with_lockfile`](Self::create_with_lockfile), and builds
     /// the project to write `deploy/01-crds.yaml` and `deploy/03-rbac.yaml`
-    /// (see [`manifests`]) before moving it into place: if the build fails
+    /// (see [`manifests`](crate::manifests)) before moving it into place: if the build fails
     /// (opkit not found, a compile error), nothing is left behind.
     pub fn create_with_manifests(&self, lockfile: Option<&Path>) -> Result<PathBuf, ScaffoldError> {
         self.create_staged(lockfile, manifests_in)
