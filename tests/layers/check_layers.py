@@ -7,7 +7,8 @@ the top, then reads every non-test `.rs` file of those crates and the
 crate-internal paths they use (`use crate::..`, `use super::..`,
 `crate::x::f()`, `child::f()`, ...). Each path is followed to the file that
 defines the name it ends at (through re-exports), so a file depends on the
-files whose items it names.
+files whose items it names; a path that goes through another module's
+re-export (its front door) also ties the importer to that module.
 
 It fails on
   * a circle between files (a file that, through others, imports itself),
