@@ -20,7 +20,7 @@ help:
 	@echo "make helm          build the Helm CLI into $(OPKIT_CACHE)/helm (the chart tests use it)"
 	@echo "make cluster-assets build the cluster's components ($(OPKIT_CACHE)/cluster) and images ($(OPKIT_CACHE)/images)"
 	@echo "make book          build the user guide (book/) into book/book/index.html (installs mdbook, pinned)"
-	@echo "make lint          cargo fmt --check and clippy with warnings denied"
+	@echo "make lint          cargo fmt --check, clippy with warnings denied, and the layer check (tests/layers)"
 	@echo "make check-package the published crates from a local registry: a generated project built and tested (part of make test)"
 	@echo "make bench         run the benchmarks and print ratio tables"
 	@echo "make bench-e2e     one operator in opkit, controller-runtime and kube-runtime, end to end"
@@ -101,9 +101,14 @@ check-package: controlplane
 book:
 	@book/build.sh >/dev/null && echo "book: book/book/index.html"
 
+# The layer check: no circle between files or module folders, no import
+# from a lower layer to a higher one (tests/layers/layers.txt names the
+# layers, DESIGN.md draws them); its own tests first.
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+	python3 tests/layers/test_check_layers.py -q
+	python3 tests/layers/check_layers.py
 
 bench: bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-memory bench-managed-fields
 

@@ -5,6 +5,11 @@
 #![forbid(unsafe_code)]
 #![warn(clippy::unwrap_used)]
 
+// What a reconcile is asked and answers: leaf values, re-exported by
+// `reconcile` (the client's `finalizer` helper, below it, returns them).
+mod action;
+mod request;
+
 pub mod cache;
 pub mod client;
 pub mod conditions;

@@ -225,6 +225,21 @@ enum Create {
     },
 }
 
+/// Why a command failed: scaffolding, the installer or the chart, or the
+/// image (each as its own error says it).
+#[derive(Debug, thiserror::Error)]
+enum CommandError {
+    /// `new`, `create api`, `create webhook`, `manifests`.
+    #[error(transparent)]
+    Scaffold(#[from] ScaffoldError),
+    /// `installer`, `chart`.
+    #[error(transparent)]
+    Dist(#[from] cargo_opkit::installer::InstallerError),
+    /// `image`.
+    #[error(transparent)]
+    Image(#[from] cargo_opkit::image::ImageError),
+}
+
 fn main() -> ExitCode {
     // `cargo opkit image` names this program as the rustc wrapper of its
     // workspace's crates.
@@ -246,7 +261,7 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(command: Top) -> Result<(), ScaffoldError> {
+fn run(command: Top) -> Result<(), CommandError> {
     match command {
         Top::New(new) => {
             let opkit = match (new.opkit_path, new.opkit_version) {
@@ -357,14 +372,15 @@ fn run(command: Top) -> Result<(), ScaffoldError> {
             }
             Ok(())
         }
-        Top::Manifests { dir } => cargo_opkit::manifests(&dir),
+        Top::Manifests { dir } => Ok(cargo_opkit::manifests(&dir)?),
         Top::Installer { dir, image, out } => {
-            let path = cargo_opkit::dist::installer(&dir, image.as_deref(), out.as_deref())?;
+            let path =
+                cargo_opkit::installer::install_yaml(&dir, image.as_deref(), out.as_deref())?;
             println!("wrote {}", path.display());
             Ok(())
         }
         Top::Chart { dir, out } => {
-            let path = cargo_opkit::dist::chart(&dir, out.as_deref())?;
+            let path = cargo_opkit::installer::chart(&dir, out.as_deref())?;
             println!("wrote {}", path.display());
             Ok(())
         }
@@ -372,7 +388,7 @@ fn run(command: Top) -> Result<(), ScaffoldError> {
     }
 }
 
-fn build_image(args: Image) -> Result<(), ScaffoldError> {
+fn build_image(args: Image) -> Result<(), CommandError> {
     use cargo_opkit::image::{
         ImageError, ImageOptions, Login, OutputFormat, Profile, PushOptions, check_reference,
     };
@@ -442,7 +458,7 @@ fn build_image(args: Image) -> Result<(), ScaffoldError> {
 }
 
 /// The password on stdin, without its line end; empty is an error.
-fn read_password_stdin() -> Result<String, ScaffoldError> {
+fn read_password_stdin() -> Result<String, CommandError> {
     use cargo_opkit::image::ImageError;
     let mut password = String::new();
     std::io::Read::read_to_string(&mut std::io::stdin(), &mut password).map_err(|source| {

@@ -1,7 +1,7 @@
 //! Validating the names a user gives, and deriving the other spellings
 //! the templates need.
 
-use crate::ScaffoldError;
+use crate::error::ScaffoldError;
 
 /// Rust keywords (strict, reserved and weak ones that cannot name a module).
 const KEYWORDS: &[&str] = &[

@@ -2,7 +2,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::ScaffoldError;
+use crate::error::ScaffoldError;
 
 /// The values placeholders are replaced with.
 #[derive(Debug, Clone, Default)]

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use crate::ScaffoldError;
+use crate::error::ScaffoldError;
 use crate::names::{snake_case, validate_version};
 use crate::project::{
     ProjectFile, format_rust, insert_before_marker, kind_values, read, render_set, write_atomically,

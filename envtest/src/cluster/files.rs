@@ -8,7 +8,7 @@ use crate::error::{EnvtestError, Result};
 use crate::kubeconfig::{self, Credentials};
 use crate::pki::Pki;
 
-use super::NODE_NAME;
+use super::node_name::NODE_NAME;
 
 /// Paths of the files the components read.
 #[derive(Debug)]

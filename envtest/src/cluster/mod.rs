@@ -70,6 +70,7 @@ mod footprint;
 mod namespaces;
 mod network;
 mod node;
+mod node_name;
 mod routes;
 
 use std::net::{IpAddr, Ipv4Addr};
@@ -88,6 +89,7 @@ pub use assets::{
 pub use dns::CLUSTER_DOMAIN;
 pub use footprint::Footprint;
 pub use network::Ipv4Cidr;
+pub use node_name::NODE_NAME;
 
 use super::control_plane::{ControlPlane, ControlPlaneBuilder};
 use super::error::{EnvtestError, Result};
@@ -102,8 +104,6 @@ use network::ClusterNetwork;
 use node::{Node, NodeDirs};
 use routes::HostRoutes;
 
-/// The node's name.
-pub const NODE_NAME: &str = "opkit-node";
 /// Prefix of each cluster's directory (followed by the owning process id).
 const DIR_PREFIX: &str = "opkit-cluster-";
 /// How often readiness is polled.

@@ -9,12 +9,12 @@ use crate::error::{EnvtestError, Result};
 use crate::process::ChildProcess;
 use crate::registry::Registry;
 
-use super::NODE_NAME;
 use super::assets::{ImageArchive, NodeAssets};
 use super::dns::CLUSTER_DOMAIN;
 use super::files::{ClusterFiles, write};
 use super::namespaces::{NodeNamespaces, kill_entered, run};
 use super::network::{ClusterNetwork, Ipv4Cidr};
+use super::node_name::NODE_NAME;
 
 /// Where the node's processes keep their state.
 #[derive(Debug, Clone)]

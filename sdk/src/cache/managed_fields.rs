@@ -27,7 +27,7 @@ use std::ops::Deref;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::Resource;
 
-use super::Projection;
+use super::projection::Projection;
 
 /// An object of kind `K` with its `metadata.managedFields` held as the raw
 /// JSON bytes of the entries, as Go's `metav1.FieldsV1{Raw}` holds them,

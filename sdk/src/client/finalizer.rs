@@ -49,7 +49,7 @@ use serde_json::json;
 use super::apply::name_of;
 use super::error::{ClientError, Target};
 use super::retry::{RetryPolicy, retry_on_conflict};
-use crate::reconcile::{Action, ReconcileError};
+use crate::action::{Action, ReconcileError};
 
 /// Adds `finalizer` to the object (no request if `obj` already lists it).
 /// Returns the object as stored.

@@ -8,7 +8,8 @@ use std::time::Duration;
 use futures::FutureExt;
 use tracing::Instrument;
 
-use super::stats::{ReconcileObserver, ReconcileResult, ReconcileStats};
+use super::observer::{ReconcileObserver, ReconcileResult};
+use super::stats::ReconcileStats;
 use crate::reconcile::{ActionKind, Context, ControllerShared, Reconcile, ReconcileError, Request};
 use crate::workqueue::{Priority, WorkQueue};
 

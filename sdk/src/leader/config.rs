@@ -3,12 +3,11 @@
 
 use std::time::Duration;
 
-use super::builder::{
-    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaderElectorBuilder,
-};
+use super::builder::LeaderElectorBuilder;
 use super::elector::LeaderElector;
 use super::error::LeaderError;
 use super::handle::LeaderHandle;
+use super::timing::{DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD};
 
 /// Leader election on a `coordination.k8s.io/v1` Lease: of all replicas
 /// of the operator, only the one holding the Lease acts (see the

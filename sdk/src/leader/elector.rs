@@ -7,10 +7,11 @@ use std::time::Duration;
 use tokio::time::{Instant, sleep, sleep_until};
 use tokio_util::sync::CancellationToken;
 
-use super::builder::{JITTER_FACTOR, Timing};
 use super::election::{Election, Round};
-use super::handle::{LeaderHandle, LeaderState, Shared};
+use super::handle::{LeaderHandle, Shared};
 use super::lock::{KubeLeaseLock, LeaseLock};
+use super::state::LeaderState;
+use super::timing::{JITTER_FACTOR, Timing};
 
 /// A configured, not yet running, election on one Lease.
 ///

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use super::LeaderState;
+use super::state::LeaderState;
 
 /// Why a [`LeaderElection`](super::LeaderElection) could not start, or why
 /// leadership could not be awaited.

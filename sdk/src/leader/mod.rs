@@ -78,14 +78,17 @@ mod error;
 mod handle;
 mod identity;
 mod lock;
+mod state;
+mod timing;
 
 #[cfg(test)]
 mod tests;
 
-pub use builder::{DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD};
-pub(crate) use builder::{Timing as LeaseTiming, lease_seconds};
 pub use config::LeaderElection;
 pub(crate) use elector::LeaderElector;
 pub use error::LeaderError;
-pub use handle::{LeaderHandle, LeaderState};
+pub use handle::LeaderHandle;
 pub(crate) use identity::default_identity;
+pub use state::LeaderState;
+pub use timing::{DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD};
+pub(crate) use timing::{Timing as LeaseTiming, lease_seconds};

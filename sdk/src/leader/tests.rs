@@ -13,10 +13,10 @@ use kube::core::Status;
 use parking_lot::Mutex;
 use tokio::time::Instant;
 
-use super::builder::{Timing, lease_seconds};
 use super::election::Election;
 use super::elector::spawn_election;
 use super::lock::LeaseLock;
+use super::timing::{Timing, lease_seconds};
 use super::{LeaderHandle, LeaderState};
 
 #[derive(Default)]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use super::Manager;
+use super::assembled::Manager;
 use super::error::ManagerError;
 use super::health::{self, Checks};
 use super::runnable::BoxError;
@@ -42,6 +42,15 @@ impl std::fmt::Debug for Connection {
                 .finish(),
             Self::Client(_) => f.write_str("Client"),
         }
+    }
+}
+
+// The manager's constructor lives beside the builder it starts, so that the
+// manager's file does not name its builder.
+impl Manager {
+    /// Options, starting from the defaults (see [`ManagerBuilder`]).
+    pub fn builder() -> ManagerBuilder {
+        ManagerBuilder::default()
     }
 }
 

@@ -10,14 +10,59 @@ use tokio::sync::watch;
 use tokio::task::{Id, JoinSet};
 use tokio_util::sync::CancellationToken;
 
+use super::assembled::{Manager, RunController};
 use super::error::ManagerError;
 use super::runnable::Runnable;
 use super::server::{self, Endpoints};
-use super::{Manager, RunController};
+use super::signals;
 use crate::cache::SharedCache;
 use crate::controller::StartGate;
 use crate::leader::LeaderHandle;
 use crate::metrics::Metrics;
+
+impl Manager {
+    /// Runs until SIGTERM or SIGINT, then shuts down gracefully (see the
+    /// [module docs](crate::manager)); a second signal exits the process at once with
+    /// status 1. `Ok(())` after a clean shutdown.
+    pub async fn run(self) -> Result<(), ManagerError> {
+        let mut signals = signals::Signals::install().map_err(ManagerError::Signal)?;
+        self.run_until(async move {
+            let signal = signals.recv().await;
+            tracing::info!(
+                signal,
+                "shutting down gracefully; a second signal exits at once"
+            );
+            tokio::spawn(async move {
+                let signal = signals.recv().await;
+                tracing::error!(signal, "second signal: exiting at once");
+                std::process::exit(1);
+            });
+        })
+        .await
+    }
+
+    /// Runs until `shutdown` completes, then shuts down gracefully (no
+    /// signal handling: for tests, or a process that handles signals
+    /// itself).
+    ///
+    /// ```no_run
+    /// # async fn example(manager: opkit::manager::Manager) -> Result<(), opkit::manager::ManagerError> {
+    /// use tokio_util::sync::CancellationToken;
+    ///
+    /// let stop = CancellationToken::new();
+    /// let running = tokio::spawn(manager.run_until(stop.clone().cancelled_owned()));
+    /// // ...
+    /// stop.cancel();
+    /// running.await.expect("manager task")?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn run_until(
+        self,
+        shutdown: impl Future<Output = ()> + Send,
+    ) -> Result<(), ManagerError> {
+        run(self, shutdown).await
+    }
+}
 
 /// How long the HTTP servers get to finish their requests at the very end.
 const SERVER_STOP_TIMEOUT: Duration = Duration::from_secs(5);
@@ -36,7 +81,7 @@ enum Reason {
     Failed(ManagerError),
 }
 
-pub(super) async fn run(
+async fn run(
     manager: Manager,
     shutdown: impl Future<Output = ()> + Send,
 ) -> Result<(), ManagerError> {

@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::ManagerError;
 use super::metrics_auth::{METRICS_PATH, MetricsAuth};
+use super::scrape::scrape;
 use crate::metrics::Metrics;
 use crate::webhook::tls::{self, CertificateReloader};
 use crate::webhook::{DEFAULT_RELOAD_INTERVAL, WebhookError};
@@ -171,7 +172,7 @@ impl Secured {
 
 async fn authorized_scrape(auth: &MetricsAuth, headers: &HeaderMap, metrics: Metrics) -> Response {
     match auth.check(headers).await {
-        Ok(()) => super::server::scrape(metrics).await,
+        Ok(()) => scrape(metrics).await,
         Err(refusal) => (
             refusal.status,
             [(

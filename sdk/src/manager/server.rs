@@ -14,8 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::ManagerError;
 use super::health::Checks;
+use super::scrape::scrape;
 use super::secure_metrics::Secured;
-use crate::metrics::{CONTENT_TYPE, Metrics};
+use crate::metrics::Metrics;
 
 /// What a server serves.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -146,16 +147,6 @@ pub(crate) fn router(serves: Serves, endpoints: Endpoints) -> Router {
         }
     }
     router
-}
-
-pub(crate) async fn scrape(metrics: Metrics) -> Response {
-    match metrics.encode() {
-        Ok(text) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
-        Err(error) => {
-            tracing::error!(%error, "cannot encode the metrics");
-            (StatusCode::INTERNAL_SERVER_ERROR, error.to_string()).into_response()
-        }
-    }
 }
 
 async fn probe(

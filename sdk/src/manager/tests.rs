@@ -8,11 +8,13 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use http_body_util::BodyExt;
+use tokio_util::sync::CancellationToken;
 use tower::ServiceExt;
 
 use super::health::{self, Checks};
 use super::server::{self, Endpoints, Serves};
 use super::*;
+use crate::controller::Controller;
 use crate::metrics::Metrics;
 use crate::reconcile::{Action, Reconcile, ReconcileError};
 

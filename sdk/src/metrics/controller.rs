@@ -1,7 +1,6 @@
-//! controller-runtime's per-controller reconcile metrics, fed by each
-//! controller's reconcile observer.
-
-use std::time::Duration;
+//! controller-runtime's per-controller reconcile metrics. The controller
+//! names no metrics: the manager feeds these from the controller's
+//! reconcile observer (see `manager/observers.rs`).
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -11,7 +10,6 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use super::names::{self, counter_family};
-use crate::controller::{ReconcileObserver, ReconcileResult};
 
 /// The `controller` label.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
@@ -115,10 +113,10 @@ impl ControllerFamilies {
             })
         };
         let metrics = ControllerMetrics {
-            success: result(ReconcileResult::Success.label()),
-            requeue: result(ReconcileResult::Requeue.label()),
-            requeue_after: result(ReconcileResult::RequeueAfter.label()),
-            error: result(ReconcileResult::Error.label()),
+            success: result("success"),
+            requeue: result("requeue"),
+            requeue_after: result("requeue_after"),
+            error: result("error"),
             errors: self.errors.get_or_create_owned(&label),
             terminal_errors: self.terminal_errors.get_or_create_owned(&label),
             panics: self.panics.get_or_create_owned(&label),
@@ -134,56 +132,20 @@ impl ControllerFamilies {
     }
 }
 
-/// The reconcile metrics of one controller: its [`ReconcileObserver`].
+/// The reconcile metrics of one controller: the `result` label's four
+/// series of `controller_runtime_reconcile_total` (every kind of failure
+/// counts as `error`), the error counters, the time histogram and the
+/// active workers.
 #[derive(Debug, Clone)]
 pub(crate) struct ControllerMetrics {
-    success: Counter,
-    requeue: Counter,
-    requeue_after: Counter,
-    error: Counter,
-    errors: Counter,
-    terminal_errors: Counter,
-    panics: Counter,
-    timeouts: Counter,
-    time: Histogram,
-    active: Gauge,
-}
-
-impl ReconcileObserver for ControllerMetrics {
-    fn started(&self) {
-        self.active.inc();
-    }
-
-    fn stopped(&self) {
-        self.active.dec();
-    }
-
-    fn finished(&self, result: ReconcileResult, elapsed: Duration) {
-        let by_result = match result {
-            ReconcileResult::Success => &self.success,
-            ReconcileResult::Requeue => &self.requeue,
-            ReconcileResult::RequeueAfter => &self.requeue_after,
-            ReconcileResult::Error
-            | ReconcileResult::TerminalError
-            | ReconcileResult::Panic
-            | ReconcileResult::Timeout => {
-                self.errors.inc();
-                &self.error
-            }
-        };
-        by_result.inc();
-        match result {
-            ReconcileResult::TerminalError => {
-                self.terminal_errors.inc();
-            }
-            ReconcileResult::Panic => {
-                self.panics.inc();
-            }
-            ReconcileResult::Timeout => {
-                self.timeouts.inc();
-            }
-            _ => {}
-        }
-        self.time.observe(elapsed.as_secs_f64());
-    }
+    pub(crate) success: Counter,
+    pub(crate) requeue: Counter,
+    pub(crate) requeue_after: Counter,
+    pub(crate) error: Counter,
+    pub(crate) errors: Counter,
+    pub(crate) terminal_errors: Counter,
+    pub(crate) panics: Counter,
+    pub(crate) timeouts: Counter,
+    pub(crate) time: Histogram,
+    pub(crate) active: Gauge,
 }

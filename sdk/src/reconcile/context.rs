@@ -7,9 +7,9 @@ use std::time::Duration;
 use kube::Resource;
 use serde::de::DeserializeOwned;
 
-use super::Request;
 use crate::cache::{CacheError, SharedCache, Store};
 use crate::client::{EventRecorder, ResourceScope};
+use crate::request::Request;
 
 /// Shared by every reconcile of one controller.
 #[derive(Debug)]

@@ -4,13 +4,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::leader::{
-    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, LeaseTiming,
-    lease_seconds,
+    DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD, lease_seconds,
 };
 
 use super::error::ShardError;
 use super::handle::ShardHandle;
-use super::member::{Member, spawn_member};
+use super::member::{Member, Timing, lease_name, spawn_member, valid_identity};
 use super::store::KubeLeaseStore;
 use super::view::KeyScheme;
 
@@ -40,10 +39,6 @@ pub struct Sharding {
     retry_period: Duration,
     scheme: KeyScheme,
 }
-
-/// The validated timing of a ring: a member Lease is timed, and checked,
-/// as leader election's Lease is.
-pub(crate) type Timing = LeaseTiming;
 
 impl Sharding {
     /// A ring named `ring`: the same name on every replica, unique per
@@ -165,17 +160,6 @@ impl Sharding {
             scheme: self.scheme,
         })
     }
-}
-
-/// The name of `identity`'s member Lease in `ring`: `<ring>-<16 hex digits
-/// of the identity's hash>`.
-pub(crate) fn lease_name(ring: &str, identity: &str) -> String {
-    format!("{ring}-{}", super::label::member_id(identity))
-}
-
-/// Whether `identity` may name a replica (1 to 128 bytes).
-pub(crate) fn valid_identity(identity: &str) -> bool {
-    !identity.is_empty() && identity.len() <= 128
 }
 
 fn validate_ring(ring: &str) -> Result<(), ShardError> {

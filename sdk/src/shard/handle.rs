@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::division::{DividedKinds, ShardSelector};
 use super::gate::{Gate, ShardPermit};
 use super::label::own_selector;
+use super::shares::ShareFamilies;
 use super::view::{KeyScheme, View};
 
 /// Where this replica stands in its ring, for metrics, logs and `/readyz`.
@@ -38,7 +39,7 @@ pub struct ShardHandle {
     /// Cancels the membership when the last handle is dropped.
     pub(crate) _drop: Arc<tokio_util::sync::DropGuard>,
     /// Per-controller share metrics, once a manager exported them.
-    pub(crate) shares: Arc<std::sync::OnceLock<super::observe::ShareFamilies>>,
+    pub(crate) shares: Arc<std::sync::OnceLock<ShareFamilies>>,
     /// How keys are hashed: only [`KeyScheme::Namespace`] divides the cache.
     pub(crate) scheme: KeyScheme,
     /// The kinds this replica's sharded controllers reconcile

@@ -113,7 +113,7 @@ mod tests {
         );
         // a member's label value is its Lease name's suffix
         assert_eq!(
-            super::super::config::lease_name("ring", "a"),
+            super::super::member::lease_name("ring", "a"),
             format!("ring-{a}")
         );
     }

@@ -12,12 +12,27 @@ use tokio::sync::{Mutex as AsyncMutex, watch};
 use tokio::time::{Instant, sleep, sleep_until, timeout};
 use tokio_util::sync::CancellationToken;
 
-use super::config::{Timing, lease_name, valid_identity};
 use super::gate::Gate;
 use super::handle::{Kinds, ShardHandle, ShardStatus};
 use super::liveness::Liveness;
 use super::store::{KINDS_ANNOTATION, LeaseStore, RING_LABEL, VIEW_ANNOTATION};
 use super::view::{KeyScheme, View};
+use crate::leader::LeaseTiming;
+
+/// The validated timing of a ring: a member Lease is timed, and checked,
+/// as leader election's Lease is.
+pub(crate) type Timing = LeaseTiming;
+
+/// The name of `identity`'s member Lease in `ring`: `<ring>-<16 hex digits
+/// of the identity's hash>`.
+pub(crate) fn lease_name(ring: &str, identity: &str) -> String {
+    format!("{ring}-{}", super::label::member_id(identity))
+}
+
+/// Whether `identity` may name a replica (1 to 128 bytes).
+pub(crate) fn valid_identity(identity: &str) -> bool {
+    !identity.is_empty() && identity.len() <= 128
+}
 
 /// A validated, not yet running, member of a ring.
 #[derive(Debug, Clone)]

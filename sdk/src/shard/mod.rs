@@ -277,6 +277,7 @@ mod liveness;
 mod member;
 mod observe;
 mod ring;
+mod shares;
 mod store;
 mod view;
 

@@ -3,51 +3,12 @@
 
 use std::sync::Arc;
 
-use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 
 use super::handle::ShardHandle;
+use super::shares::ShareFamilies;
 use crate::metrics::Metrics;
-
-/// The `controller` label.
-#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
-struct ControllerLabel {
-    controller: String,
-}
-
-/// Per sharded controller: the objects this replica owned at the last
-/// rebalance, how many it gained at rebalances, and how many reconciles it
-/// cancelled because their permit lapsed.
-#[derive(Debug, Clone)]
-pub(crate) struct ShareFamilies {
-    owned: Family<ControllerLabel, Gauge>,
-    gained: Family<ControllerLabel, Counter>,
-    cancelled: Family<ControllerLabel, Counter>,
-}
-
-impl ShareFamilies {
-    /// Records a rebalance of `controller`: `owned` objects now, `gained`
-    /// of them new to this replica.
-    pub(crate) fn record(&self, controller: &str, owned: usize, gained: usize) {
-        let label = ControllerLabel {
-            controller: controller.to_owned(),
-        };
-        self.owned
-            .get_or_create(&label)
-            .set(i64::try_from(owned).unwrap_or(i64::MAX));
-        self.gained.get_or_create(&label).inc_by(gained as u64);
-    }
-
-    /// Counts a reconcile of `controller` cancelled by a lapsed permit.
-    pub(crate) fn cancelled(&self, controller: &str) {
-        let label = ControllerLabel {
-            controller: controller.to_owned(),
-        };
-        self.cancelled.get_or_create(&label).inc();
-    }
-}
 
 /// Registers `opkit_shard_members`, `opkit_shard_active`,
 /// `opkit_shard_rebalances_total`, `opkit_shard_owned_objects{controller}`
@@ -55,11 +16,7 @@ impl ShareFamilies {
 /// `opkit_shard_cancelled_reconciles_total{controller}` on `metrics`, and
 /// keeps the first three current until the membership ends.
 pub(crate) fn export_metrics(shard: &ShardHandle, metrics: &Metrics) {
-    let families = ShareFamilies {
-        owned: Family::default(),
-        gained: Family::default(),
-        cancelled: Family::default(),
-    };
+    let families = ShareFamilies::default();
     metrics.register(
         "opkit_shard_owned_objects",
         "Objects of a sharded controller this replica owned at the last rebalance",
@@ -116,7 +73,10 @@ pub(crate) fn export_metrics(shard: &ShardHandle, metrics: &Metrics) {
 /// acts on (it may be briefly inactive during a handover and still ready).
 pub(crate) fn readiness(
     shard: &ShardHandle,
-) -> impl Fn() -> std::future::Ready<Result<(), crate::manager::BoxError>> + Send + Sync + 'static {
+) -> impl Fn() -> std::future::Ready<Result<(), Box<dyn std::error::Error + Send + Sync>>>
++ Send
++ Sync
++ 'static {
     let shard = shard.clone();
     let identity: Arc<str> = Arc::from(shard.identity());
     move || {

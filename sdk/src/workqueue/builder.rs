@@ -49,6 +49,27 @@ pub struct WorkQueueBuilder<T> {
     unfinished_work_update_period: Duration,
 }
 
+// The queue's constructors live here, beside the builder they use, so that
+// the queue's file does not name its builder.
+impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
+    /// A queue with the defaults: no name (so no metrics), exponential
+    /// per-item backoff from 5 ms to 1000 s, no throttle.
+    pub fn new() -> Self {
+        WorkQueueBuilder::new().build()
+    }
+
+    /// Starts configuring a queue.
+    pub fn builder() -> WorkQueueBuilder<T> {
+        WorkQueueBuilder::new()
+    }
+}
+
+impl<T: Eq + Hash + Clone + Send + Sync + 'static> Default for WorkQueue<T> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<T: Eq + Hash + Clone + Send + Sync + 'static> Default for WorkQueueBuilder<T> {
     fn default() -> Self {
         Self::new()
@@ -96,28 +117,6 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueueBuilder<T> {
     pub fn per_key_min_interval(mut self, interval: Duration) -> Self {
         self.per_key_min_interval = Some(interval).filter(|d| !d.is_zero());
         self
-    }
-
-    /// Reports the queue's metrics (controller-runtime's `workqueue_*`
-    /// names, the queue's name as the `name` label) to `metrics`, e.g. a
-    /// [`Manager`](crate::manager::Manager)'s (controllers added to a
-    /// manager get this already). The queue must be named.
-    ///
-    /// ```
-    /// use opkit::metrics::Metrics;
-    /// use opkit::workqueue::WorkQueue;
-    ///
-    /// let metrics = Metrics::new();
-    /// let queue: WorkQueue<String> = WorkQueue::builder()
-    ///     .name("backups")
-    ///     .metrics(&metrics)
-    ///     .build();
-    /// queue.add("nightly".to_owned());
-    /// let text = metrics.encode().unwrap();
-    /// assert!(text.contains(r#"workqueue_depth{name="backups",controller="backups"} 1"#));
-    /// ```
-    pub fn metrics(self, metrics: &crate::metrics::Metrics) -> Self {
-        self.metrics_provider(Arc::new(metrics.workqueue_provider()))
     }
 
     /// Reports metrics through `provider` (the queue must be named).

@@ -1,5 +1,6 @@
-//! Queue metrics through a small provider trait (crate-internal; users pass
-//! opkit's [`Metrics`](crate::metrics::Metrics) to
+//! Queue metrics through a small provider trait (crate-internal): the
+//! workqueue's observer. It names no metrics registry; the Prometheus one
+//! implements the trait from above (users pass their registry to
 //! [`WorkQueueBuilder::metrics`](super::WorkQueueBuilder::metrics)).
 //!
 //! The shape follows client-go's `workqueue.MetricsProvider`: the queue asks the

@@ -31,7 +31,6 @@ use tokio::sync::Notify;
 use tokio::sync::futures::Notified;
 use tokio::time::Instant;
 
-use super::WorkQueueBuilder;
 use super::error::QueueError;
 use super::metrics::QueueMetrics;
 use super::priority::Priority;
@@ -464,24 +463,7 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> Drop for Waiter<'_, T> {
     }
 }
 
-impl<T: Eq + Hash + Clone + Send + Sync + 'static> Default for WorkQueue<T> {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
 impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueue<T> {
-    /// A queue with the defaults: no name (so no metrics), exponential
-    /// per-item backoff from 5 ms to 1000 s, no throttle.
-    pub fn new() -> Self {
-        WorkQueueBuilder::new().build()
-    }
-
-    /// Starts configuring a queue.
-    pub fn builder() -> WorkQueueBuilder<T> {
-        WorkQueueBuilder::new()
-    }
-
     pub(crate) fn from_inner(inner: Arc<Inner<T>>) -> Self {
         Self { inner }
     }

@@ -1,5 +1,11 @@
 //! The queue's state machine: synchronous, behind the queue's one lock.
 //!
+//! Why one long file (about 840 lines of code, then its unit tests): the
+//! entry slab, the index, the slot numbers in the ready lanes and the timer
+//! ids are one invariant that every operation updates together under the
+//! lock, and it reads best in one place. The lanes and the timer heap
+//! themselves live in `priority.rs` and `delay.rs`.
+//!
 //! Every item the queue knows has one [`Entry`] in `slots`, a `Vec` whose
 //! freed places are reused through a free list; `index`, a hash table of
 //! `(hash, slot)` pairs, finds an item's slot. An entry's [`Phase`] is where

@@ -1,4 +1,10 @@
 //! Queue-level tests, on tokio's paused clock: no test waits in real time.
+//!
+//! Why one long file (about 870 lines): these are the queue's rules as a
+//! user sees them (the module docs' dedup, delays, priorities, rate
+//! limiting, throttle, shutdown and metrics), one group per rule, all
+//! through `WorkQueue`'s public methods; the state machine's own tests are
+//! in `state.rs`, the properties in `proptests.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;

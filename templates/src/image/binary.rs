@@ -9,64 +9,16 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use serde::Deserialize;
-
-use super::{ImageError, Profile, rustc_wrapper};
+use super::error::ImageError;
+use super::package::{Metadata, Project};
+use super::profile::Profile;
+use super::{progress, rustc_wrapper};
 
 /// The target the manager is built for: glibc, linked statically.
 pub const TARGET: &str = "x86_64-unknown-linux-gnu";
 
-/// What `cargo metadata` says about the project.
-#[derive(Debug, Clone)]
-pub(crate) struct Project {
-    /// The package's `Cargo.toml`.
-    pub manifest: PathBuf,
-    /// The workspace root (remapped to `/src` in the binary).
-    pub workspace_root: PathBuf,
-    /// The target directory.
-    pub target_dir: PathBuf,
-    /// The package version.
-    pub version: String,
-    /// The package's `repository`, if set.
-    pub repository: Option<String>,
-    /// The bin target to build.
-    pub bin: String,
-}
-
-#[derive(Deserialize)]
-struct Metadata {
-    packages: Vec<Package>,
-    workspace_root: PathBuf,
-    target_directory: PathBuf,
-}
-
-#[derive(Deserialize)]
-struct Package {
-    name: String,
-    version: String,
-    manifest_path: PathBuf,
-    repository: Option<String>,
-    targets: Vec<Target>,
-}
-
-#[derive(Deserialize)]
-pub(crate) struct Target {
-    pub name: String,
-    pub kind: Vec<String>,
-}
-
-impl Package {
-    fn bins(&self) -> Vec<&str> {
-        self.targets
-            .iter()
-            .filter(|t| t.kind.iter().any(|k| k == "bin"))
-            .map(|t| t.name.as_str())
-            .collect()
-    }
-}
-
 fn cargo() -> Command {
-    crate::cargo_command()
+    crate::cargo_env::cargo_command()
 }
 
 /// Output of a cargo command that must succeed, or why not.
@@ -251,7 +203,7 @@ pub(crate) fn build(project: &Project, profile: Profile) -> Result<PathBuf, Imag
         .arg("--manifest-path")
         .arg(&project.manifest)
         .args(["--message-format", "json-render-diagnostics"]);
-    super::progress::run(command, project, profile).map_err(|detail| ImageError::Cargo {
+    progress::run(command, project, profile).map_err(|detail| ImageError::Cargo {
         what: "building the manager",
         detail: format!("`{described}` {detail}"),
     })

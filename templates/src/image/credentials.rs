@@ -31,7 +31,7 @@ use base64::Engine as _;
 use oci_client::secrets::RegistryAuth;
 use serde::Deserialize;
 
-use super::ImageError;
+use super::error::ImageError;
 
 /// A user name and password for the registry (`--username` with
 /// `--password-stdin`), used instead of the Docker configuration.

@@ -11,8 +11,8 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use super::ImageError;
 use super::digest::Sha256Digest;
+use super::error::ImageError;
 use super::layer::{Layer, MANAGER_PATH, NONROOT_UID};
 
 /// Media type of the manifest.

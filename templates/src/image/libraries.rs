@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use super::ImageError;
+use super::error::ImageError;
 
 /// A file of the image outside `/manager`: its absolute path there, and
 /// its contents.

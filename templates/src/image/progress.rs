@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use serde::Deserialize;
 
-use super::Profile;
-use super::binary::{Project, Target};
+use super::package::{Project, Target};
+use super::profile::Profile;
 
 /// How long cargo may be silent before a progress line.
 const HEARTBEAT: Duration = Duration::from_secs(10);

@@ -25,8 +25,8 @@ use oci_client::errors::{OciDistributionError, OciErrorCode};
 use oci_client::secrets::RegistryAuth;
 use oci_client::{Client, Reference, RegistryOperation};
 
-use super::ImageError;
 use super::credentials::{self, Credential, Found, Login};
+use super::error::ImageError;
 use super::layout::{ImageBlobs, MANIFEST_MEDIA_TYPE};
 use super::token;
 

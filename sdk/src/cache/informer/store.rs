@@ -556,7 +556,7 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
     }
 
     /// The object `name` in `namespace`, or
-    /// [`CacheError::Undecodable`](crate::cache::CacheError::Undecodable) when its
+    /// [`CacheError::Undecodable`](crate::cache::error::CacheError::Undecodable) when its
     /// current version does not deserialize into `K`; `Ok(None)` when the
     /// cache does not hold it.
     ///
@@ -570,10 +570,10 @@ impl<K: Resource + Send + Sync + 'static> Store<K> {
         &self,
         namespace: Option<&str>,
         name: &str,
-    ) -> Result<Option<Arc<K>>, crate::cache::CacheError> {
+    ) -> Result<Option<Arc<K>>, crate::cache::error::CacheError> {
         self.indexer
             .lookup(ObjectKey::new(namespace, name).as_str())
-            .map_err(crate::cache::CacheError::Undecodable)
+            .map_err(crate::cache::error::CacheError::Undecodable)
     }
 }
 

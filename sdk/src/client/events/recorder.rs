@@ -12,8 +12,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use serde_json::json;
 use tokio::sync::{mpsc, oneshot};
 
+use super::event::{Event, EventType};
 use super::series::{Occurrence, SeriesKey, SeriesTable};
-use super::{Event, EventType};
 use crate::client::error::{ClientError, EventError, Target};
 use crate::host::hostname;
 

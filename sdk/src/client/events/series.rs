@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::jiff::Timestamp;
 use tokio::time::Instant;
 
-use super::{Event, EventType};
+use super::event::{Event, EventType};
 
 /// Most series remembered; the least recently seen are forgotten first.
 pub(crate) const MAX_SERIES: usize = 4096;

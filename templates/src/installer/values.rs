@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 
-use super::Manifests;
+use super::manifests::{GENERATED, Manifests, kind};
 use super::yaml::{self, Node};
 
 /// The metrics endpoint's values.
@@ -71,14 +71,14 @@ impl Values {
                 .files
                 .iter()
                 .flat_map(|(_, docs)| docs)
-                .any(|d| super::kind(d) == "CustomResourceDefinition"),
+                .any(|d| kind(d) == "CustomResourceDefinition"),
         }
     }
 
     pub(super) fn chart_yaml(&self) -> String {
         format!(
             "{header} chart` from deploy/; do not edit.\napiVersion: v2\nname: {name}\ndescription: {name}, a Kubernetes operator built with opkit.\ntype: application\nversion: {version}\nappVersion: \"{version}\"\n",
-            header = super::GENERATED,
+            header = GENERATED,
             name = self.name,
             version = self.version
         )
@@ -88,7 +88,7 @@ impl Values {
         let mut out = format!(
             "{} chart` from deploy/; do not edit (change deploy/, run `make chart`).\n\
              # Every value is checked against values.schema.json.\n\n",
-            super::GENERATED
+            GENERATED
         );
         let mut section = |comment: &str, key: &str, value: Node| {
             out.push_str(comment);

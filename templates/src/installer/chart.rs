@@ -1,9 +1,10 @@
 //! The chart's templates: `deploy/`'s documents with the manager's
 //! Deployment parameterised, in the release's namespace.
 
+use super::error::InstallerError;
+use super::manifests::{GENERATED, Manifests, containers_running, kind};
 use super::values::{Metrics, Values};
 use super::yaml::{self, Node};
-use super::{DistError, GENERATED, Manifests, containers_running, kind};
 
 const IMAGE: &str = "\"{{ .Values.image.repository }}{{ with .Values.image.tag }}:{{ . }}{{ end }}{{ with .Values.image.digest }}@{{ . }}{{ end }}\"";
 const RELEASE_NAMESPACE: &str = "{{ .Release.Namespace }}";
@@ -13,7 +14,7 @@ const WEBHOOK_KINDS: [&str; 2] = [
 ];
 
 /// The chart's files (path under the chart, text).
-pub(super) fn render(mut manifests: Manifests) -> Result<Vec<(String, String)>, DistError> {
+pub(super) fn render(mut manifests: Manifests) -> Result<Vec<(String, String)>, InstallerError> {
     let placeholder = manifests.placeholder();
     let namespace = manifests.namespace();
     let mut values = Values::new(&manifests);

@@ -2,19 +2,19 @@
 
 use std::fmt;
 
-use super::DistError;
+use super::error::InstallerError;
 
 /// An image reference, `repository[:tag][@sha256:digest]`, as the chart's
 /// `image` values hold it.
 ///
 /// ```
-/// use cargo_opkit::dist::ImageRef;
+/// use cargo_opkit::installer::ImageRef;
 ///
 /// let image = ImageRef::parse("localhost:5000/web:v1@sha256:0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef")?;
 /// assert_eq!(image.repository, "localhost:5000/web");
 /// assert_eq!(image.tag, "v1");
 /// assert!(image.digest.starts_with("sha256:"));
-/// # Ok::<(), cargo_opkit::dist::DistError>(())
+/// # Ok::<(), cargo_opkit::installer::InstallerError>(())
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ImageRef {
@@ -28,8 +28,8 @@ pub struct ImageRef {
 
 impl ImageRef {
     /// Splits and checks `image`.
-    pub fn parse(image: &str) -> Result<Self, DistError> {
-        let invalid = |reason: &str| DistError::InvalidImage {
+    pub fn parse(image: &str) -> Result<Self, InstallerError> {
+        let invalid = |reason: &str| InstallerError::InvalidImage {
             image: image.to_owned(),
             reason: reason.to_owned(),
         };

@@ -1,0 +1,206 @@
+//! Running a controller: `prepare` registers its watches (the queue starts
+//! filling), then its workers run once the caches synced (and, under a
+//! manager, once this replica leads).
+
+use std::future::Future;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::builder::Controller;
+use super::error::ControllerError;
+use super::observer::ReconcileObserver;
+use super::settings::RunSettings;
+use super::sharded;
+use super::stats::ReconcileStats;
+use super::watch::{RegisteredWatch, WatchTarget};
+use super::workers::{StartGate, Workers};
+use crate::cache::{START_LIST_ATTEMPTS, SharedCache};
+use crate::reconcile::{Reconcile, Request};
+use crate::workqueue::WorkQueue;
+
+impl<R: Reconcile> Controller<R> {
+    /// Registers the watches on `cache`, starts the cache (if it is not
+    /// already), waits for the watches to sync, then reconciles until
+    /// `shutdown` completes. At shutdown no new reconcile starts; running
+    /// ones get [`shutdown_timeout`](Self::shutdown_timeout) to finish.
+    pub async fn run(
+        self,
+        cache: &SharedCache,
+        shutdown: impl Future<Output = ()>,
+    ) -> Result<(), ControllerError> {
+        let token = CancellationToken::new();
+        let run = self.run_until_cancelled(cache, token.clone());
+        tokio::pin!(run);
+        tokio::select! {
+            result = &mut run => return result,
+            () = shutdown => token.cancel(),
+        }
+        run.await
+    }
+
+    /// Like [`run`](Self::run), stopping when `token` is cancelled.
+    pub(crate) async fn run_until_cancelled(
+        self,
+        cache: &SharedCache,
+        token: CancellationToken,
+    ) -> Result<(), ControllerError> {
+        let prepared = self.prepare(cache)?;
+        let name = prepared.settings.name.clone();
+        cache.start().map_err(|source| ControllerError::Watch {
+            controller: name.clone(),
+            kind: "(starting the cache)".to_owned(),
+            source,
+        })?;
+        // A missing CRD or an unreachable server fails the run after a few
+        // attempts instead of waiting out the sync timeout (as a manager does).
+        let workers = token.child_token();
+        let run = prepared.run(workers.clone(), None);
+        tokio::pin!(run);
+        let checked = tokio::select! {
+            result = &mut run => return result,
+            checked = cache.wait_for_start(START_LIST_ATTEMPTS, "its configured URL", &workers) => checked,
+        };
+        match checked {
+            Ok(()) => run.await,
+            Err(source) => {
+                workers.cancel();
+                let _ = run.await;
+                Err(ControllerError::Start {
+                    controller: name,
+                    source,
+                })
+            }
+        }
+    }
+
+    /// Builds the queue and registers every watch on `cache`, so events
+    /// start filling the queue; no reconcile runs until
+    /// [`Prepared::run`]. On error nothing stays registered.
+    pub(crate) fn prepare(self, cache: &SharedCache) -> Result<Prepared<R>, ControllerError> {
+        let mut builder = WorkQueue::builder().name(self.settings.name.clone());
+        if let Some(limiter) = self.rate_limiter {
+            builder = builder.rate_limiter(limiter);
+        }
+        if let Some(quota) = self.throttle {
+            builder = builder.throttle(quota);
+        }
+        let observer = self.observer.or_else(|| {
+            self.observers.as_ref().map(|observers| {
+                observers.reconcile_observer(
+                    &self.settings.name,
+                    self.settings.max_concurrent_reconciles,
+                )
+            })
+        });
+        if let Some(observers) = &self.observers {
+            builder = builder.metrics_provider(observers.queue_metrics());
+        }
+        let queue = builder.build();
+        let target = WatchTarget {
+            queue: queue.clone(),
+            event_filters: Arc::from(self.event_filters),
+        };
+        let mut prepared = Prepared {
+            settings: self.settings,
+            reconciler: self.reconciler,
+            cache: cache.clone(),
+            queue,
+            watches: Vec::with_capacity(self.watches.len()),
+            stats: self.stats,
+            observer,
+        };
+        if let Some(shard) = &prepared.settings.shard {
+            shard.register_kind(&self.primary.group, &self.primary.kind);
+        }
+        // The primary kind is divided by label where the server does not
+        // filter by shard selectors (label mode); owned kinds only by them.
+        let selectors = prepared
+            .settings
+            .shard
+            .as_ref()
+            .and_then(|shard| Some((shard, shard.cache_selectors()?)));
+        if let Some((shard, selectors)) = selectors {
+            sharded::shard_kind::<R::Object>(shard, cache, selectors.primary);
+            for shard_kind in &self.sharded_kinds {
+                shard_kind(shard, cache, selectors.owned.clone());
+            }
+        } else if prepared.settings.shard.is_some() {
+            tracing::info!(
+                controller = %prepared.settings.name,
+                mode = "filter-at-queue",
+                "sharded controller: every replica caches every object and reconciles its share \
+                 (Sharding::by_namespace divides the cache: server-side where the API server \
+                 supports it, else by a shard label)"
+            );
+        }
+        for index in self.indexes {
+            if let Err((kind, source)) = index(cache) {
+                return Err(ControllerError::Watch {
+                    controller: prepared.settings.name.clone(),
+                    kind,
+                    source,
+                });
+            }
+        }
+        for watch in self.watches {
+            match watch(cache, &target) {
+                Ok(registered) => prepared.watches.push(registered),
+                Err((kind, source)) => {
+                    // Dropping `prepared` shuts the queue down and removes
+                    // the watches registered so far.
+                    return Err(ControllerError::Watch {
+                        controller: prepared.settings.name.clone(),
+                        kind,
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(prepared)
+    }
+}
+
+/// A controller whose watches are registered: its queue fills while it
+/// waits to [`run`](Self::run). Dropping it shuts the queue down and
+/// removes the watches.
+pub(crate) struct Prepared<R> {
+    settings: RunSettings,
+    reconciler: Arc<R>,
+    cache: SharedCache,
+    pub(super) queue: WorkQueue<Request>,
+    watches: Vec<RegisteredWatch>,
+    stats: Arc<ReconcileStats>,
+    observer: Option<Arc<dyn ReconcileObserver>>,
+}
+
+impl<R> Drop for Prepared<R> {
+    fn drop(&mut self) {
+        self.queue.shutdown();
+        for watch in self.watches.drain(..) {
+            (watch.remove)();
+        }
+    }
+}
+
+impl<R: Reconcile> Prepared<R> {
+    /// Waits for the watched caches to sync, then for `gate` (if any), then
+    /// reconciles until `token` is cancelled (running reconciles get the
+    /// shutdown timeout) or the gate's leading scope is (running reconciles
+    /// are abandoned at once: another replica may take over).
+    pub(crate) async fn run(
+        self,
+        token: CancellationToken,
+        gate: Option<StartGate>,
+    ) -> Result<(), ControllerError> {
+        let workers = Workers {
+            settings: &self.settings,
+            reconciler: Arc::clone(&self.reconciler),
+            cache: &self.cache,
+            queue: &self.queue,
+            stats: &self.stats,
+            observer: self.observer.clone(),
+        };
+        workers.run(&self.watches, token, gate).await
+    }
+}

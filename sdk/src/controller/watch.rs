@@ -1,0 +1,159 @@
+//! How one watch of a controller registers on the shared cache: the
+//! registration functions the builder collects and `prepare` runs, and what
+//! a registered watch leaves behind (its sync wait and its removal).
+
+use std::sync::Arc;
+
+use kube::Resource;
+use serde::de::DeserializeOwned;
+
+use crate::cache::{CacheError, SharedCache};
+use crate::handler::{EnqueueHandler, Mapper, WatchPredicates};
+use crate::predicate::{HasMetadata, Predicate};
+use crate::reconcile::Request;
+use crate::workqueue::WorkQueue;
+
+/// Registers one watch of a controller on the shared cache.
+pub(super) type WatchFn = Box<
+    dyn FnOnce(&SharedCache, &WatchTarget) -> Result<RegisteredWatch, (String, CacheError)> + Send,
+>;
+
+/// Registers one index of a controller on the shared cache.
+pub(super) type IndexFn = Box<dyn FnOnce(&SharedCache) -> Result<(), (String, CacheError)> + Send>;
+
+/// Makes the cache of one kind list only this replica's shard.
+pub(super) type ShardKindFn = fn(
+    &crate::shard::ShardHandle,
+    &SharedCache,
+    tokio::sync::watch::Receiver<Option<crate::shard::ShardSelector>>,
+);
+
+/// Waits until a registered watch (or read) has synced; false if it never will.
+pub(super) type SyncWait = Box<dyn Fn() -> futures::future::BoxFuture<'static, bool> + Send + Sync>;
+
+/// A registered watch: its kind, its sync state, and how to remove it.
+pub(super) struct RegisteredWatch {
+    pub(super) kind: String,
+    pub(super) synced: SyncWait,
+    pub(super) remove: Box<dyn FnOnce() + Send + Sync>,
+}
+
+/// What every watch of a controller enqueues into, and how.
+pub(super) struct WatchTarget {
+    pub(super) queue: WorkQueue<Request>,
+    pub(super) event_filters: Arc<[Arc<dyn Predicate<dyn HasMetadata>>]>,
+}
+
+/// A watch of kind `K`: the informer's events pass `predicates` (and the
+/// controller's event filters), and `mapper` (made when the watch
+/// registers) turns each into requests.
+pub(super) fn kind_watch<K>(
+    mapper: impl FnOnce(&SharedCache) -> Result<Mapper<K>, CacheError> + Send + 'static,
+    mut predicates: WatchPredicates<K>,
+) -> WatchFn
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K::Scope: 'static,
+{
+    Box::new(move |cache: &SharedCache, target: &WatchTarget| {
+        let kind = K::kind(&()).into_owned();
+        predicates = predicates.with_event_filters(Arc::clone(&target.event_filters));
+        let mapper = mapper(cache).map_err(|e| (kind.clone(), e))?;
+        let handler = EnqueueHandler::new(mapper, predicates, target.queue.clone());
+        let informer = cache.informer::<K>().map_err(|e| (kind.clone(), e))?;
+        let registration = informer
+            .add_event_handler(handler)
+            .map_err(|e| (kind.clone(), e))?;
+        let synced: SyncWait = {
+            let registration = registration.clone();
+            Box::new(move || {
+                let registration = registration.clone();
+                Box::pin(async move {
+                    registration.wait_synced().await;
+                    true
+                })
+            })
+        };
+        let remove = Box::new(move || {
+            informer.remove_event_handler(&registration);
+        }) as Box<dyn FnOnce() + Send + Sync>;
+        Ok(RegisteredWatch {
+            kind,
+            synced,
+            remove,
+        })
+    })
+}
+
+/// A source of requests outside any watch, forwarded into the queue from
+/// registration until it ends or the watch is removed.
+pub(super) fn stream_watch(
+    controller: String,
+    requests: impl futures::Stream<Item = Request> + Send + 'static,
+) -> WatchFn {
+    Box::new(move |_: &SharedCache, target: &WatchTarget| {
+        let kind = "(external source)".to_owned();
+        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+            (
+                kind.clone(),
+                CacheError::NoRuntime("Controller::watches_stream"),
+            )
+        })?;
+        let queue = target.queue.clone();
+        let forward = runtime.spawn(async move {
+            use futures::StreamExt;
+            let mut requests = std::pin::pin!(requests);
+            while let Some(request) = requests.next().await {
+                if queue.is_shutting_down() {
+                    break;
+                }
+                tracing::debug!(controller, %request, "request from an external source");
+                queue.add(request);
+            }
+        });
+        let synced: SyncWait = Box::new(|| Box::pin(async { true }));
+        Ok(RegisteredWatch {
+            kind,
+            synced,
+            remove: Box::new(move || forward.abort()),
+        })
+    })
+}
+
+/// A kind cached for reads only: its informer started and synced with the
+/// controller, no handler.
+pub(super) fn read_watch<K>() -> WatchFn
+where
+    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K::Scope: 'static,
+{
+    Box::new(|cache: &SharedCache, _: &WatchTarget| {
+        let kind = K::kind(&()).into_owned();
+        let informer = cache.informer::<K>().map_err(|e| (kind.clone(), e))?;
+        let synced: SyncWait = Box::new(move || {
+            let informer = informer.clone();
+            Box::pin(async move { informer.wait_for_sync().await.is_ok() })
+        });
+        Ok(RegisteredWatch {
+            kind,
+            synced,
+            remove: Box::new(|| {}),
+        })
+    })
+}
+
+/// The index `name` on the informer of kind `T`, `values` giving an
+/// object's index values.
+pub(super) fn index_fn<T>(
+    name: String,
+    values: impl Fn(&T) -> Vec<String> + Send + Sync + 'static,
+) -> IndexFn
+where
+    T: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    T::Scope: 'static,
+{
+    Box::new(move |cache: &SharedCache| {
+        let kind = T::kind(&()).into_owned();
+        cache.add_index::<T>(name, values).map_err(|e| (kind, e))
+    })
+}

@@ -1,0 +1,198 @@
+//! The worker pool of one controller: waits for the caches (and the
+//! leadership gate), then runs `max_concurrent_reconciles` workers taking
+//! keys from the queue, and drains them at shutdown.
+
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use super::error::ControllerError;
+use super::observer::ReconcileObserver;
+use super::settings::{RunSettings, ShutdownBound};
+use super::sharded;
+use super::stats::ReconcileStats;
+use super::watch::RegisteredWatch;
+use super::worker;
+use crate::cache::SharedCache;
+use crate::client::EventRecorder;
+use crate::reconcile::{ControllerShared, Reconcile, Request};
+use crate::workqueue::WorkQueue;
+
+/// Resolves to the leading scope once the workers of a prepared controller
+/// may start (a token cancelled when leadership ends), or to `None` if they
+/// never may (the elector stopped first).
+pub(crate) type StartGate = futures::future::BoxFuture<'static, Option<CancellationToken>>;
+
+/// Everything the worker pool of one controller needs.
+pub(super) struct Workers<'a, R> {
+    pub(super) settings: &'a RunSettings,
+    pub(super) reconciler: Arc<R>,
+    pub(super) cache: &'a SharedCache,
+    pub(super) queue: &'a WorkQueue<Request>,
+    pub(super) stats: &'a Arc<ReconcileStats>,
+    pub(super) observer: Option<Arc<dyn ReconcileObserver>>,
+}
+
+impl<R: Reconcile> Workers<'_, R> {
+    /// Waits for the watched caches (and the gate), then runs `count`
+    /// workers until `token` is cancelled, then gives running reconciles the
+    /// shutdown timeout. If the gate's scope ends first, running reconciles
+    /// are abandoned at once.
+    pub(super) async fn run(
+        self,
+        watches: &[RegisteredWatch],
+        token: CancellationToken,
+        gate: Option<StartGate>,
+    ) -> Result<(), ControllerError> {
+        for watch in watches {
+            tokio::select! {
+                () = token.cancelled() => return Ok(()),
+                synced = tokio::time::timeout(self.settings.cache_sync_timeout, (watch.synced)()) => {
+                    if !synced.unwrap_or(false) {
+                        return Err(ControllerError::CacheSync {
+                            controller: self.settings.name.clone(),
+                            kind: watch.kind.clone(),
+                            timeout: self.settings.cache_sync_timeout,
+                        });
+                    }
+                }
+            }
+        }
+        let scope = match gate {
+            None => CancellationToken::new(),
+            Some(gate) => {
+                tracing::debug!(
+                    controller = %self.settings.name,
+                    "caches synced; waiting for leadership"
+                );
+                tokio::select! {
+                    () = token.cancelled() => return Ok(()),
+                    scope = gate => match scope {
+                        Some(scope) => scope,
+                        None => return Ok(()),
+                    },
+                }
+            }
+        };
+        tracing::info!(
+            controller = %self.settings.name,
+            workers = self.settings.max_concurrent_reconciles,
+            "caches synced; starting workers"
+        );
+        let recorder = EventRecorder::builder(self.cache.client().clone(), &self.settings.name)
+            .build()
+            .map_err(|source| ControllerError::EventRecorder {
+                controller: self.settings.name.clone(),
+                source,
+            })?;
+        let shared = Arc::new(ControllerShared {
+            name: self.settings.name.clone(),
+            cache: self.cache.clone(),
+            recorder,
+            read_sync_timeout: self.settings.cache_sync_timeout,
+            read_your_writes: self.settings.read_your_writes,
+        });
+        let mut tasks = tokio::task::JoinSet::new();
+        let resync = self.settings.shard.clone().map(|shard| {
+            tokio::spawn(sharded::resync_on_rebalance::<R>(
+                shard,
+                self.cache.clone(),
+                self.queue.clone(),
+                self.settings.name.clone(),
+            ))
+        });
+        let _resync = resync.map(tokio_util::task::AbortOnDropHandle::new);
+        let labeller = self.settings.shard.clone().map(|shard| {
+            tokio::spawn(crate::shard::label_primary::<R::Object>(
+                shard,
+                self.cache.clone(),
+                self.settings.name.clone(),
+            ))
+        });
+        let _labeller = labeller.map(tokio_util::task::AbortOnDropHandle::new);
+        for _ in 0..self.settings.max_concurrent_reconciles {
+            let shard = self.settings.shard.clone();
+            let reconciler = Arc::clone(&self.reconciler);
+            let shared = Arc::clone(&shared);
+            let queue = self.queue.clone();
+            let stats = Arc::clone(self.stats);
+            let observer = self.observer.clone();
+            let token = token.clone();
+            let scope = scope.clone();
+            let timeout = self.settings.reconcile_timeout;
+            tasks.spawn(async move {
+                loop {
+                    // A cancelled token wins over a ready key: no new work at shutdown.
+                    let request = tokio::select! {
+                        biased;
+                        () = token.cancelled() => break,
+                        () = scope.cancelled() => break,
+                        request = queue.get_with_priority() => match request {
+                            Some(request) => request,
+                            None => break,
+                        },
+                    };
+                    let Some(shard) = &shard else {
+                        worker::process_observed(
+                            &*reconciler,
+                            &shared,
+                            &queue,
+                            &stats,
+                            observer.as_deref(),
+                            timeout,
+                            request,
+                        )
+                        .await;
+                        continue;
+                    };
+                    let Some(permit) = sharded::admit(shard, &queue, &request.0) else {
+                        continue;
+                    };
+                    let key = request.0.clone();
+                    let reconcile = worker::process_observed(
+                        &*reconciler,
+                        &shared,
+                        &queue,
+                        &stats,
+                        observer.as_deref(),
+                        timeout,
+                        request,
+                    );
+                    sharded::run_under(shard, &queue, &shared.name, &key, permit, reconcile).await;
+                }
+            });
+        }
+        tokio::select! {
+            () = token.cancelled() => {}
+            () = scope.cancelled() => {
+                tracing::warn!(
+                    controller = %self.settings.name,
+                    "leadership lost; abandoning running reconciles"
+                );
+                tasks.abort_all();
+                while tasks.join_next().await.is_some() {}
+                return Ok(());
+            }
+        }
+        tracing::info!(
+            controller = %self.settings.name,
+            "shutting down; waiting for running reconciles"
+        );
+        let ShutdownBound::Own(bound) = self.settings.shutdown else {
+            // The runner bounds the drain (and aborts this task at its end).
+            while tasks.join_next().await.is_some() {}
+            return Ok(());
+        };
+        let drained =
+            tokio::time::timeout(bound, async { while tasks.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            tracing::warn!(
+                controller = %self.settings.name,
+                timeout = ?bound,
+                "reconciles still running at the shutdown timeout; abandoning them"
+            );
+            tasks.abort_all();
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,21 @@
+//! The three commands: `new`, `create api`, `manifests`; and the `PROJECT`
+//! file they (and `create webhook`) read and write.
+
+mod api;
+mod dependency;
+mod files;
+mod manifests;
+mod new;
+mod project_file;
+
+#[cfg(test)]
+mod tests;
+
+pub use api::CreateApi;
+pub use dependency::OpkitDependency;
+pub(crate) use files::{
+    format_rust, insert_before_marker, kind_values, read, render_set, write_atomically,
+};
+pub use manifests::{manifests, shared_target_dir};
+pub use new::NewProject;
+pub use project_file::{ProjectFile, ProjectResource, find_project};

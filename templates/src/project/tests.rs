@@ -1,0 +1,612 @@
+//! `new`, `create api` and the PROJECT file, on temporary directories.
+
+use std::path::Path;
+
+use super::api::{builtin_path, is_rust_path};
+use super::*;
+use crate::error::ScaffoldError;
+
+fn project(dir: &Path) -> NewProject {
+    NewProject {
+        name: "demo-operator".into(),
+        group: "demo.example.com".into(),
+        version: "v1".into(),
+        kind: Some("Widget".into()),
+        dir: Some(dir.to_owned()),
+        opkit: OpkitDependency::Version("0.1".into()),
+        sharding: false,
+    }
+}
+
+#[test]
+fn new_writes_every_template_and_no_placeholder_is_left() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path()).create().unwrap();
+    for file in [
+        "Cargo.toml",
+        "PROJECT",
+        "Makefile",
+        "Dockerfile",
+        "README.md",
+        ".gitignore",
+        "src/main.rs",
+        "src/lib.rs",
+        "src/api/mod.rs",
+        "src/api/widget.rs",
+        "src/controllers/widget.rs",
+        "tests/widget_controller.rs",
+        "tests/manifests.rs",
+        "deploy/00-namespace.yaml",
+        "deploy/02-service-account.yaml",
+        "deploy/04-deployment.yaml",
+        "samples/widget.yaml",
+        ".github/workflows/test.yml",
+    ] {
+        let text =
+            std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        assert!(!text.contains("{{"), "{file} has a placeholder left");
+    }
+    let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(cargo.contains("name = \"demo-operator\"") && cargo.contains("opkit = \"0.1\""));
+    assert!(
+        cargo.contains("[dev-dependencies]\nopkit-envtest = \"0.1\"\n"),
+        "{cargo}"
+    );
+    // No staging directory is left behind.
+    let left: Vec<_> = std::fs::read_dir(tmp.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.file_name())
+        .collect();
+    assert_eq!(left, [std::ffi::OsString::from("demo-operator")]);
+}
+
+/// A checkout's opkit and opkit-envtest, by path, from the repository
+/// root or from `sdk/`; a directory without opkit-envtest beside opkit is
+/// refused (a path opkit with a published opkit-envtest would be two opkits).
+#[test]
+fn path_dependencies_name_both_crates_of_the_checkout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path();
+    for (dir, name) in [("sdk", "opkit"), ("envtest", "opkit-envtest")] {
+        std::fs::create_dir(root.join(dir)).unwrap();
+        std::fs::write(
+            root.join(dir).join("Cargo.toml"),
+            format!("[package]\nname = \"{name}\"\n"),
+        )
+        .unwrap();
+    }
+    let root = std::fs::canonicalize(root).unwrap();
+    for given in [root.clone(), root.join("sdk")] {
+        let (dependency, dev_dependency) = OpkitDependency::Path(given).lines().unwrap();
+        assert_eq!(
+            dependency,
+            format!("opkit = {{ path = \"{}\" }}", root.join("sdk").display())
+        );
+        assert_eq!(
+            dev_dependency,
+            format!(
+                "opkit-envtest = {{ path = \"{}\" }}",
+                root.join("envtest").display()
+            )
+        );
+    }
+    std::fs::remove_dir_all(root.join("envtest")).unwrap();
+    assert!(OpkitDependency::Path(root).lines().is_err());
+}
+
+/// The parts of a GitHub Actions workflow the generated one must have.
+#[derive(serde::Deserialize)]
+struct Workflow {
+    name: String,
+    on: std::collections::BTreeMap<String, Option<serde::de::IgnoredAny>>,
+    jobs: std::collections::BTreeMap<String, Job>,
+}
+
+#[derive(serde::Deserialize)]
+struct Job {
+    #[serde(rename = "runs-on")]
+    runs_on: String,
+    steps: Vec<Step>,
+}
+
+#[derive(serde::Deserialize)]
+struct Step {
+    uses: Option<String>,
+    run: Option<String>,
+}
+
+#[test]
+fn the_ci_workflow_is_valid_yaml_that_runs_make_test() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path()).create().unwrap();
+    let text = std::fs::read_to_string(dir.join(".github/workflows/test.yml")).unwrap();
+    let workflow: Workflow = serde_saphyr::from_str(&text).unwrap();
+    assert_eq!(workflow.name, "test");
+    assert!(workflow.on.contains_key("push") && workflow.on.contains_key("pull_request"));
+    let job = &workflow.jobs["test"];
+    assert_eq!(job.runs_on, "ubuntu-latest");
+    assert!(
+        job.steps
+            .iter()
+            .all(|s| s.uses.is_some() != s.run.is_some())
+    );
+    let runs: Vec<&str> = job.steps.iter().filter_map(|s| s.run.as_deref()).collect();
+    assert!(runs.iter().any(|r| r.starts_with("make test")), "{runs:?}");
+    assert!(
+        runs.iter().any(|r| r.contains("KUBEBUILDER_ASSETS")),
+        "{runs:?}"
+    );
+    // The end-to-end job: a kind cluster with a registry the image is
+    // pushed to, then `make test-e2e` naming that image.
+    let e2e = &workflow.jobs["test-e2e"];
+    assert!(
+        e2e.steps
+            .iter()
+            .all(|s| s.uses.is_some() != s.run.is_some())
+    );
+    assert!(
+        e2e.steps
+            .iter()
+            .any(|s| s.uses.as_deref() == Some("helm/kind-action@v1"))
+    );
+    assert!(
+        e2e.steps
+            .iter()
+            .filter_map(|s| s.run.as_deref())
+            .any(|r| r.starts_with(
+                "KUBECONFIG=\"$HOME/.kube/config\" make test-e2e IMG=localhost:5000/demo-operator:e2e"
+            )),
+        "{:?}",
+        e2e.steps
+            .iter()
+            .filter_map(|s| s.run.as_deref())
+            .collect::<Vec<_>>()
+    );
+}
+
+#[test]
+fn a_staging_directory_of_a_killed_run_is_removed() {
+    let tmp = tempfile::tempdir().unwrap();
+    // No process has pid 4294967295 (above Linux's pid_max).
+    let abandoned = tmp.path().join(".demo-operator.opkit-new-4294967295");
+    std::fs::create_dir_all(abandoned.join("src")).unwrap();
+    project(tmp.path()).create().unwrap();
+    assert!(!abandoned.exists());
+    assert!(tmp.path().join("demo-operator/Cargo.toml").is_file());
+}
+
+#[test]
+fn bad_input_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut bad = project(tmp.path());
+    bad.kind = Some("widget".into());
+    assert!(matches!(
+        bad.create(),
+        Err(ScaffoldError::InvalidKind { .. })
+    ));
+    let mut bad = project(tmp.path());
+    bad.group = "nodots".into();
+    assert!(matches!(
+        bad.create(),
+        Err(ScaffoldError::InvalidGroup { .. })
+    ));
+    let mut bad = project(tmp.path());
+    bad.opkit = OpkitDependency::Path(tmp.path().join("nowhere"));
+    assert!(matches!(bad.create(), Err(ScaffoldError::Io { .. })));
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+
+    project(tmp.path()).create().unwrap();
+    let again = project(tmp.path()).create().unwrap_err();
+    assert!(again.to_string().contains("already exists"), "{again}");
+}
+
+#[test]
+fn create_api_registers_the_kind_at_the_markers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path()).create().unwrap();
+    let api = CreateApi {
+        version: Some("v1beta1".into()),
+        group: None,
+        ..CreateApi::new(dir.clone(), "GuestBook")
+    };
+    api.create().unwrap();
+    let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+    assert!(lib.contains("    controllers::guest_book::GuestBookReconciler.add_to(manager)?;\n    // opkit:scaffold:controllers"), "{lib}");
+    assert!(
+        lib.contains("        api::guest_book::GuestBook::crd(),\n        // opkit:scaffold:crds")
+    );
+    assert!(lib.contains(".merge(controllers::guest_book::GuestBookReconciler::rbac_rules())"));
+    let types = std::fs::read_to_string(dir.join("src/api/guest_book.rs")).unwrap();
+    assert!(
+        types.contains("version = \"v1beta1\"") && types.contains("group = \"demo.example.com\"")
+    );
+    let project = ProjectFile::read(&dir).unwrap();
+    assert_eq!(project.kinds(), ["Widget", "GuestBook"]);
+
+    assert!(matches!(
+        api.create(),
+        Err(ScaffoldError::KindExists { .. })
+    ));
+    let before = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+    std::fs::write(dir.join("src/api/mod.rs"), "pub mod widget;\n").unwrap();
+    let err = CreateApi {
+        version: None,
+        group: None,
+        ..CreateApi::new(dir.clone(), "Gadget")
+    }
+    .create()
+    .unwrap_err();
+    assert!(matches!(err, ScaffoldError::MissingMarker { .. }), "{err}");
+    assert!(!dir.join("src/api/gadget.rs").exists());
+    assert_eq!(
+        std::fs::read_to_string(dir.join("src/lib.rs")).unwrap(),
+        before
+    );
+}
+
+#[test]
+fn create_api_from_a_subdirectory_with_another_group() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path()).create().unwrap();
+    let changed = CreateApi {
+        version: None,
+        group: Some("other.example.org".into()),
+        ..CreateApi::new(dir.join("src/controllers"), "Gadget")
+    }
+    .create()
+    .unwrap();
+    assert!(
+        changed.contains(&dir.join("src/api/gadget.rs")),
+        "{changed:?}"
+    );
+    let types = std::fs::read_to_string(dir.join("src/api/gadget.rs")).unwrap();
+    assert!(types.contains("group = \"other.example.org\""), "{types}");
+    assert_eq!(
+        ProjectFile::read(&dir).unwrap().kinds(),
+        ["Widget", "Gadget"]
+    );
+    assert_eq!(find_project(&dir.join("src/api")).unwrap(), dir);
+
+    let err = CreateApi {
+        version: None,
+        group: Some("nodots".into()),
+        ..CreateApi::new(dir.clone(), "Gizmo")
+    }
+    .create()
+    .unwrap_err();
+    assert!(matches!(err, ScaffoldError::InvalidGroup { .. }), "{err}");
+    assert!(!dir.join("src/api/gizmo.rs").exists());
+}
+
+/// Issue 22: a second group used to be lost (`kinds:` had no group),
+/// so `create webhook` and later commands put the kind in the
+/// project's group. Each kind now keeps its group, version and scope
+/// through any number of rewrites.
+#[test]
+fn two_groups_survive_a_round_trip_and_a_third_create_api() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path()).create().unwrap();
+    CreateApi {
+        group: Some("other.example.org".into()),
+        version: Some("v2".into()),
+        namespaced: false,
+        ..CreateApi::new(dir.clone(), "Gadget")
+    }
+    .create()
+    .unwrap();
+    let first = ProjectFile::read(&dir).unwrap();
+    assert_eq!(ProjectFile::parse(&first.render()).unwrap(), first);
+    CreateApi::new(dir.clone(), "Gizmo").create().unwrap();
+    let project = ProjectFile::read(&dir).unwrap();
+    let groups: Vec<(&str, &str, &str, bool)> = project
+        .resources
+        .iter()
+        .map(|r| {
+            (
+                r.kind.as_str(),
+                r.group.as_str(),
+                r.version.as_str(),
+                r.namespaced,
+            )
+        })
+        .collect();
+    assert_eq!(
+        groups,
+        [
+            ("Widget", "demo.example.com", "v1", true),
+            ("Gadget", "other.example.org", "v2", false),
+            ("Gizmo", "demo.example.com", "v1", true),
+        ]
+    );
+    // The first format still reads (examples/memcached has it).
+    let old = "name: a\ngroup: a.example.com\nversion: v1\nkinds: A, B\n";
+    let old = ProjectFile::parse(old).unwrap();
+    assert_eq!(old.kinds(), ["A", "B"]);
+    assert!(
+        old.resources
+            .iter()
+            .all(|r| r.group == "a.example.com" && r.namespaced)
+    );
+}
+
+#[test]
+fn a_cluster_scoped_kind_has_no_namespace_anywhere() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path()).create().unwrap();
+    CreateApi {
+        namespaced: false,
+        ..CreateApi::new(dir.clone(), "Zone")
+    }
+    .create()
+    .unwrap();
+    let types = std::fs::read_to_string(dir.join("src/api/zone.rs")).unwrap();
+    assert!(types.contains("kind = \"Zone\",\n    status"), "{types}");
+    assert!(!types.contains("namespaced"), "{types}");
+    let sample = std::fs::read_to_string(dir.join("samples/zone.yaml")).unwrap();
+    assert!(!sample.contains("namespace"), "{sample}");
+    let test = std::fs::read_to_string(dir.join("tests/zone_controller.rs")).unwrap();
+    assert!(test.contains("Api::all(client.clone())"), "{test}");
+    let widget = std::fs::read_to_string(dir.join("src/api/widget.rs")).unwrap();
+    assert!(widget.contains("    namespaced,\n"), "{widget}");
+}
+
+#[test]
+fn resource_false_scaffolds_only_a_controller() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path()).create().unwrap();
+    let changed = CreateApi {
+        group: Some("apps".into()),
+        version: Some("v1".into()),
+        resource: false,
+        ..CreateApi::new(dir.clone(), "Deployment")
+    }
+    .create()
+    .unwrap();
+    assert!(
+        !changed.iter().any(|p| p.starts_with(dir.join("src/api"))),
+        "{changed:?}"
+    );
+    assert!(!dir.join("tests/deployment_controller.rs").exists());
+    assert!(!dir.join("samples/deployment.yaml").exists());
+    let controller = std::fs::read_to_string(dir.join("src/controllers/deployment.rs")).unwrap();
+    assert!(
+        controller.contains("use k8s_openapi::api::apps::v1::Deployment;"),
+        "{controller}"
+    );
+    assert!(!controller.contains("finalizer(") && !controller.contains("patch_status"));
+    let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+    assert!(lib.contains("controllers::deployment::DeploymentReconciler.add_to(manager)?;"));
+    assert!(!lib.contains("Deployment::crd()"), "{lib}");
+
+    CreateApi {
+        group: Some("cert-manager.io".into()),
+        version: Some("v1".into()),
+        resource: false,
+        external_api_path: Some("crate::external::Certificate".into()),
+        external_api_domain: Some("cert-manager.io".into()),
+        ..CreateApi::new(dir.clone(), "Certificate")
+    }
+    .create()
+    .unwrap();
+    let controller = std::fs::read_to_string(dir.join("src/controllers/certificate.rs")).unwrap();
+    assert!(
+        controller.contains("use crate::external::Certificate;"),
+        "{controller}"
+    );
+    let project = ProjectFile::read(&dir).unwrap();
+    let certificate = project.resource("Certificate").unwrap();
+    assert_eq!(
+        certificate.external.as_deref(),
+        Some("crate::external::Certificate")
+    );
+    assert_eq!(certificate.domain.as_deref(), Some("cert-manager.io"));
+    assert_eq!(
+        project.resource("Deployment").unwrap().external.as_deref(),
+        Some("k8s_openapi::api::apps::v1::Deployment")
+    );
+    assert_eq!(ProjectFile::parse(&project.render()).unwrap(), project);
+
+    let webhook = crate::CreateWebhook {
+        dir: dir.clone(),
+        kind: "Deployment".into(),
+        conversion_spoke: None,
+    }
+    .create()
+    .unwrap_err();
+    assert!(
+        webhook.to_string().contains("does not define it"),
+        "{webhook}"
+    );
+}
+
+#[test]
+fn flags_that_do_not_go_together_are_refused_before_any_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path()).create().unwrap();
+    let before = std::fs::read_to_string(dir.join("PROJECT")).unwrap();
+    let builtin = |kind: &str| CreateApi {
+        group: Some("apps".into()),
+        version: Some("v1".into()),
+        resource: false,
+        ..CreateApi::new(dir.clone(), kind)
+    };
+    let cases = [
+        (
+            CreateApi {
+                namespaced: false,
+                ..builtin("Deployment")
+            },
+            "drop --namespaced=false",
+        ),
+        (
+            CreateApi {
+                group: None,
+                ..builtin("Deployment")
+            },
+            "needs the kind's own --group and --version",
+        ),
+        (
+            CreateApi {
+                group: Some("cert-manager.io".into()),
+                ..builtin("Certificate")
+            },
+            "not a group of Kubernetes' built-in kinds",
+        ),
+        (
+            CreateApi {
+                external_api_path: Some("crate::external::Certificate".into()),
+                ..CreateApi::new(dir.clone(), "Certificate")
+            },
+            "add --resource=false",
+        ),
+        (
+            CreateApi {
+                external_api_path: Some("crate::external::Cert".into()),
+                ..builtin("Certificate")
+            },
+            "does not end in the kind Certificate",
+        ),
+        (
+            CreateApi {
+                external_api_path: Some("not a path".into()),
+                ..builtin("Certificate")
+            },
+            "is not a Rust path",
+        ),
+        (
+            CreateApi {
+                external_api_domain: Some("cert-manager.io".into()),
+                ..builtin("Deployment")
+            },
+            "--external-api-domain needs --external-api-path",
+        ),
+        (
+            CreateApi {
+                group: Some("apps".into()),
+                ..CreateApi::new(dir.clone(), "Gadget")
+            },
+            "invalid API group \"apps\"",
+        ),
+    ];
+    for (api, expected) in cases {
+        let err = api.create().unwrap_err().to_string();
+        assert!(err.contains(expected), "{api:?}: {err}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.join("PROJECT")).unwrap(),
+        before
+    );
+    assert!(!dir.join("src/controllers/deployment.rs").exists());
+}
+
+#[test]
+fn new_without_a_kind_then_create_api_adds_the_first() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut new = project(tmp.path());
+    new.kind = None;
+    let dir = new.create().unwrap();
+    assert!(!dir.join("src/api/widget.rs").exists());
+    assert!(!dir.join("samples").exists());
+    let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+    assert!(
+        !lib.contains("ControllerWiring") && !lib.contains("CustomResourceExt"),
+        "{lib}"
+    );
+    // No controller uses the manager yet: no unused-variable warning.
+    assert!(
+        lib.contains("add_controllers(_manager: &mut Manager)"),
+        "{lib}"
+    );
+    assert!(ProjectFile::read(&dir).unwrap().resources.is_empty());
+    let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+    assert!(cargo.contains("description = \"A Kubernetes operator, built with opkit.\""));
+
+    CreateApi::new(dir.clone(), "Widget").create().unwrap();
+    let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+    assert!(
+        lib.contains("use opkit::ControllerWiring;")
+            && lib.contains("use kube::CustomResourceExt;"),
+        "{lib}"
+    );
+    assert!(lib.contains("api::widget::Widget::crd(),"), "{lib}");
+    assert!(
+        lib.contains("add_controllers(manager: &mut Manager)"),
+        "{lib}"
+    );
+    // Same code as a project made with the kind (but for the doc lines
+    // naming it).
+    let other = tmp.path().join("with");
+    std::fs::create_dir(&other).unwrap();
+    let made_with = project(&other).create().unwrap();
+    let tail = |dir: &Path| {
+        let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+        lib.split_once('\n').unwrap().1.to_owned()
+    };
+    assert_eq!(tail(&dir), tail(&made_with));
+}
+
+#[test]
+fn built_in_kinds_map_to_their_k8s_openapi_types() {
+    for (group, version, kind, path) in [
+        (
+            "core",
+            "v1",
+            "ConfigMap",
+            "k8s_openapi::api::core::v1::ConfigMap",
+        ),
+        (
+            "apps",
+            "v1",
+            "Deployment",
+            "k8s_openapi::api::apps::v1::Deployment",
+        ),
+        (
+            "batch",
+            "v1",
+            "CronJob",
+            "k8s_openapi::api::batch::v1::CronJob",
+        ),
+        (
+            "networking.k8s.io",
+            "v1",
+            "Ingress",
+            "k8s_openapi::api::networking::v1::Ingress",
+        ),
+        (
+            "rbac.authorization.k8s.io",
+            "v1",
+            "Role",
+            "k8s_openapi::api::rbac::v1::Role",
+        ),
+        (
+            "apiextensions.k8s.io",
+            "v1",
+            "CustomResourceDefinition",
+            "k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition",
+        ),
+    ] {
+        assert_eq!(builtin_path(group, version, kind).as_deref(), Some(path));
+    }
+    for group in ["cert-manager.io", "example.com", "apiregistration.k8s.io"] {
+        assert_eq!(builtin_path(group, "v1", "Thing"), None, "{group}");
+    }
+    assert!(is_rust_path("crate::external::Certificate"));
+    assert!(!is_rust_path("Certificate") && !is_rust_path("crate::a b::C"));
+}
+
+#[test]
+fn create_api_outside_a_project_is_a_clear_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let err = CreateApi {
+        version: None,
+        group: None,
+        ..CreateApi::new(tmp.path().to_owned(), "Gadget")
+    }
+    .create()
+    .unwrap_err();
+    assert!(
+        err.to_string().contains("not inside an opkit project"),
+        "{err}"
+    );
+}
