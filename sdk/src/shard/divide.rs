@@ -161,8 +161,20 @@ where
                     %error,
                     retry_in = ?delay,
                     "could not ask the API server whether it filters this kind by shard \
-                     selector; the kind's cache waits"
+                     selector; asking again"
                 );
+                // Meanwhile the cache lists by the shard selector: a server
+                // that cannot answer the probe fails that list too, where
+                // the cache's start check reports it (a kind not served, an
+                // unreachable server); one that ignores the selector gives
+                // every object until the mode is known (keys stay gated).
+                filter.send_if_modified(|current| {
+                    let unset = current.is_none();
+                    if unset {
+                        *current = Some(ShardMode::ServerSide.filter(share));
+                    }
+                    unset
+                });
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
                     () = filter.closed() => return None,
