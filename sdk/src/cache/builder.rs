@@ -95,7 +95,7 @@ impl SharedCacheBuilder {
     /// default to save memory). Decoded into k8s-openapi's types they are
     /// large (about 3 KB per ConfigMap written by one manager, 19 KB per
     /// Pod written by two); to keep them for one kind as raw bytes instead,
-    /// cache it as `Projected<K, WithManagedFields<K>>` ([`WithManagedFields`]).
+    /// cache it as `Projected<K, WithManagedFields<K>>` ([`WithManagedFields`](crate::cache::WithManagedFields)).
     pub fn keep_managed_fields(mut self) -> Self {
         self.strip_managed_fields = false;
         self
@@ -147,7 +147,7 @@ impl SharedCacheBuilder {
     /// Calls `handler` with every failed list or watch attempt of every
     /// informer of the cache (client-go's `SetWatchErrorHandler`; see
     /// [`WatchErrorHandler`]); the first argument names the informer
-    /// ([`SharedIndexInformer::describe`]).
+    /// ([`SharedIndexInformer::describe`](crate::cache::SharedIndexInformer::describe)).
     ///
     /// ```no_run
     /// use opkit::cache::{ReflectorError, SharedCache};

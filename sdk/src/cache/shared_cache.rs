@@ -95,7 +95,7 @@ impl SharedCache {
     /// The client to write through: with read-your-writes on (the
     /// default), it records every write of a kind this cache watches, so
     /// reads through a reconcile's [`Context`](crate::reconcile::Context)
-    /// wait until the cache shows it (see [`read_your_writes`]).
+    /// wait until the cache shows it (see [`read_your_writes`](crate::cache::read_your_writes)).
     pub fn client(&self) -> &Client {
         &self.inner.client
     }
@@ -132,7 +132,7 @@ impl SharedCache {
     }
 
     /// The informer for objects of `K` in the cache's scope (all namespaces,
-    /// or the cache's [`namespace`](SharedCacheBuilder::namespace)), created
+    /// or the cache's [`namespace`](crate::cache::SharedCacheBuilder::namespace)), created
     /// on first use (and started if the cache is).
     pub fn informer<K>(&self) -> Result<SharedIndexInformer<K>, CacheError>
     where

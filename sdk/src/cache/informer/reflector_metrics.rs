@@ -52,7 +52,7 @@ pub struct ReflectorStats {
     /// Bookmarks received.
     pub bookmarks: u64,
     /// Object versions seen that did not deserialize into the Rust type
-    /// (each kept as an [`UndecodableObject`]; a relist counts them again).
+    /// (each kept as an [`UndecodableObject`](crate::cache::UndecodableObject); a relist counts them again).
     pub skipped_objects: u64,
     /// Objects in the cache now whose current version does not deserialize
     /// into the Rust type (a gauge).

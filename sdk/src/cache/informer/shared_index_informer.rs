@@ -128,7 +128,7 @@ struct Inner<K> {
 }
 
 /// One informer: a reflector, a DeltaFIFO and a store, with event handlers
-/// and indexes (see the [cache docs](super)). Cloning gives another handle to the
+/// and indexes (see the [cache docs](crate::cache)). Cloning gives another handle to the
 /// same informer. Once started, it runs until [`stop`](Self::stop) (dropping
 /// the handles does not stop it; informers of a [`SharedCache`](crate::cache::SharedCache)
 /// stop with the cache).

@@ -76,7 +76,7 @@
 //! The wait is bounded ([`DEFAULT_WAIT`], or
 //! [`Controller::read_your_writes_timeout`](crate::controller::Controller::read_your_writes_timeout))
 //! and ends when the read is dropped (a reconcile timeout, shutdown). On timeout
-//! the read fails with [`CacheError::WriteNotObserved`]
+//! the read fails with [`CacheError::WriteNotObserved`](crate::cache::CacheError::WriteNotObserved)
 //! (controller-runtime's cached reads have no such wait) rather than
 //! returning a state older than the
 //! reconciler's own write, and the record is forgotten, so the retry reads
