@@ -20,7 +20,7 @@ help:
 	@echo "make helm          build the Helm CLI into $(OPKIT_CACHE)/helm (the chart tests use it)"
 	@echo "make cluster-assets build the cluster's components ($(OPKIT_CACHE)/cluster) and images ($(OPKIT_CACHE)/images)"
 	@echo "make book          build the user guide (book/) into book/book/index.html (installs mdbook, pinned)"
-	@echo "make lint          cargo fmt --check, clippy with warnings denied, and the layer check (tests/layers)"
+	@echo "make lint          cargo fmt --check, clippy with warnings denied (all features, then each opkit feature alone), the layer check (tests/layers) and rustdoc as docs.rs runs it"
 	@echo "make check-package the published crates from a local registry: a generated project built and tested (part of make test)"
 	@echo "make bench         run the benchmarks and print ratio tables"
 	@echo "make bench-e2e     one operator in opkit, controller-runtime and kube-runtime, end to end"
@@ -107,6 +107,7 @@ book:
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+	CARGO=$(CARGO) tests/features/check.sh
 	python3 tests/layers/test_check_layers.py -q
 	python3 tests/layers/check_layers.py
 	RUSTDOCFLAGS='-D warnings --cfg docsrs' RUSTC_BOOTSTRAP=1 $(CARGO) doc --no-deps --workspace --all-features --quiet

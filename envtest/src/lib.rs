@@ -34,11 +34,14 @@
 //! ```
 //!
 //! and import from `opkit_envtest` (`use opkit_envtest::{ControlPlane,
-//! eventually};`). It depends on `opkit` (for
-//! [`ControlPlane::install_webhooks`]), so `opkit` cannot re-export it: there
-//! is no `opkit::envtest`. It turns on opkit's `dev-cert` feature, so tests
-//! can serve webhooks with [`opkit::webhook::DevCertificate`]. It replaces the
-//! former `opkit = { features = ["envtest"] }`.
+//! eventually};`). Its feature `webhook` (`opkit-envtest = { version =
+//! "0.1", features = ["webhook"] }`, which `cargo opkit create webhook`
+//! writes) adds `ControlPlane::install_webhooks`; it depends on `opkit` for
+//! that, so `opkit` cannot re-export it: there is no `opkit::envtest`. It
+//! turns on opkit's `dev-cert` feature, so tests can serve webhooks with
+//! `opkit::webhook::DevCertificate`. Without it opkit-envtest does not
+//! depend on opkit at all. It replaces the former `opkit = { features =
+//! ["envtest"] }`.
 //!
 //! # Binaries
 //!
@@ -69,9 +72,9 @@
 //! starts one the cluster's node pulls from ([`ClusterBuilder::with_registry_auth`]:
 //! a private one, whose CA the node trusts).
 //!
-//! Webhooks: [`ControlPlane::install_webhooks`] points the apiserver at a
-//! webhook server on loopback (see [`opkit::webhook`]), trusting a
-//! [`DevCertificate`](opkit::webhook::DevCertificate).
+//! Webhooks (feature `webhook`): `ControlPlane::install_webhooks` points
+//! the apiserver at a webhook server on loopback (see `opkit::webhook`),
+//! trusting a `DevCertificate` (`opkit::webhook::DevCertificate`).
 //!
 //! Identities: [`ControlPlane::client`] is an admin in `system:masters`;
 //! [`ControlPlane::client_as`] acts as any user and groups, subject to RBAC;
@@ -89,6 +92,8 @@
 #![deny(missing_docs)]
 #![deny(unsafe_code)]
 #![warn(clippy::unwrap_used)]
+// docs.rs: items behind a feature say so (`--cfg docsrs`, nightly).
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod assets;
 mod cluster;
@@ -101,6 +106,7 @@ mod kubeconfig;
 mod pki;
 mod process;
 mod registry;
+#[cfg(feature = "webhook")]
 mod webhooks;
 
 pub use assets::{Binaries, DEFAULT_KUBERNETES_VERSION, find_binaries};

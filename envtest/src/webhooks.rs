@@ -14,6 +14,7 @@ use super::error::{EnvtestError, Result};
 /// The field manager envtest applies configurations with.
 const FIELD_MANAGER: &str = "opkit-envtest";
 
+#[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
 impl ControlPlane {
     /// Installs the `ValidatingWebhookConfiguration` and the
     /// `MutatingWebhookConfiguration` of `webhooks`, both named `name`,

@@ -177,6 +177,8 @@ impl Rules {
         )
     }
 
+    #[cfg(feature = "secure-metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "secure-metrics")))]
     /// What [secure metrics](crate::manager::SecureMetrics) needs to check
     /// a scraper: `create` on `authentication.k8s.io` `tokenreviews` and
     /// `authorization.k8s.io` `subjectaccessreviews`.
@@ -189,6 +191,8 @@ impl Rules {
             )
     }
 
+    #[cfg(feature = "shard")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "shard")))]
     /// What sharding needs: `get`, `list`, `create`, `update`, `delete` on
     /// `coordination.k8s.io` `leases` (see [`crate::shard`]). A
     /// [`by_namespace`](crate::shard::Sharding::by_namespace) ring on a
@@ -283,6 +287,8 @@ impl Rules {
     }
 }
 
+#[cfg(feature = "secure-metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "secure-metrics")))]
 /// A `ClusterRole` named `name` allowing `get` on the non-resource URL
 /// `/metrics`: bind it to a scraper's ServiceAccount (Prometheus) to read
 /// [secure metrics](crate::manager::SecureMetrics) (kubebuilder's
@@ -394,6 +400,7 @@ mod tests {
         );
     }
 
+    #[cfg(feature = "shard")]
     #[test]
     fn sharding_needs_list_and_delete_on_leases() {
         let rules = Rules::new().sharding();

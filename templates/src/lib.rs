@@ -32,6 +32,7 @@
 
 mod cargo_env;
 mod error;
+mod features;
 pub mod image;
 pub mod installer;
 mod names;

@@ -30,7 +30,8 @@ const CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
 /// opkit manifests` writes to `deploy/05-webhooks.yaml`), has the manager
 /// serve the webhooks (`--manage-webhook-certificate`), exposes port 9443
 /// in `deploy/04-deployment.yaml` with an `emptyDir` at the cert dir, and
-/// turns on opkit's `dev-cert` feature (`make deploy` applies every
+/// turns on opkit's `webhook` and `dev-cert` features (and opkit-envtest's
+/// `webhook`, for the tests) (`make deploy` applies every
 /// `deploy/*.yaml` in name order, so `05-webhooks.yaml` needs no edit).
 ///
 /// With `conversion_spoke`: also (or, if the kind has its admission webhook
@@ -67,8 +68,9 @@ enum Change {
     Before(String),
     /// Replace the anchor line (keeping its indentation).
     Replace(String),
-    /// Turn on opkit's `dev-cert` feature on the first `opkit = ` line.
-    DevCertFeature,
+    /// Turn on these cargo features on the first line that is the anchor
+    /// (`opkit = `, a dependency) followed by its version or table.
+    Features(&'static [&'static str]),
 }
 
 impl CreateWebhook {
@@ -257,7 +259,8 @@ impl CreateWebhook {
 /// The edits the project's first webhook makes: the module, the manager's
 /// webhook server and its flag, the CRDs with their conversion stanza, the
 /// Deployment's port and certificate volume, and
-/// opkit's `dev-cert` feature.
+/// opkit's `webhook` and `dev-cert` features (the managed certificate and
+/// the tests' `DevCertificate`) and opkit-envtest's `webhook`.
 fn first_webhook_edits(crate_name: &str) -> Vec<Edit> {
     vec![
         Edit {
@@ -353,8 +356,14 @@ fn first_webhook_edits(crate_name: &str) -> Vec<Edit> {
         Edit {
             file: "Cargo.toml",
             anchor: "opkit = ".to_owned(),
-            change: Change::DevCertFeature,
-            what: "opkit's dev-cert feature",
+            change: Change::Features(crate::features::WEBHOOK),
+            what: "opkit's webhook and dev-cert features",
+        },
+        Edit {
+            file: "Cargo.toml",
+            anchor: "opkit-envtest = ".to_owned(),
+            change: Change::Features(crate::features::ENVTEST_WEBHOOK),
+            what: "opkit-envtest's webhook feature",
         },
     ]
 }
@@ -368,7 +377,7 @@ fn apply(text: &str, edit: &Edit) -> Option<String> {
             out.push_str(anchor);
             out
         }),
-        Change::DevCertFeature => with_dev_cert_feature(text),
+        Change::Features(features) => crate::features::with_features(text, &edit.anchor, features),
         Change::Replace(line) => replace_line(text, &edit.anchor, |indent, anchor| {
             let newline = if anchor.ends_with('\n') { "\n" } else { "" };
             format!("{indent}{line}{newline}")
@@ -418,43 +427,6 @@ fn insert_after_line(text: &str, anchor: &str, line: &str) -> Option<String> {
             let indent: String = existing.chars().take_while(|c| c.is_whitespace()).collect();
             out.push_str(&indented(&indent, line));
             found = true;
-        }
-    }
-    found.then_some(out)
-}
-
-/// `Cargo.toml` with opkit's `dev-cert` feature on in `[dependencies]`
-/// (the first `opkit = ` line): `"0.1"` becomes a table, a table gains the
-/// feature. `None` when there is no such line or its form is unknown.
-fn with_dev_cert_feature(text: &str) -> Option<String> {
-    let mut out = String::with_capacity(text.len() + 32);
-    let mut found = false;
-    for existing in text.split_inclusive('\n') {
-        let body = existing.trim_end_matches('\n');
-        let newline = &existing[body.len()..];
-        match body.strip_prefix("opkit = ") {
-            Some(value) if !found => {
-                found = true;
-                let value = value.trim();
-                let changed = if value.contains("dev-cert") {
-                    value.to_owned()
-                } else if value.starts_with('"') {
-                    format!("{{ version = {value}, features = [\"dev-cert\"] }}")
-                } else if let Some(inner) =
-                    value.strip_prefix('{').and_then(|v| v.strip_suffix('}'))
-                {
-                    if let Some(at) = inner.find("features = [") {
-                        let (head, tail) = inner.split_at(at + "features = [".len());
-                        format!("{{{head}\"dev-cert\", {tail}}}")
-                    } else {
-                        format!("{{{}, features = [\"dev-cert\"] }}", inner.trim_end())
-                    }
-                } else {
-                    return None;
-                };
-                out.push_str(&format!("opkit = {changed}{newline}"));
-            }
-            _ => out.push_str(existing),
         }
     }
     found.then_some(out)
@@ -569,33 +541,6 @@ mod tests {
         })
         .unwrap();
         assert_eq!(out, "vec![\n        api::gate_v1::crd(),\n]\n");
-    }
-
-    #[test]
-    fn turns_on_dev_cert_in_every_form_of_the_opkit_line() {
-        let cases = [
-            (
-                "opkit = \"0.1\"\n",
-                "opkit = { version = \"0.1\", features = [\"dev-cert\"] }\n",
-            ),
-            (
-                "opkit = { path = \"/x/sdk\" }\n",
-                "opkit = { path = \"/x/sdk\", features = [\"dev-cert\"] }\n",
-            ),
-            (
-                "opkit = { version = \"0.1\", features = [\"other\"] }\n",
-                "opkit = { version = \"0.1\", features = [\"dev-cert\", \"other\"] }\n",
-            ),
-        ];
-        for (before, after) in cases {
-            assert_eq!(with_dev_cert_feature(before).unwrap(), after);
-        }
-        // Only [dependencies]' line (the first) changes, never opkit-envtest's.
-        let both = "opkit = \"0.1\"\n[dev-dependencies]\nopkit-envtest = \"0.1\"\n";
-        let out = with_dev_cert_feature(both).unwrap();
-        assert!(out.ends_with("[dev-dependencies]\nopkit-envtest = \"0.1\"\n"));
-        assert!(with_dev_cert_feature("opkit-envtest = \"0.1\"\n").is_none());
-        assert!(with_dev_cert_feature("serde = \"1\"\n").is_none());
     }
 
     #[test]

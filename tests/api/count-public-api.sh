@@ -4,13 +4,27 @@
 # trait-provided methods of public types, without trait impls of foreign
 # traits (Debug, Clone, ...).
 #
-#   tests/api/count-public-api.sh            # counts for the checkout
+#   tests/api/count-public-api.sh               # all features: the three counts
+#   tests/api/count-public-api.sh --per-feature # per cargo feature set, below
 #   REV=<commit> tests/api/count-public-api.sh  # counts for another commit
+#
+# --per-feature counts opkit with its default features (none), then what
+# each optional feature adds to them (counted with the feature and the
+# features it turns on, e.g. dev-cert with webhook, less the default set),
+# then all features; each line also counts public fields (of structs and
+# of struct-like variants), enum variants and constants (module-level and
+# associated).
 #
 # rustdoc's JSON output is unstable; RUSTC_BOOTSTRAP lets the stable
 # toolchain emit it (for this count only, never for builds).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+per_feature=0
+case "${1:-}" in
+  --per-feature) per_feature=1 ;;
+  "") ;;
+  *) echo "usage: $0 [--per-feature]" >&2; exit 2 ;;
+esac
 dir=.
 if [ -n "${REV:-}" ]; then
   dir=$(mktemp -d)
@@ -18,57 +32,149 @@ if [ -n "${REV:-}" ]; then
   git worktree add -q --detach "$dir" "$REV"
 fi
 target=${CARGO_TARGET_DIR:-$PWD/target}/api-count
-(cd "$dir" && RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$target" cargo rustdoc -q -p opkit --all-features -- \
-  -Z unstable-options --output-format json) >&2
-python3 - "$target/doc/opkit.json" <<'PY'
+
+# rustdoc_json OUT CARGO-FEATURE-ARGS...: opkit's rustdoc JSON into OUT.
+rustdoc_json() {
+  local out=$1
+  shift
+  (cd "$dir" && RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$target" cargo rustdoc -q -p opkit "$@" -- \
+    -Z unstable-options --output-format json) >&2
+  cp "$target/doc/opkit.json" "$out"
+}
+
+count() {
+  python3 - "$@" <<'PY'
 import json, sys
-doc = json.load(open(sys.argv[1]))
-index = doc["index"]
-root = doc["root"]
-seen, fns, types, traits = set(), set(), set(), set()
 
-def kind(item):
-    return next(iter(item["inner"])) if isinstance(item["inner"], dict) else item["inner"]
+def counts(path):
+    doc = json.load(open(path))
+    index = doc["index"]
+    seen, fns, types, traits = set(), set(), set(), set()
+    fields, variants, consts = set(), set(), set()
 
-def visit(id_):
-    if id_ in seen or str(id_) not in index:
-        return
-    seen.add(id_)
-    item = index[str(id_)]
-    if item.get("visibility") not in ("public", None) and kind(item) != "use":
-        return
-    k = kind(item)
-    inner = item["inner"][k]
-    if k == "module":
-        for child in inner["items"]:
-            visit(child)
-    elif k == "use":
-        if inner.get("id") is not None:
-            visit(inner["id"])
-    elif k == "function":
-        fns.add(id_)
-    elif k in ("struct", "enum", "type_alias", "union"):
-        types.add(id_)
-        for impl_id in inner.get("impls", []):
-            impl = index.get(str(impl_id))
-            if impl is None:
-                continue
-            im = impl["inner"]["impl"]
-            if im.get("trait") is not None or im.get("synthetic") or im.get("blanket_impl"):
-                continue
-            for m in im["items"]:
+    def kind(item):
+        return next(iter(item["inner"])) if isinstance(item["inner"], dict) else item["inner"]
+
+    def public(item):
+        return item is not None and item.get("visibility") == "public"
+
+    def struct_fields(shape):
+        # a struct's or a variant's kind: "unit", {"tuple": [ids|null]},
+        # {"plain"/"struct": {"fields": [ids]}}
+        if not isinstance(shape, dict):
+            return []
+        if "tuple" in shape:
+            return [f for f in shape["tuple"] if f is not None]
+        body = shape.get("plain") or shape.get("struct") or {}
+        return body.get("fields", [])
+
+    def visit(id_):
+        if id_ in seen or str(id_) not in index:
+            return
+        seen.add(id_)
+        item = index[str(id_)]
+        if item.get("visibility") not in ("public", None) and kind(item) != "use":
+            return
+        k = kind(item)
+        inner = item["inner"][k]
+        if k == "module":
+            for child in inner["items"]:
+                visit(child)
+        elif k == "use":
+            if inner.get("id") is not None:
+                visit(inner["id"])
+        elif k == "function":
+            fns.add(id_)
+        elif k in ("constant", "static"):
+            consts.add(id_)
+        elif k in ("struct", "enum", "type_alias", "union"):
+            types.add(id_)
+            if k == "struct":
+                for f in struct_fields(inner["kind"]):
+                    if public(index.get(str(f))):
+                        fields.add(f)
+            if k == "enum":
+                for v in inner["variants"]:
+                    vi = index.get(str(v))
+                    if vi is None:
+                        continue
+                    variants.add(v)
+                    # a variant's fields are as public as the enum
+                    fields.update(struct_fields(vi["inner"]["variant"]["kind"]))
+            for impl_id in inner.get("impls", []):
+                impl = index.get(str(impl_id))
+                if impl is None:
+                    continue
+                im = impl["inner"]["impl"]
+                if im.get("trait") is not None or im.get("synthetic") or im.get("blanket_impl"):
+                    continue
+                for m in im["items"]:
+                    mi = index.get(str(m))
+                    if public(mi) and kind(mi) == "function":
+                        fns.add(m)
+                    elif public(mi) and kind(mi) == "assoc_const":
+                        consts.add(m)
+        elif k == "trait":
+            traits.add(id_)
+            for m in inner["items"]:
                 mi = index.get(str(m))
-                if mi and mi.get("visibility") == "public" and kind(mi) == "function":
+                if mi and kind(mi) == "function":
                     fns.add(m)
-    elif k == "trait":
-        traits.add(id_)
-        for m in inner["items"]:
-            mi = index.get(str(m))
-            if mi and kind(mi) == "function":
-                fns.add(m)
+                elif mi and kind(mi) == "assoc_const":
+                    consts.add(m)
 
-visit(root)
-print(f"public functions and methods: {len(fns)}")
-print(f"public types (structs, enums, aliases): {len(types)}")
-print(f"public traits: {len(traits)}")
+    visit(doc["root"])
+    return {"fns": len(fns), "types": len(types), "traits": len(traits),
+            "fields": len(fields), "variants": len(variants), "consts": len(consts)}
+
+args = sys.argv[1:]
+if args[0] == "--all":
+    c = counts(args[1])
+    print(f"public functions and methods: {c['fns']}")
+    print(f"public types (structs, enums, aliases): {c['types']}")
+    print(f"public traits: {c['traits']}")
+    sys.exit(0)
+
+def line(label, c, sign=""):
+    return (f"{label}: {sign}{c['fns']} functions and methods, {sign}{c['types']} types, "
+            f"{sign}{c['traits']} traits, {sign}{c['fields']} fields, "
+            f"{sign}{c['variants']} variants, {sign}{c['consts']} constants")
+
+base = counts(args[0])
+print(line("default features", base))
+for spec in args[1:-1]:
+    name, path = spec.split("=", 1)
+    name, *implied = name.split(",")
+    if implied:
+        name = f"{name} (with {', '.join(implied)})"
+    c = counts(path)
+    print(line(f"+ {name}", {k: c[k] - base[k] for k in c}, "+"))
+print(line("all features", counts(args[-1])))
 PY
+}
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"; [ -z "${REV:-}" ] || git worktree remove --force "$dir" >/dev/null 2>&1 || true' EXIT
+if [ "$per_feature" = 0 ]; then
+  rustdoc_json "$tmp/all.json" --all-features
+  count --all "$tmp/all.json"
+  exit 0
+fi
+# The optional features, in sdk/Cargo.toml's order, each as
+# `name[,the other optional features it turns on]`.
+features=$(python3 -c '
+import sys, tomllib
+features = tomllib.load(open(sys.argv[1], "rb"))["features"]
+for name, enables in features.items():
+    if name != "default":
+        print(",".join([name] + [f for f in enables if f in features]))
+' "$dir/sdk/Cargo.toml")
+rustdoc_json "$tmp/default.json"
+specs=()
+for spec in $features; do
+  feature=${spec%%,*}
+  rustdoc_json "$tmp/$feature.json" --features "$feature"
+  specs+=("$spec=$tmp/$feature.json")
+done
+rustdoc_json "$tmp/all.json" --all-features
+count "$tmp/default.json" "${specs[@]}" "$tmp/all.json"

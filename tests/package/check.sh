@@ -126,7 +126,7 @@ say "cargo opkit new"
 (cd "$work" && "$work/bin/bin/cargo-opkit" opkit new package-check-operator \
   --group check.opkit.dev --kind Widget --skip-manifests)
 project="$work/package-check-operator"
-grep -qx "opkit = \"$version\"" "$project/Cargo.toml" ||
+grep -q "^opkit = { version = \"$version\"" "$project/Cargo.toml" ||
   die "the project does not depend on the published opkit: $(grep opkit "$project/Cargo.toml")"
 grep -qx "opkit-envtest = \"$version\"" "$project/Cargo.toml" ||
   die "the project does not depend on the published opkit-envtest"

@@ -100,18 +100,21 @@ pub use informer::{
     ReflectorStats, SharedIndexInformer, Store, StreamingList, Transform, WatchErrorHandler,
     handler_fn,
 };
+#[cfg(feature = "shard")]
 pub(crate) use informer::{ListFilter, metadata_informer, server_filters_by_shard_selector};
 pub use managed_fields::WithManagedFields;
 pub(crate) use projection::drops_owner_references as projection_drops_owner_references;
 pub use projection::{Projected, Projection};
 pub(crate) use reads::list_in;
 pub use scope::Scope;
+#[cfg(feature = "shard")]
 pub(crate) use scope::is_namespaced;
 pub use shared_cache::SharedCache;
 pub use start::START_LIST_ATTEMPTS;
 pub use undecodable::UndecodableObject;
 
 #[cfg(test)]
+#[cfg(feature = "shard")]
 pub(crate) use informer::list_watch_tests::test_client;
 #[cfg(test)]
 mod tests;

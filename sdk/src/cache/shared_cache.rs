@@ -253,6 +253,7 @@ impl SharedCache {
     /// it lists nothing until the filter holds one, and relists when it
     /// changes. Must come before that informer is created; later, it is
     /// logged, the informer keeps every object, and this returns false.
+    #[cfg(feature = "shard")]
     pub(crate) fn filter_kind<K>(&self, filter: watch::Receiver<Option<ListFilter>>) -> bool
     where
         K: Resource + 'static,

@@ -10,9 +10,12 @@ use serde::de::DeserializeOwned;
 
 use super::observer::{ControllerObservers, ReconcileObserver};
 use super::settings::{RunSettings, ShutdownBound};
+#[cfg(feature = "shard")]
 use super::sharded;
 use super::stats::ReconcileStats;
-use super::watch::{self, IndexFn, ShardKindFn, WatchFn};
+#[cfg(feature = "shard")]
+use super::watch::ShardKindFn;
+use super::watch::{self, IndexFn, WatchFn};
 use crate::cache::{CacheError, SharedCache, Store};
 use crate::handler::{Mapper, OwnerKind, WatchPredicates, owner_of, the_object};
 use crate::predicate::{HasMetadata, Predicate};
@@ -25,6 +28,7 @@ pub struct Controller<R> {
     pub(super) reconciler: Arc<R>,
     pub(super) indexes: Vec<IndexFn>,
     pub(super) watches: Vec<WatchFn>,
+    #[cfg(feature = "shard")]
     /// The owned kinds a sharded cache divides besides the primary: those
     /// of the same scope (namespaced or not) as the primary.
     pub(super) sharded_kinds: Vec<ShardKindFn>,
@@ -86,11 +90,13 @@ impl<R: Reconcile> Controller<R> {
                 cache_sync_timeout: Duration::from_secs(120),
                 shutdown: ShutdownBound::Own(Duration::from_secs(30)),
                 read_your_writes: Some(crate::cache::read_your_writes::DEFAULT_WAIT),
+                #[cfg(feature = "shard")]
                 shard: None,
             },
             reconciler: Arc::new(reconciler),
             indexes: Vec::new(),
             watches: Vec::new(),
+            #[cfg(feature = "shard")]
             sharded_kinds: Vec::new(),
             event_filters: Vec::new(),
             rate_limiter: None,
@@ -193,6 +199,7 @@ impl<R: Reconcile> Controller<R> {
         // An owned object lives in its owner's namespace: with namespaces
         // hashed, it lands on its owner's replica when both kinds are
         // namespaced (or both cluster-scoped: all on one replica).
+        #[cfg(feature = "shard")]
         if crate::cache::is_namespaced::<C>() == owner.namespaced {
             self.sharded_kinds.push(sharded::shard_kind::<C>);
         }
@@ -417,6 +424,8 @@ impl<R: Reconcile> Controller<R> {
         self
     }
 
+    #[cfg(feature = "shard")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "shard")))]
     /// Reconcile only the keys `shard` gives this replica, each under a
     /// [`ShardPermit`](crate::shard::ShardPermit), so that no key is ever
     /// reconciled by two replicas at once (see [`crate::shard`]). Keys of

@@ -73,6 +73,7 @@ mod error;
 mod observer;
 mod run;
 mod settings;
+#[cfg(feature = "shard")]
 mod sharded;
 mod stats;
 mod watch;
@@ -86,6 +87,7 @@ pub use stats::{ReconcileCounts, ReconcileStats};
 pub(crate) use workers::StartGate;
 
 #[cfg(test)]
+#[cfg(feature = "shard")]
 mod sharded_tests;
 #[cfg(test)]
 mod tests;

@@ -23,5 +23,6 @@ pub(super) struct RunSettings {
     pub(super) cache_sync_timeout: Duration,
     pub(super) shutdown: ShutdownBound,
     pub(super) read_your_writes: Option<Duration>,
+    #[cfg(feature = "shard")]
     pub(super) shard: Option<crate::shard::ShardHandle>,
 }

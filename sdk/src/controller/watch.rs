@@ -21,6 +21,7 @@ pub(super) type WatchFn = Box<
 /// Registers one index of a controller on the shared cache.
 pub(super) type IndexFn = Box<dyn FnOnce(&SharedCache) -> Result<(), (String, CacheError)> + Send>;
 
+#[cfg(feature = "shard")]
 /// Makes the cache of one kind list only this replica's shard.
 pub(super) type ShardKindFn = fn(
     &crate::shard::ShardHandle,

@@ -9,6 +9,7 @@ use tokio_util::sync::CancellationToken;
 use super::error::ControllerError;
 use super::observer::ReconcileObserver;
 use super::settings::{RunSettings, ShutdownBound};
+#[cfg(feature = "shard")]
 use super::sharded;
 use super::stats::ReconcileStats;
 use super::watch::RegisteredWatch;
@@ -93,6 +94,7 @@ impl<R: Reconcile> Workers<'_, R> {
             read_your_writes: self.settings.read_your_writes,
         });
         let mut tasks = tokio::task::JoinSet::new();
+        #[cfg(feature = "shard")]
         let resync = self.settings.shard.clone().map(|shard| {
             tokio::spawn(sharded::resync_on_rebalance::<R>(
                 shard,
@@ -101,7 +103,9 @@ impl<R: Reconcile> Workers<'_, R> {
                 self.settings.name.clone(),
             ))
         });
+        #[cfg(feature = "shard")]
         let _resync = resync.map(tokio_util::task::AbortOnDropHandle::new);
+        #[cfg(feature = "shard")]
         let labeller = self.settings.shard.clone().map(|shard| {
             tokio::spawn(crate::shard::label_primary::<R::Object>(
                 shard,
@@ -109,8 +113,10 @@ impl<R: Reconcile> Workers<'_, R> {
                 self.settings.name.clone(),
             ))
         });
+        #[cfg(feature = "shard")]
         let _labeller = labeller.map(tokio_util::task::AbortOnDropHandle::new);
         for _ in 0..self.settings.max_concurrent_reconciles {
+            #[cfg(feature = "shard")]
             let shard = self.settings.shard.clone();
             let reconciler = Arc::clone(&self.reconciler);
             let shared = Arc::clone(&shared);
@@ -132,8 +138,13 @@ impl<R: Reconcile> Workers<'_, R> {
                             None => break,
                         },
                     };
-                    let Some(shard) = &shard else {
-                        worker::process_observed(
+                    #[cfg(feature = "shard")]
+                    if let Some(shard) = &shard {
+                        let Some(permit) = sharded::admit(shard, &queue, &request.0) else {
+                            continue;
+                        };
+                        let key = request.0.clone();
+                        let reconcile = worker::process_observed(
                             &*reconciler,
                             &shared,
                             &queue,
@@ -141,15 +152,12 @@ impl<R: Reconcile> Workers<'_, R> {
                             observer.as_deref(),
                             timeout,
                             request,
-                        )
-                        .await;
+                        );
+                        sharded::run_under(shard, &queue, &shared.name, &key, permit, reconcile)
+                            .await;
                         continue;
-                    };
-                    let Some(permit) = sharded::admit(shard, &queue, &request.0) else {
-                        continue;
-                    };
-                    let key = request.0.clone();
-                    let reconcile = worker::process_observed(
+                    }
+                    worker::process_observed(
                         &*reconciler,
                         &shared,
                         &queue,
@@ -157,8 +165,8 @@ impl<R: Reconcile> Workers<'_, R> {
                         observer.as_deref(),
                         timeout,
                         request,
-                    );
-                    sharded::run_under(shard, &queue, &shared.name, &key, permit, reconcile).await;
+                    )
+                    .await;
                 }
             });
         }

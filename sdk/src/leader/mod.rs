@@ -88,7 +88,9 @@ pub use config::LeaderElection;
 pub(crate) use elector::LeaderElector;
 pub use error::LeaderError;
 pub use handle::LeaderHandle;
+#[cfg(feature = "shard")]
 pub(crate) use identity::default_identity;
 pub use state::LeaderState;
 pub use timing::{DEFAULT_LEASE_DURATION, DEFAULT_RENEW_DEADLINE, DEFAULT_RETRY_PERIOD};
+#[cfg(feature = "shard")]
 pub(crate) use timing::{Timing as LeaseTiming, lease_seconds};

@@ -20,6 +20,7 @@ use crate::controller::{Controller, ControllerError, StartGate};
 use crate::leader::LeaderElector;
 use crate::metrics::Metrics;
 use crate::reconcile::Reconcile;
+#[cfg(feature = "webhook")]
 use crate::webhook::BoundWebhookServer;
 
 /// Runs a prepared controller: its workers, once the gate opens, until the
@@ -51,8 +52,10 @@ pub struct Manager {
     pub(super) cache: SharedCache,
     pub(super) metrics: Metrics,
     pub(super) elector: Option<(LeaderElector, String)>,
+    #[cfg(feature = "shard")]
     pub(super) shard: Option<crate::shard::ShardHandle>,
     pub(super) servers: Vec<Bound>,
+    #[cfg(feature = "webhook")]
     pub(super) webhook: Option<BoundWebhookServer>,
     pub(super) healthz: Checks,
     pub(super) readyz: Checks,
@@ -115,6 +118,8 @@ impl Manager {
             .and_then(Bound::local_addr)
     }
 
+    #[cfg(feature = "webhook")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
     /// The address the [webhook server](crate::manager::ManagerBuilder::webhook_server) is
     /// bound to (`None` without one).
     pub fn webhook_address(&self) -> Option<SocketAddr> {
@@ -147,6 +152,7 @@ impl Manager {
         // The manager's graceful shutdown timeout bounds the controller's
         // drain (and reports what it abandons): the controller has no bound
         // of its own.
+        #[cfg(feature = "shard")]
         let controller = match &self.shard {
             Some(shard) => controller.sharded(shard.clone()),
             None => controller,

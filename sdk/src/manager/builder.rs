@@ -8,14 +8,19 @@ use tokio::sync::watch;
 use super::assembled::Manager;
 use super::error::ManagerError;
 use super::health::{self, Checks};
+#[cfg(feature = "webhook")]
 use super::runnable::BoxError;
-use super::secure_metrics::{SecureMetrics, Secured};
+#[cfg(feature = "secure-metrics")]
+use super::secure_metrics::SecureMetrics;
+use super::secure_metrics::Secured;
 use super::server::{self, Bound, Serves};
 use crate::cache::SharedCache;
 use crate::config::{self, ConfigSource};
 use crate::leader::{LeaderElection, LeaderElector};
 use crate::metrics::Metrics;
+#[cfg(feature = "shard")]
 use crate::shard::Sharding;
+#[cfg(feature = "webhook")]
 use crate::webhook::WebhookServer;
 
 /// The default graceful shutdown timeout: how long running reconciles and
@@ -73,13 +78,16 @@ pub struct ManagerBuilder {
     connection: Connection,
     namespace: Option<String>,
     leader_election: Option<LeaderElection>,
+    #[cfg(feature = "shard")]
     sharding: Option<Sharding>,
     metrics_address: Option<String>,
+    #[cfg(feature = "secure-metrics")]
     metrics_secure: Option<SecureMetrics>,
     probe_address: Option<String>,
     graceful_shutdown_timeout: Duration,
     cache_sync_timeout: Duration,
     metrics: Option<Metrics>,
+    #[cfg(feature = "webhook")]
     webhook_server: Option<WebhookServer>,
     read_your_writes: bool,
 }
@@ -90,13 +98,16 @@ impl Default for ManagerBuilder {
             connection: Connection::Source(ConfigSource::Infer),
             namespace: None,
             leader_election: None,
+            #[cfg(feature = "shard")]
             sharding: None,
             metrics_address: None,
+            #[cfg(feature = "secure-metrics")]
             metrics_secure: None,
             probe_address: None,
             graceful_shutdown_timeout: DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT,
             cache_sync_timeout: DEFAULT_CACHE_SYNC_TIMEOUT,
             metrics: None,
+            #[cfg(feature = "webhook")]
             webhook_server: None,
             read_your_writes: true,
         }
@@ -149,6 +160,8 @@ impl ManagerBuilder {
         self
     }
 
+    #[cfg(feature = "shard")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "shard")))]
     /// Split the objects across the replicas (see [`crate::shard`]): each
     /// replica joins the ring at [`build`](Self::build), and every
     /// controller [`add`](Manager::add)ed reconciles only this replica's
@@ -177,6 +190,8 @@ impl ManagerBuilder {
         self
     }
 
+    #[cfg(feature = "secure-metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "secure-metrics")))]
     /// Serve `/metrics` over HTTPS, to scrapers whose bearer token is
     /// allowed `get` on `/metrics` only (see [`SecureMetrics`]: TLS,
     /// TokenReview, SubjectAccessReview, a short cache). The generated
@@ -236,6 +251,8 @@ impl ManagerBuilder {
         self
     }
 
+    #[cfg(feature = "webhook")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
     /// Serve admission and conversion webhooks (see [`crate::webhook`]).
     /// [`build`](Self::build) reads the certificate and binds the address;
     /// [`run`](Manager::run) serves it on every replica, leader or not,
@@ -262,6 +279,7 @@ impl ManagerBuilder {
                 instrumented_client(config::load(&source).await?, &metrics)?
             }
         };
+        #[cfg(feature = "shard")]
         if self.sharding.is_some() && self.leader_election.is_some() {
             return Err(ManagerError::ShardingWithLeaderElection);
         }
@@ -270,15 +288,20 @@ impl ManagerBuilder {
             Some(election) => Some(elector(&client, election)?),
         };
         // Only when metrics are served at all ("0" turns them off).
+        #[cfg(feature = "secure-metrics")]
         let serves_metrics = self
             .metrics_address
             .as_deref()
             .and_then(server::parse_address)
             .is_some();
+        #[cfg(feature = "secure-metrics")]
         let secure = match &self.metrics_secure {
             Some(secure) if serves_metrics => Some(secure.prepare(&client)?),
             _ => None,
         };
+        #[cfg(not(feature = "secure-metrics"))]
+        let secure = None;
+        #[cfg(feature = "shard")]
         let shard = match self.sharding {
             None => None,
             Some(mut sharding) => {
@@ -301,6 +324,7 @@ impl ManagerBuilder {
         )
         .await?;
 
+        #[cfg(feature = "webhook")]
         let webhook = match self.webhook_server {
             Some(mut server) => {
                 server
@@ -325,6 +349,7 @@ impl ManagerBuilder {
             "informers".to_owned(),
             health::informers_synced(cache.clone()),
         );
+        #[cfg(feature = "webhook")]
         if let Some(webhook) = &webhook {
             let readiness = webhook.readiness();
             readyz.add(
@@ -335,6 +360,7 @@ impl ManagerBuilder {
                 }),
             );
         }
+        #[cfg(feature = "shard")]
         if let Some(shard) = &shard {
             readyz.add(
                 "shard".to_owned(),
@@ -349,8 +375,10 @@ impl ManagerBuilder {
             cache,
             metrics,
             elector,
+            #[cfg(feature = "shard")]
             shard,
             servers,
+            #[cfg(feature = "webhook")]
             webhook,
             healthz,
             readyz,

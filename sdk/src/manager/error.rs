@@ -29,9 +29,13 @@ pub enum ManagerError {
          (in a cluster it defaults to the pod's namespace)"
     )]
     NoLeaseNamespace,
+    #[cfg(feature = "shard")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "shard")))]
     /// The sharding options are invalid.
     #[error("invalid sharding options: {0}")]
     Sharding(#[source] crate::shard::ShardError),
+    #[cfg(feature = "shard")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "shard")))]
     /// Both sharding and leader election were asked for: with sharding
     /// every replica reconciles its share, so there is no leader to elect.
     #[error("sharding and leader election exclude each other: choose one")]
@@ -59,6 +63,8 @@ pub enum ManagerError {
         #[source]
         source: std::io::Error,
     },
+    #[cfg(feature = "secure-metrics")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "secure-metrics")))]
     /// The secure metrics server's certificate could not be made or read
     /// (see [`SecureMetrics`](super::SecureMetrics)).
     #[error("secure metrics (HTTPS /metrics): {source}")]
@@ -67,6 +73,8 @@ pub enum ManagerError {
         #[source]
         source: crate::webhook::WebhookError,
     },
+    #[cfg(feature = "webhook")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "webhook")))]
     /// The webhook server could not be set up (certificate, address) or
     /// failed.
     #[error(transparent)]

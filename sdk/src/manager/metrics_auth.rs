@@ -15,7 +15,7 @@ use k8s_openapi::api::authorization::v1::{
 };
 use kube::api::{Api, PostParams};
 use parking_lot::Mutex;
-use sha2::{Digest, Sha256};
+use ring::digest::{SHA256, SHA256_OUTPUT_LEN, digest};
 use tokio::time::Instant;
 
 /// How long an allowed token is trusted without asking the API server again.
@@ -151,7 +151,8 @@ impl MetricsAuth {
                     .to_owned(),
             ));
         };
-        let key: [u8; 32] = Sha256::digest(token.as_bytes()).into();
+        let mut key = [0u8; SHA256_OUTPUT_LEN];
+        key.copy_from_slice(digest(&SHA256, token.as_bytes()).as_ref());
         let decision = match self.cache.get(&key) {
             Some(decision) => decision,
             None => {

@@ -94,11 +94,16 @@ mod assembled;
 mod builder;
 mod error;
 mod health;
+#[cfg(feature = "secure-metrics")]
 mod metrics_auth;
 mod observers;
 mod run;
 mod runnable;
 mod scrape;
+#[cfg(feature = "secure-metrics")]
+mod secure_metrics;
+#[cfg(not(feature = "secure-metrics"))]
+#[path = "secure_metrics_off.rs"]
 mod secure_metrics;
 mod server;
 mod signals;
@@ -114,6 +119,8 @@ pub use assembled::Manager;
 pub use builder::{DEFAULT_CACHE_SYNC_TIMEOUT, DEFAULT_GRACEFUL_SHUTDOWN_TIMEOUT, ManagerBuilder};
 pub use error::ManagerError;
 pub use runnable::{BoxError, Runnable};
+#[cfg(feature = "secure-metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "secure-metrics")))]
 pub use secure_metrics::SecureMetrics;
 
 pub use crate::cache::START_LIST_ATTEMPTS;

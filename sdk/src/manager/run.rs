@@ -91,8 +91,10 @@ async fn run(
         cache,
         metrics,
         elector,
+        #[cfg(feature = "shard")]
         shard,
         servers,
+        #[cfg(feature = "webhook")]
         webhook,
         healthz,
         readyz,
@@ -137,6 +139,7 @@ async fn run(
     }
     // Webhooks too, on every replica and before the caches sync: a
     // converted kind cannot be listed until the conversion webhook answers.
+    #[cfg(feature = "webhook")]
     if let Some(webhook) = webhook {
         let serving = serving.clone();
         http.spawn(async move { webhook.serve(serving).await.map_err(ManagerError::Webhook) });
@@ -254,6 +257,7 @@ async fn run(
 
     // Nothing reconciles any more: leave the shard ring (its Lease is
     // deleted, so the others take this replica's share at once).
+    #[cfg(feature = "shard")]
     if let Some(shard) = &shard {
         shard.shutdown().await;
     }

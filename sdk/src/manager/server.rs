@@ -106,6 +106,7 @@ pub(crate) async fn serve(
             "serving (address unknown)"
         ),
     }
+    #[cfg(feature = "secure-metrics")]
     if let Some(secure) = bound.secure {
         secure.serve(bound.listener, endpoints.metrics, stop).await;
         return Ok(());

@@ -433,6 +433,7 @@ async fn the_caches_informers_stop_with_the_manager() {
     );
 }
 
+#[cfg(feature = "secure-metrics")]
 #[tokio::test]
 async fn secure_metrics_never_share_the_probes_address_and_stay_off_with_metrics() {
     let shared = Manager::builder()

@@ -73,6 +73,7 @@ pub enum WebhookError {
     },
     /// A development certificate could not be generated.
     #[cfg(feature = "dev-cert")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "dev-cert")))]
     #[error("cannot generate the development certificate ({what}): {source}")]
     Generate {
         /// Which part.
@@ -93,6 +94,7 @@ pub enum WebhookError {
     /// Reading or writing the managed certificate's Secret, or injecting
     /// its CA, failed.
     #[cfg(feature = "dev-cert")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "dev-cert")))]
     #[error(
         "managing the webhook certificate: {action} {object} failed: {source}; check the \
          manager's RBAC (ManagedCertificate::rbac_rules) and that the namespace exists"
@@ -109,6 +111,7 @@ pub enum WebhookError {
     /// The Secret another replica stored lacks a part or was issued for
     /// other hosts.
     #[cfg(feature = "dev-cert")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "dev-cert")))]
     #[error(
         "the webhook certificate {secret} lacks ca.crt, tls.crt or tls.key, or was issued for \
          other host names; delete it and restart the manager to issue a new one"

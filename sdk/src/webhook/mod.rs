@@ -79,8 +79,11 @@
 //! `opkit-envtest` crate installs them on a test control plane, trusting a
 //! [`DevCertificate`] (feature `dev-cert`, which `opkit-envtest` turns on).
 
+#[cfg(feature = "webhook")]
 mod admission;
+#[cfg(feature = "webhook")]
 mod conversion;
+#[cfg(feature = "webhook")]
 mod defaulting;
 #[cfg(feature = "dev-cert")]
 mod dev_cert;
@@ -88,23 +91,35 @@ mod error;
 pub(crate) mod https;
 #[cfg(feature = "dev-cert")]
 mod managed_cert;
+#[cfg(feature = "webhook")]
 mod manifests;
+#[cfg(feature = "webhook")]
 mod server;
 pub(crate) mod tls;
+#[cfg(feature = "webhook")]
 mod validating;
+#[cfg(feature = "webhook")]
 mod webhooks;
 
+#[cfg(feature = "webhook")]
 pub use admission::{AdmissionRequest, Denied, Operation, Verdict, Warnings};
+#[cfg(feature = "webhook")]
 pub use conversion::{Conversion, ConversionError, Hub, Spoke};
+#[cfg(feature = "webhook")]
 pub use defaulting::Defaulter;
 #[cfg(feature = "dev-cert")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dev-cert")))]
 pub use dev_cert::{CA_FILE, CERT_FILE, DevCertificate, KEY_FILE};
 pub use error::WebhookError;
 #[cfg(feature = "dev-cert")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dev-cert")))]
 pub use managed_cert::{HOSTS_ANNOTATION, ManagedCertificate};
+#[cfg(feature = "webhook")]
 pub use manifests::WebhookClient;
-pub use server::{
-    BoundWebhookServer, DEFAULT_CERT_DIR, DEFAULT_PORT, DEFAULT_RELOAD_INTERVAL, WebhookServer,
-};
+#[cfg(feature = "webhook")]
+pub use server::{BoundWebhookServer, DEFAULT_CERT_DIR, DEFAULT_PORT, WebhookServer};
+pub use tls::DEFAULT_RELOAD_INTERVAL;
+#[cfg(feature = "webhook")]
 pub use validating::Validator;
+#[cfg(feature = "webhook")]
 pub use webhooks::{CONVERSION_PATH, FailurePolicy, WebhookOptions, Webhooks};

@@ -22,7 +22,7 @@ use super::admission::{self, AdmissionHandler};
 use super::conversion::{self, ConvertKind};
 use super::error::WebhookError;
 use super::https;
-use super::tls::{self, CertificateReloader};
+use super::tls::{self, CertificateReloader, DEFAULT_RELOAD_INTERVAL};
 use super::webhooks::{CONVERSION_PATH, Webhooks};
 
 /// The usual webhook port (controller-runtime's and kubebuilder's).
@@ -30,8 +30,6 @@ pub const DEFAULT_PORT: u16 = 9443;
 /// Where the certificate is read from by default (controller-runtime's
 /// default): `tls.crt` and `tls.key` in this directory.
 pub const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
-/// How often the certificate files are checked for a change by default.
-pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(2);
 
 /// The largest review accepted (a conversion of a whole list can be large).
 const BODY_LIMIT: usize = 32 * 1024 * 1024;
@@ -122,6 +120,7 @@ impl WebhookServer {
     /// it is written to the [cert files](Self::cert_dir) before they are
     /// read. Needs the manager's client: [`bind`](Self::bind) alone refuses.
     #[cfg(feature = "dev-cert")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "dev-cert")))]
     pub fn managed_certificate(mut self, certificate: super::ManagedCertificate) -> Self {
         self.managed = Some(certificate);
         self

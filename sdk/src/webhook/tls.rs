@@ -18,6 +18,10 @@ use tokio_util::sync::CancellationToken;
 
 use super::error::WebhookError;
 
+/// How often the certificate files are checked for a change by default
+/// (the webhook server's and the secure metrics server's).
+pub const DEFAULT_RELOAD_INTERVAL: Duration = Duration::from_secs(2);
+
 /// The certificate in use and the file contents it came from.
 struct Loaded {
     cert_bytes: Vec<u8>,
@@ -121,6 +125,7 @@ impl CertificateReloader {
         Ok(true)
     }
 
+    #[cfg(feature = "webhook")]
     /// How many certificates were loaded so far; changes on every reload.
     pub(crate) fn loads(&self) -> watch::Receiver<u64> {
         self.loads.subscribe()
@@ -213,7 +218,8 @@ fn certified_key(
     Ok(Arc::new(key))
 }
 
-#[cfg(all(test, feature = "dev-cert"))]
+#[cfg(test)]
+#[cfg(feature = "dev-cert")]
 mod tests {
     use super::*;
     use crate::webhook::DevCertificate;

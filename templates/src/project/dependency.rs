@@ -37,13 +37,13 @@ impl OpkitDependency {
         let published = published_requirement();
         match self {
             Self::Version(version) => format!(
-                "opkit: the published crates, `opkit = \"{version}\"` and \
-                 `opkit-envtest = \"{version}\"` in Cargo.toml"
+                "opkit: the published crates, `version = \"{version}\"` on the `opkit` and \
+                 `opkit-envtest` lines of Cargo.toml"
             ),
             Self::Path(path) => format!(
                 "opkit: the local checkout {} (path dependencies); to use the published crates, \
-                 set `opkit = \"{published}\"` and `opkit-envtest = \"{published}\"` in \
-                 Cargo.toml (or pass --opkit-version {published})",
+                 put `version = \"{published}\"` in place of `path = ...` on the `opkit` and \
+                 `opkit-envtest` lines of Cargo.toml (or pass --opkit-version {published})",
                 resolve_opkit_path(path)
                     .unwrap_or_else(|_| path.clone())
                     .display()
@@ -51,29 +51,28 @@ impl OpkitDependency {
         }
     }
 
-    /// The `[dependencies]` line (opkit) and the `[dev-dependencies]` line
-    /// (opkit-envtest, the test control plane, from the same place).
-    pub(super) fn lines(&self) -> Result<(String, String), ScaffoldError> {
-        Ok(match self {
+    /// The `[dependencies]` line (opkit, with its cargo `features`) and
+    /// the `[dev-dependencies]` line (opkit-envtest, the test control
+    /// plane, from the same place).
+    pub(super) fn lines(&self, features: &[&str]) -> Result<(String, String), ScaffoldError> {
+        let (opkit, envtest) = match self {
             Self::Version(version) => (
-                format!("opkit = {}", toml_string(version)),
-                format!("opkit-envtest = {}", toml_string(version)),
+                format!("version = {}", toml_string(version)),
+                format!("version = {}", toml_string(version)),
             ),
             Self::Path(path) => {
                 let sdk = resolve_opkit_path(path)?;
                 let envtest = resolve_envtest_path(&sdk)?;
                 (
-                    format!(
-                        "opkit = {{ path = {} }}",
-                        toml_string(&sdk.to_string_lossy())
-                    ),
-                    format!(
-                        "opkit-envtest = {{ path = {} }}",
-                        toml_string(&envtest.to_string_lossy())
-                    ),
+                    format!("path = {}", toml_string(&sdk.to_string_lossy())),
+                    format!("path = {}", toml_string(&envtest.to_string_lossy())),
                 )
             }
-        })
+        };
+        Ok((
+            crate::features::dependency_line("opkit", &opkit, features),
+            crate::features::dependency_line("opkit-envtest", &envtest, &[]),
+        ))
     }
 }
 

@@ -62,7 +62,7 @@ impl NewProject {
     /// before it says it builds.
     pub fn validate(&self) -> Result<(), ScaffoldError> {
         self.checked()?;
-        self.opkit.lines().map(|_| ())
+        self.opkit.lines(&[]).map(|_| ())
     }
 
     /// The checked input's parent directory and project directory.
@@ -101,7 +101,9 @@ impl NewProject {
         finish: impl FnOnce(&Path) -> Result<(), ScaffoldError>,
     ) -> Result<PathBuf, ScaffoldError> {
         let (parent, target) = self.checked()?;
-        let (dependency, dev_dependency) = self.opkit.lines()?;
+        let (dependency, dev_dependency) = self
+            .opkit
+            .lines(&crate::features::new_project(self.sharding))?;
         // Without a kind, the README names the one `create api` will add.
         let kind = self.kind.as_deref().unwrap_or("YourKind");
         let mut values = kind_values(&self.name, &self.group, &self.version, kind);

@@ -47,7 +47,12 @@ fn new_writes_every_template_and_no_placeholder_is_left() {
         assert!(!text.contains("{{"), "{file} has a placeholder left");
     }
     let cargo = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
-    assert!(cargo.contains("name = \"demo-operator\"") && cargo.contains("opkit = \"0.1\""));
+    assert!(cargo.contains("name = \"demo-operator\""), "{cargo}");
+    // opkit's features: what the generated main uses (HTTPS metrics).
+    assert!(
+        cargo.contains("\nopkit = { version = \"0.1\", features = [\"secure-metrics\"] }\n"),
+        "{cargo}"
+    );
     assert!(
         cargo.contains("[dev-dependencies]\nopkit-envtest = \"0.1\"\n"),
         "{cargo}"
@@ -78,10 +83,13 @@ fn path_dependencies_name_both_crates_of_the_checkout() {
     }
     let root = std::fs::canonicalize(root).unwrap();
     for given in [root.clone(), root.join("sdk")] {
-        let (dependency, dev_dependency) = OpkitDependency::Path(given).lines().unwrap();
+        let (dependency, dev_dependency) = OpkitDependency::Path(given).lines(&["shard"]).unwrap();
         assert_eq!(
             dependency,
-            format!("opkit = {{ path = \"{}\" }}", root.join("sdk").display())
+            format!(
+                "opkit = {{ path = \"{}\", features = [\"shard\"] }}",
+                root.join("sdk").display()
+            )
         );
         assert_eq!(
             dev_dependency,
@@ -92,7 +100,7 @@ fn path_dependencies_name_both_crates_of_the_checkout() {
         );
     }
     std::fs::remove_dir_all(root.join("envtest")).unwrap();
-    assert!(OpkitDependency::Path(root).lines().is_err());
+    assert!(OpkitDependency::Path(root).lines(&[]).is_err());
 }
 
 /// The parts of a GitHub Actions workflow the generated one must have.

@@ -95,10 +95,26 @@ fn book_controller_reference_is_the_derive_docs() {
          <!-- Generated from the module docs of sdk/src/derive.rs by templates/tests/it/book.rs; \
          do not edit: OPKIT_BLESS=1 cargo test -p cargo-opkit --test it -- book -->\n\n",
     );
+    let docs = source
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .map(doc_line);
+    page.push_str(&docs_markdown(docs));
+    generated_page("reference/controller.md", &page);
+}
+
+/// One `//!` line's text.
+fn doc_line(line: &str) -> &str {
+    let line = line.strip_prefix("//!").unwrap_or(line);
+    line.strip_prefix(' ').unwrap_or(line)
+}
+
+/// Module docs as book Markdown: code blocks marked Rust, headings one
+/// level down, rustdoc's intra-doc links plain text.
+fn docs_markdown<'a>(lines: impl Iterator<Item = &'a str>) -> String {
+    let mut page = String::new();
     let mut in_code = false;
-    for line in source.lines().take_while(|l| l.starts_with("//!")) {
-        let line = line.strip_prefix("//!").unwrap_or(line);
-        let line = line.strip_prefix(' ').unwrap_or(line);
+    for line in lines {
         if let Some(info) = line.strip_prefix("```") {
             if in_code {
                 page.push_str("```\n");
@@ -122,7 +138,29 @@ fn book_controller_reference_is_the_derive_docs() {
         }
         page.push('\n');
     }
-    generated_page("reference/controller.md", &page);
+    page
+}
+
+/// The cargo features reference: the "Cargo features" section of opkit's
+/// crate docs (sdk/src/lib.rs), which docs.rs shows on the crate's page.
+#[test]
+fn book_features_reference_is_the_crate_docs() {
+    let source =
+        std::fs::read_to_string(workspace().join("sdk/src/lib.rs")).expect("read sdk/src/lib.rs");
+    let mut page = String::from(
+        "# Cargo features\n\n\
+         <!-- Generated from the crate docs of sdk/src/lib.rs (# Cargo features) by \
+         templates/tests/it/book.rs; do not edit: OPKIT_BLESS=1 cargo test -p cargo-opkit \
+         --test it -- book -->\n",
+    );
+    let docs = source
+        .lines()
+        .take_while(|l| l.starts_with("//!"))
+        .map(doc_line)
+        .skip_while(|l| *l != "# Cargo features")
+        .skip(1);
+    page.push_str(&docs_markdown(docs));
+    generated_page("reference/features.md", &page);
 }
 
 /// `[text](Path::to)` → `text`, `[`Item`]` → `` `Item` `` (rustdoc's links
@@ -491,8 +529,15 @@ fn api_docs_build_without_warnings() {
     let page =
         crate::support::target_dir().join("doc/opkit/webhook/struct.ManagedCertificate.html");
     let html = std::fs::read_to_string(&page).expect("read a feature-gated item's page");
+    // "crate feature `dev-cert`", or "crate features `webhook` and
+    // `dev-cert`" (the feature its module needs too).
+    let note = html
+        .split("Available on <strong>crate feature")
+        .nth(1)
+        .and_then(|rest| rest.split("</strong>").next())
+        .unwrap_or_default();
     assert!(
-        html.contains("Available on <strong>crate feature <code>dev-cert"),
+        note.contains("<code>dev-cert</code>"),
         "{} does not name its feature (doc_cfg under --cfg docsrs)",
         page.display()
     );

@@ -351,14 +351,17 @@ fn a_generated_project_builds_and_passes_its_own_tests() {
     let sdk = std::fs::canonicalize(workspace().join("sdk")).expect("sdk");
     assert!(
         stdout.contains(&format!("opkit: the local checkout {}", sdk.display()))
-            && stdout.contains("opkit = \"0.1\""),
+            && stdout.contains("version = \"0.1\""),
         "{}",
         text(&output)
     );
     let project = tmp.path().join("journey-operator");
     let manifest = std::fs::read_to_string(project.join("Cargo.toml")).expect("Cargo.toml");
     assert!(
-        manifest.contains(&format!("opkit = {{ path = \"{}\" }}", sdk.display())),
+        manifest.contains(&format!(
+            "opkit = {{ path = \"{}\", features = [\"secure-metrics\"] }}",
+            sdk.display()
+        )),
         "{manifest}"
     );
     let envtest = std::fs::canonicalize(workspace().join("envtest")).expect("envtest");

@@ -1,4 +1,5 @@
-//! `cargo opkit new --sharding`: the manager has a `--sharding` flag, the
+//! `cargo opkit new --sharding`: the manager has a `--sharding` flag (and
+//! opkit's `shard` feature is on), the
 //! Deployment runs three replicas with it instead of `--leader-elect`, the
 //! RBAC the project renders allows the ring's Leases, and the generated
 //! code is `cargo fmt` and `cargo clippy -D warnings` clean.
@@ -47,6 +48,11 @@ fn a_sharded_project_has_the_flag_three_replicas_and_the_lease_rbac() {
     assert!(
         main.contains("Sharding::new(split_operator::SHARD_RING)"),
         "{main}"
+    );
+    let manifest = read("Cargo.toml");
+    assert!(
+        manifest.contains("features = [\"secure-metrics\", \"shard\"] }\n"),
+        "opkit's shard feature is not on:\n{manifest}"
     );
     let lib = read("src/lib.rs");
     assert!(lib.contains("pub const SHARD_RING: &str = \"split-operator\";"));

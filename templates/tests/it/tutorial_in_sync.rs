@@ -10,7 +10,7 @@ use std::path::Path;
 
 use cargo_opkit::{CreateWebhook, NewProject, OpkitDependency};
 
-use crate::example_in_sync::SHARED_TARGET_DIR;
+use crate::example_in_sync::{SHARED_TARGET_DIR, assert_same_features};
 
 #[test]
 fn the_tutorial_operator_is_the_generated_project_plus_the_tutorials_edits() {
@@ -48,6 +48,7 @@ fn the_tutorial_operator_is_the_generated_project_plus_the_tutorials_edits() {
             .collect::<String>()
     };
 
+    assert_same_features(&example, &generated);
     assert_eq!(
         read(&example, "Makefile"),
         read(&generated, "Makefile").replace(SHARED_TARGET_DIR, ""),

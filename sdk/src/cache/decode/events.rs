@@ -182,6 +182,7 @@ mod tests {
         }
     }
 
+    #[cfg(feature = "protobuf")]
     #[test]
     fn a_lost_protobuf_framing_breaks_the_stream_and_json_only_refuses_protobuf() {
         let codec = protobuf::codec::<ConfigMap>().unwrap();

@@ -49,6 +49,7 @@ mod tests {
         assert_eq!(Encoding::of(None), Encoding::Json);
     }
 
+    #[cfg(feature = "protobuf")]
     #[test]
     fn json_only_keeps_managed_fields_left_out() {
         use k8s_openapi::api::core::v1::ConfigMap;

@@ -257,6 +257,7 @@ impl<K> ListWatch<K> {
     /// one object, in JSON, whose `metadata.shardInfo` a KEP-5866 server
     /// (gate `ShardedListAndWatch` on) sets and any other server leaves
     /// out (it ignores the parameter).
+    #[cfg(feature = "shard")]
     pub(crate) async fn server_shards(&self) -> Result<bool, ReflectorError> {
         let target = Target {
             answer: Answer::Json,
@@ -318,6 +319,7 @@ pub(crate) mod tests {
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::core::{DynamicObject, PartialObjectMeta};
 
+    #[cfg(feature = "protobuf")]
     use crate::cache::decode::WatchLine;
     use http::header;
     use kube::client::Body;
@@ -379,6 +381,7 @@ pub(crate) mod tests {
         (Client::new(svc, "default"), accepts)
     }
 
+    #[cfg(feature = "protobuf")]
     #[tokio::test]
     async fn protobuf_is_asked_for_and_a_json_answer_still_decodes() {
         let json = br#"{"kind":"ConfigMapList","apiVersion":"v1","metadata":{"resourceVersion":"5"},"items":[{"metadata":{"name":"a","namespace":"n"}}]}"#;
@@ -434,6 +437,7 @@ pub(crate) mod tests {
         assert!(err.to_string().contains("protobuf"), "{err}");
     }
 
+    #[cfg(feature = "protobuf")]
     /// Moved from the integration tests (no request needed): which kinds
     /// ask for protobuf is decided by type.
     #[tokio::test]

@@ -36,6 +36,7 @@ mod reflector_config;
 mod reflector_metrics;
 mod reflector_store;
 mod shared_index_informer;
+#[cfg(feature = "shard")]
 mod standalone;
 mod store;
 mod tasks;
@@ -53,6 +54,7 @@ pub use reflector_config::{ReflectorConfig, StreamingList, Transform, WatchError
 pub use reflector_metrics::ReflectorStats;
 pub(crate) use shared_index_informer::InformerOptions;
 pub use shared_index_informer::SharedIndexInformer;
+#[cfg(feature = "shard")]
 pub(crate) use standalone::{metadata_informer, server_filters_by_shard_selector};
 pub use store::{NAMESPACE_INDEX, Store};
 pub(crate) use write_observer::WriteObserver;

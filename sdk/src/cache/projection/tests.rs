@@ -2,10 +2,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+#[cfg(feature = "protobuf")]
 use k8s_pb::{api::core::v1 as pb_core, apimachinery::pkg::apis::meta::v1 as pb_meta};
+#[cfg(feature = "protobuf")]
 use prost::Message;
 
 use super::*;
+#[cfg(feature = "protobuf")]
 use crate::cache::decode::json;
 
 /// The `colour` key of a ConfigMap; counts its calls.
@@ -89,6 +92,7 @@ fn the_metadata_essentials_are_kept_beside_the_projection() {
     assert!(drops_owner_references::<ConfigMap>().is_none());
 }
 
+#[cfg(feature = "protobuf")]
 #[test]
 fn json_and_protobuf_decoding_project_each_object_once() {
     let before = COLOUR_CALLS.load(Ordering::SeqCst);

@@ -54,6 +54,7 @@ impl<K> Codec<K> {
     }
 
     /// Decodes one object message (no envelope).
+    #[cfg(feature = "protobuf")]
     pub(crate) fn object(&self, raw: &[u8]) -> Result<K, ProtobufError> {
         (self.object)(raw, self.options)
     }

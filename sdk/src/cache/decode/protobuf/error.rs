@@ -11,6 +11,7 @@ impl ProtobufError {
     }
 }
 
+#[cfg(feature = "protobuf")]
 impl From<prost::DecodeError> for ProtobufError {
     fn from(e: prost::DecodeError) -> Self {
         Self(e.to_string())

@@ -21,18 +21,30 @@
 //! copying ([`fields`]); each object is decoded with the `k8s-pb` bindings
 //! (prost) and moved into its `k8s-openapi` type ([`convert`]).
 
+#[cfg(feature = "protobuf")]
 mod body;
 mod codec;
+#[cfg(feature = "protobuf")]
 mod convert;
 mod error;
+#[cfg(feature = "protobuf")]
 mod fields;
 mod frames;
+// Without the `protobuf` feature no kind has a codec, so every kind is
+// requested and read as JSON; the decoders are never reached.
+#[cfg(not(feature = "protobuf"))]
+mod off;
 
+#[cfg(feature = "protobuf")]
 pub(crate) use body::{decode_error_status, decode_event, decode_list};
 pub(crate) use codec::{ACCEPT, Codec, Decode, MEDIA_TYPE};
+#[cfg(feature = "protobuf")]
 pub(crate) use convert::codec;
 pub(crate) use error::ProtobufError;
 pub(crate) use frames::FrameSplitter;
+#[cfg(not(feature = "protobuf"))]
+pub(crate) use off::{codec, decode_error_status, decode_event, decode_list};
 
 #[cfg(test)]
+#[cfg(feature = "protobuf")]
 pub(crate) mod tests;

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs a tool from crates.io, pinned, into a cache outside the clone,
+# once, and prints the binary's path:
+#
+#   tests/install-pinned.sh CRATE VERSION [BINARY]   # BINARY defaults to CRATE
+#
+# `cargo install --locked --root $OPKIT_CACHE/<crate>/<version>`, under a
+# lock, built in a target directory of its own (never the workspace's: its
+# fingerprints differ) and moved into place whole; a warm run returns at
+# once. book/build.sh (mdbook), tests/kopium/install.sh (kopium) and
+# tests/features/check.sh (cargo-hack) install their tools with it.
+set -euo pipefail
+crate=$1
+version=$2
+binary=${3:-$1}
+cache=${OPKIT_CACHE:-$HOME/.cache/opkit}
+root="$cache/$crate/$version"
+exe="$root/bin/$binary"
+if [ ! -x "$exe" ]; then
+  mkdir -p "$cache/$crate"
+  exec 9>"$cache/$crate/.build.lock"
+  flock 9
+  if [ ! -x "$exe" ]; then
+    tmp=$(mktemp -d "$cache/$crate/.build.XXXXXX")
+    trap 'rm -rf "$tmp"' EXIT
+    echo "install-pinned.sh: installing $crate $version into $root (once)" >&2
+    CARGO_TARGET_DIR="$tmp/target" "${CARGO:-cargo}" install "$crate" --version "$version" \
+      --locked --root "$tmp/root" --quiet >&2
+    rm -rf "$root"
+    mv "$tmp/root" "$root"
+    rm -rf "$tmp"
+    trap - EXIT
+  fi
+  exec 9>&-
+fi
+echo "$exe"
