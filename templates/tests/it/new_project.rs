@@ -176,7 +176,10 @@ fn a_failed_build_leaves_nothing() {
     std::fs::create_dir_all(broken.join("src")).expect("mkdir");
     std::fs::write(
         broken.join("Cargo.toml"),
-        "[package]\nname = \"opkit\"\nversion = \"0.1.0\"\nedition = \"2024\"\n",
+        // the features a new project turns on, so cargo gets as far as
+        // compiling it
+        "[package]\nname = \"opkit\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\
+         [features]\nsecure-metrics = []\n",
     )
     .expect("write");
     std::fs::write(
