@@ -2,10 +2,9 @@
 
 use std::any::Any;
 
-use kube::Resource;
-use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
+use super::cacheable::Cacheable;
 use super::{
     error::{CacheError, ListFailures},
     informer::{ListWatch, SharedIndexInformer},
@@ -27,7 +26,7 @@ pub(super) trait AnyInformer: Send + Sync {
 
 impl<K> AnyInformer for SharedIndexInformer<K>
 where
-    K: Resource + DeserializeOwned + Send + Sync + 'static,
+    K: Cacheable,
 {
     fn as_any(&self) -> &(dyn Any + Send + Sync) {
         self

@@ -78,6 +78,7 @@
 
 mod any_informer;
 mod builder;
+mod cacheable;
 mod decode;
 mod error;
 mod informer;
@@ -92,6 +93,8 @@ mod start;
 pub mod undecodable;
 
 pub use builder::SharedCacheBuilder;
+pub(crate) use cacheable::drops_owner_references as projection_drops_owner_references;
+pub use cacheable::{Cacheable, ProjectionInfo};
 pub use decode::from_slice_exact;
 pub use error::{ApiStatus, CacheError, IndexError, ReflectorError, UnobservedWrite};
 pub use informer::{
@@ -103,7 +106,6 @@ pub use informer::{
 #[cfg(feature = "shard")]
 pub(crate) use informer::{ListFilter, metadata_informer, server_filters_by_shard_selector};
 pub use managed_fields::WithManagedFields;
-pub(crate) use projection::drops_owner_references as projection_drops_owner_references;
 pub use projection::{Projected, Projection};
 pub(crate) use reads::list_in;
 pub use scope::Scope;

@@ -17,22 +17,13 @@
 //! assert!(p.0.is_none());
 //! ```
 
-use std::{
-    any::{Any, TypeId},
-    borrow::Cow,
-    collections::HashMap,
-    fmt,
-    marker::PhantomData,
-    ops::Deref,
-    sync::LazyLock,
-};
+use std::{borrow::Cow, fmt, marker::PhantomData, ops::Deref};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
-use parking_lot::RwLock;
 use serde::{Deserialize, Deserializer, de::DeserializeOwned};
 
-use super::decode::protobuf::{self, Codec, Decode, ProtobufError};
+use super::cacheable::{Cacheable, ProjectionInfo};
 
 /// A type cached in place of the whole objects of kind `K` ("cache what
 /// you read"): the cache keeps the metadata essentials beside it
@@ -205,7 +196,6 @@ where
     type Scope = K::Scope;
 
     fn kind(dt: &Self::DynamicType) -> Cow<'_, str> {
-        register::<K, P>();
         K::kind(dt)
     }
     fn group(dt: &Self::DynamicType) -> Cow<'_, str> {
@@ -218,7 +208,6 @@ where
         K::api_version(dt)
     }
     fn plural(dt: &Self::DynamicType) -> Cow<'_, str> {
-        register::<K, P>();
         K::plural(dt)
     }
     fn meta(&self) -> &ObjectMeta {
@@ -239,94 +228,27 @@ where
     }
 }
 
-/// Every projection type asked for so far, by the `TypeId` of its
-/// `Projected<K, P>`: what the projection keeps, and its protobuf codec
-/// when `K` has one. A projection registers the first time its kind is
-/// asked (`Resource::kind`/`plural`, which every informer and watch asks
-/// before picking a decoder): decoders and checks are chosen by type, and
-/// only `Projected`'s own impl knows `P`.
-static REGISTERED: LazyLock<RwLock<HashMap<TypeId, Registered>>> = LazyLock::new(Default::default);
-
-struct Registered {
-    /// `P`'s type name, for errors.
-    projection: &'static str,
-    owner_references: bool,
-    managed_fields: bool,
-    codec: Option<Box<dyn Any + Send + Sync>>,
-}
-
-fn register<K, P>()
+/// A projection is cached as itself, made from the whole objects of `K`
+/// the API server sends; what it keeps is a property of its type.
+impl<K, P> Cacheable for Projected<K, P>
 where
-    K: Resource + 'static,
+    K: Resource + DeserializeOwned + Send + Sync + 'static,
+    K::DynamicType: 'static,
     P: Projection<K>,
 {
-    let id = TypeId::of::<Projected<K, P>>();
-    if REGISTERED.read().contains_key(&id) {
-        return;
+    type Whole = K;
+
+    fn from_whole(whole: K) -> Self {
+        Self::project(whole)
     }
-    let codec = protobuf::codec::<K>().map(|_| {
-        Box::new(Codec::<Projected<K, P>>::new(projected_object::<K, P>))
-            as Box<dyn Any + Send + Sync>
-    });
-    REGISTERED.write().insert(
-        id,
-        Registered {
-            projection: std::any::type_name::<P>(),
+
+    fn projection() -> Option<ProjectionInfo> {
+        Some(ProjectionInfo {
+            name: std::any::type_name::<P>(),
             owner_references: P::OWNER_REFERENCES,
             managed_fields: P::MANAGED_FIELDS,
-            codec,
-        },
-    );
-}
-
-/// Decodes an object message of `K` and projects it.
-fn projected_object<K, P>(raw: &[u8], options: Decode) -> Result<Projected<K, P>, ProtobufError>
-where
-    K: Resource + 'static,
-    P: Projection<K>,
-{
-    let codec = protobuf::codec::<K>()
-        .ok_or_else(|| ProtobufError::new("no protobuf codec for the projected kind"))?;
-    codec.object_with(raw, options).map(Projected::project)
-}
-
-/// `P`'s type name when `T` is a projection `Projected<K, P>` (`T::kind`
-/// must have been asked first), for descriptions in logs and errors.
-pub(crate) fn name<T: 'static>() -> Option<&'static str> {
-    REGISTERED
-        .read()
-        .get(&TypeId::of::<T>())
-        .map(|r| r.projection)
-}
-
-/// The protobuf codec of `T` when it is a projection of a kind that has
-/// one.
-pub(crate) fn codec<T: 'static>() -> Option<Codec<T>> {
-    REGISTERED
-        .read()
-        .get(&TypeId::of::<T>())
-        .and_then(|r| r.codec.as_ref())
-        .and_then(|c| c.downcast_ref::<Codec<T>>())
-        .copied()
-}
-
-/// Whether `T` is a projection that wants `metadata.managedFields` decoded
-/// (`T::kind` must have been asked first).
-pub(crate) fn keeps_managed_fields<T: 'static>() -> bool {
-    REGISTERED
-        .read()
-        .get(&TypeId::of::<T>())
-        .is_some_and(|r| r.managed_fields)
-}
-
-/// The name of the projection when `T` is a projection that drops
-/// `metadata.ownerReferences` (`T::kind` must have been asked first).
-pub(crate) fn drops_owner_references<T: 'static>() -> Option<&'static str> {
-    REGISTERED
-        .read()
-        .get(&TypeId::of::<T>())
-        .filter(|r| !r.owner_references)
-        .map(|r| r.projection)
+        })
+    }
 }
 
 #[cfg(test)]

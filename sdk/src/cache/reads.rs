@@ -6,8 +6,8 @@
 use std::{any::TypeId, sync::Arc, time::Duration};
 
 use kube::Resource;
-use serde::de::DeserializeOwned;
 
+use super::cacheable::Cacheable;
 use super::{
     any_informer::AnyInformer,
     error::CacheError,
@@ -25,7 +25,7 @@ impl SharedCache {
     /// its last list/watch error (RBAC, a missing CRD).
     pub(crate) async fn synced_store<K>(&self, timeout: Duration) -> Result<Store<K>, CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K: Cacheable,
         K::DynamicType: Default,
         K::Scope: 'static,
     {
@@ -89,7 +89,7 @@ impl SharedCache {
         wait: Duration,
     ) -> Result<(), CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K: Cacheable,
         K::DynamicType: Default,
         K::Scope: 'static,
     {
@@ -135,7 +135,7 @@ impl SharedCache {
     /// The store of `K` in the cache's scope, if an informer exists.
     fn find<K>(&self, namespace: Option<&str>) -> Result<Store<K>, CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K: Cacheable,
         K::DynamicType: Default,
         K::Scope: 'static,
     {
@@ -168,7 +168,7 @@ impl SharedCache {
         name: &str,
     ) -> Result<Option<Arc<K>>, CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K: Cacheable,
         K::DynamicType: Default,
         K::Scope: 'static,
     {
@@ -183,7 +183,7 @@ impl SharedCache {
     /// (as [`get`](Self::get)).
     pub async fn list<K>(&self, namespace: Option<&str>) -> Result<Vec<Arc<K>>, CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K: Cacheable,
         K::DynamicType: Default,
         K::Scope: 'static,
     {
@@ -198,7 +198,7 @@ impl SharedCache {
     /// (as [`get`](Self::get)).
     pub async fn by_index<K>(&self, index: &str, value: &str) -> Result<Vec<Arc<K>>, CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K: Cacheable,
         K::DynamicType: Default,
         K::Scope: 'static,
     {

@@ -15,18 +15,17 @@ use std::{
 
 use kube::{Client, Resource};
 use parking_lot::{Mutex, RwLock};
-use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::{
     any_informer::{AnyInformer, pending_description},
+    cacheable::{self, Cacheable},
     error::CacheError,
     informer::{
         InformerOptions, ListFilter, ListWatch, ReflectorConfig, SharedIndexInformer, Store,
         Transform, WatchErrorHandler, WriteObserver, strip_managed_fields,
     },
-    projection,
     read_your_writes::{InformerWrites, WriteTracker},
     scope::{InformerKey, Scope, is_namespaced},
 };
@@ -136,7 +135,7 @@ impl SharedCache {
     /// on first use (and started if the cache is).
     pub fn informer<K>(&self) -> Result<SharedIndexInformer<K>, CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K: Cacheable,
         K::DynamicType: Default,
         K::Scope: 'static,
     {
@@ -149,7 +148,7 @@ impl SharedCache {
     /// `Store<Deployment>` cannot read a kind nobody watches.
     pub fn store<K>(&self) -> Result<Store<K>, CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K: Cacheable,
         K::DynamicType: Default,
         K::Scope: 'static,
     {
@@ -165,7 +164,7 @@ impl SharedCache {
         index: impl Fn(&K) -> Vec<String> + Send + Sync + 'static,
     ) -> Result<(), CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K: Cacheable,
         K::DynamicType: Default,
         K::Scope: 'static,
     {
@@ -176,7 +175,7 @@ impl SharedCache {
     /// the same (GVK, Rust type, namespace, label selector, field selector).
     pub fn informer_for<K>(&self, scope: Scope<K>) -> Result<SharedIndexInformer<K>, CacheError>
     where
-        K: Resource + DeserializeOwned + Send + Sync + 'static,
+        K: Cacheable,
     {
         let key = InformerKey::of(&scope);
         let mut informers = self.inner.informers.lock();
@@ -211,7 +210,7 @@ impl SharedCache {
         if let Some(f) = scope.fields {
             lw = lw.fields(f);
         }
-        if self.inner.strip_managed_fields && !projection::keeps_managed_fields::<K>() {
+        if self.inner.strip_managed_fields && !cacheable::keeps_managed_fields::<K>() {
             lw = lw.without_managed_fields();
         }
         let filter = if reads_scope {

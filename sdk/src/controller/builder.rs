@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use kube::Resource;
 use kube::core::PartialObjectMeta;
-use serde::de::DeserializeOwned;
 
 use super::observer::{ControllerObservers, ReconcileObserver};
 use super::settings::{RunSettings, ShutdownBound};
@@ -16,6 +15,7 @@ use super::stats::ReconcileStats;
 #[cfg(feature = "shard")]
 use super::watch::ShardKindFn;
 use super::watch::{self, IndexFn, WatchFn};
+use crate::cache::Cacheable;
 use crate::cache::{CacheError, SharedCache, Store};
 use crate::handler::{Mapper, OwnerKind, WatchPredicates, owner_of, the_object};
 use crate::predicate::{HasMetadata, Predicate};
@@ -115,7 +115,7 @@ impl<R: Reconcile> Controller<R> {
     /// reconciler can read them (as controller-runtime's `Owns`).
     pub fn owns<C>(self) -> Self
     where
-        C: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        C: Cacheable<DynamicType = ()>,
         C::Scope: 'static,
     {
         self.owns_watch::<C>(WatchPredicates::new())
@@ -124,7 +124,7 @@ impl<R: Reconcile> Controller<R> {
     /// [`owns`](Self::owns), for the events that pass `predicate` only.
     pub fn owns_with<C>(self, predicate: impl Predicate<C>) -> Self
     where
-        C: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        C: Cacheable<DynamicType = ()>,
         C::Scope: 'static,
     {
         self.owns_watch::<C>(WatchPredicates::new().with(predicate))
@@ -183,7 +183,7 @@ impl<R: Reconcile> Controller<R> {
     /// ```
     pub fn owns_projected<C, P>(self) -> Self
     where
-        C: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        C: Cacheable<DynamicType = ()>,
         C::Scope: 'static,
         P: crate::cache::Projection<C>,
     {
@@ -192,7 +192,7 @@ impl<R: Reconcile> Controller<R> {
 
     fn owns_watch<C>(mut self, predicates: WatchPredicates<C>) -> Self
     where
-        C: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        C: Cacheable<DynamicType = ()>,
         C::Scope: 'static,
     {
         let owner = self.primary.clone();
@@ -232,7 +232,7 @@ impl<R: Reconcile> Controller<R> {
         map: impl Fn(&W, &Store<R::Object>) -> Vec<Request> + Send + Sync + 'static,
     ) -> Self
     where
-        W: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        W: Cacheable<DynamicType = ()>,
         W::Scope: 'static,
     {
         self.mapped_watch::<W>(map, WatchPredicates::new())
@@ -245,7 +245,7 @@ impl<R: Reconcile> Controller<R> {
         predicate: impl Predicate<W>,
     ) -> Self
     where
-        W: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        W: Cacheable<DynamicType = ()>,
         W::Scope: 'static,
     {
         self.mapped_watch::<W>(map, WatchPredicates::new().with(predicate))
@@ -257,7 +257,7 @@ impl<R: Reconcile> Controller<R> {
         predicates: WatchPredicates<W>,
     ) -> Self
     where
-        W: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        W: Cacheable<DynamicType = ()>,
         W::Scope: 'static,
     {
         self.add_watch::<W>(
@@ -278,7 +278,7 @@ impl<R: Reconcile> Controller<R> {
     /// that field). An index nobody added fails the wiring, not a reconcile.
     pub fn watches_by_index<W>(self, index: impl Into<String>) -> Self
     where
-        W: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        W: Cacheable<DynamicType = ()>,
         W::Scope: 'static,
     {
         self.index_watch::<W>(index.into(), WatchPredicates::new())
@@ -292,7 +292,7 @@ impl<R: Reconcile> Controller<R> {
         predicate: impl Predicate<W>,
     ) -> Self
     where
-        W: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        W: Cacheable<DynamicType = ()>,
         W::Scope: 'static,
     {
         self.index_watch::<W>(index.into(), WatchPredicates::new().with(predicate))
@@ -300,7 +300,7 @@ impl<R: Reconcile> Controller<R> {
 
     fn index_watch<W>(mut self, index: String, predicates: WatchPredicates<W>) -> Self
     where
-        W: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        W: Cacheable<DynamicType = ()>,
         W::Scope: 'static,
     {
         let primary_namespaced = self.primary.namespaced;
@@ -344,7 +344,7 @@ impl<R: Reconcile> Controller<R> {
         values: impl Fn(&T) -> Vec<String> + Send + Sync + 'static,
     ) -> Self
     where
-        T: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        T: Cacheable<DynamicType = ()>,
         T::Scope: 'static,
     {
         self.indexes.push(watch::index_fn::<T>(name.into(), values));
@@ -402,7 +402,7 @@ impl<R: Reconcile> Controller<R> {
     /// never declared is started on its first read instead).
     pub fn reads<K>(mut self) -> Self
     where
-        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        K: Cacheable<DynamicType = ()>,
         K::Scope: 'static,
     {
         self.watches.push(watch::read_watch::<K>());
@@ -548,7 +548,7 @@ impl<R: Reconcile> Controller<R> {
         mapper: impl FnOnce(&SharedCache) -> Result<Mapper<K>, CacheError> + Send + 'static,
         predicates: WatchPredicates<K>,
     ) where
-        K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+        K: Cacheable<DynamicType = ()>,
         K::Scope: 'static,
     {
         self.watches

@@ -4,9 +4,7 @@
 
 use std::sync::Arc;
 
-use kube::Resource;
-use serde::de::DeserializeOwned;
-
+use crate::cache::Cacheable;
 use crate::cache::{CacheError, SharedCache};
 use crate::handler::{EnqueueHandler, Mapper, WatchPredicates};
 use crate::predicate::{HasMetadata, Predicate};
@@ -53,7 +51,7 @@ pub(super) fn kind_watch<K>(
     mut predicates: WatchPredicates<K>,
 ) -> WatchFn
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: Cacheable<DynamicType = ()>,
     K::Scope: 'static,
 {
     Box::new(move |cache: &SharedCache, target: &WatchTarget| {
@@ -125,7 +123,7 @@ pub(super) fn stream_watch(
 /// controller, no handler.
 pub(super) fn read_watch<K>() -> WatchFn
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: Cacheable<DynamicType = ()>,
     K::Scope: 'static,
 {
     Box::new(|cache: &SharedCache, _: &WatchTarget| {
@@ -150,7 +148,7 @@ pub(super) fn index_fn<T>(
     values: impl Fn(&T) -> Vec<String> + Send + Sync + 'static,
 ) -> IndexFn
 where
-    T: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    T: Cacheable<DynamicType = ()>,
     T::Scope: 'static,
 {
     Box::new(move |cache: &SharedCache| {

@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Resource;
-use serde::de::DeserializeOwned;
 
+use crate::cache::Cacheable;
 use crate::cache::{CacheError, SharedCache, Store};
 use crate::client::{EventRecorder, ResourceScope};
 use crate::request::Request;
@@ -114,7 +114,7 @@ impl<K> std::fmt::Debug for Context<K> {
 
 impl<K> Context<K>
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: Cacheable<DynamicType = ()>,
     K::Scope: 'static,
 {
     pub(crate) fn new(shared: Arc<ControllerShared>, request: Request) -> Self {
@@ -175,7 +175,7 @@ impl<K> Context<K> {
         name: &str,
     ) -> Result<Option<Arc<T>>, CacheError>
     where
-        T: Resource + DeserializeOwned + Send + Sync + 'static,
+        T: Cacheable,
         T::DynamicType: Default,
         T::Scope: 'static,
     {
@@ -188,7 +188,7 @@ impl<K> Context<K> {
     /// The cached objects of kind `T` in `namespace` (`None`: every namespace the cache holds).
     pub async fn list<T>(&self, namespace: Option<&str>) -> Result<Vec<Arc<T>>, CacheError>
     where
-        T: Resource + DeserializeOwned + Send + Sync + 'static,
+        T: Cacheable,
         T::DynamicType: Default,
         T::Scope: 'static,
     {
@@ -202,7 +202,7 @@ impl<K> Context<K> {
     /// index added with [`SharedCache::add_index`] when wiring).
     pub async fn by_index<T>(&self, index: &str, value: &str) -> Result<Vec<Arc<T>>, CacheError>
     where
-        T: Resource + DeserializeOwned + Send + Sync + 'static,
+        T: Cacheable,
         T::DynamicType: Default,
         T::Scope: 'static,
     {
@@ -218,7 +218,7 @@ impl<K> Context<K> {
     /// not wait for later writes.
     pub async fn store<T>(&self) -> Result<Store<T>, CacheError>
     where
-        T: Resource + DeserializeOwned + Send + Sync + 'static,
+        T: Cacheable,
         T::DynamicType: Default,
         T::Scope: 'static,
     {
@@ -229,7 +229,7 @@ impl<K> Context<K> {
 
     async fn synced_store<T>(&self) -> Result<Store<T>, CacheError>
     where
-        T: Resource + DeserializeOwned + Send + Sync + 'static,
+        T: Cacheable,
         T::DynamicType: Default,
         T::Scope: 'static,
     {
@@ -245,7 +245,7 @@ impl<K> Context<K> {
         name: Option<&str>,
     ) -> Result<(), CacheError>
     where
-        T: Resource + DeserializeOwned + Send + Sync + 'static,
+        T: Cacheable,
         T::DynamicType: Default,
         T::Scope: 'static,
     {

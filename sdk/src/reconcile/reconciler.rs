@@ -2,11 +2,9 @@
 
 use std::future::Future;
 
-use kube::Resource;
-use serde::de::DeserializeOwned;
-
 use super::context::Context;
 use crate::action::{Action, ReconcileError};
+use crate::cache::Cacheable;
 use crate::request::Request;
 
 /// The one trait an operator implements: drive the object named by `req`
@@ -38,11 +36,7 @@ use crate::request::Request;
 pub trait Reconcile: Send + Sync + 'static {
     /// The kind this reconciler drives: the controller's primary kind, the
     /// one [`Context::object`] reads and every `Request` names.
-    type Object: Resource<DynamicType = (), Scope: 'static>
-        + DeserializeOwned
-        + Send
-        + Sync
-        + 'static;
+    type Object: Cacheable<DynamicType = (), Scope: 'static>;
 
     /// Reconcile one object. Called by at most one worker at a time per key.
     fn reconcile(

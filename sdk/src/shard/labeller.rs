@@ -10,9 +10,7 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use kube::Resource;
 use kube::api::{Patch, PatchParams};
-use serde::de::DeserializeOwned;
 use tokio::sync::mpsc;
 use tokio_util::sync::{CancellationToken, DropGuard};
 
@@ -20,6 +18,7 @@ use super::division::ShardMode;
 use super::handle::{ShardHandle, ShardStatus};
 use super::label::{label_key, member_id, strays_selector};
 use super::view::{KeyScheme, View};
+use crate::cache::Cacheable;
 use crate::cache::{
     HandlerRegistration, InformerEvent, SharedCache, SharedIndexInformer, handler_fn,
     metadata_informer,
@@ -85,12 +84,9 @@ fn targets(batch: Vec<Candidate>, view: &View, identity: &str) -> Vec<(Candidate
 }
 
 /// Removes an event handler from its informer when dropped.
-struct Unregister<K: Resource + DeserializeOwned + Send + Sync + 'static>(
-    SharedIndexInformer<K>,
-    HandlerRegistration,
-);
+struct Unregister<K: Cacheable>(SharedIndexInformer<K>, HandlerRegistration);
 
-impl<K: Resource + DeserializeOwned + Send + Sync + 'static> Drop for Unregister<K> {
+impl<K: Cacheable> Drop for Unregister<K> {
     fn drop(&mut self) {
         self.0.remove_event_handler(&self.1);
     }
@@ -114,7 +110,7 @@ struct Outcome {
 /// assign namespaces.
 pub(crate) async fn run<K>(shard: ShardHandle, cache: SharedCache, controller: String)
 where
-    K: Resource<DynamicType = (), Scope: 'static> + DeserializeOwned + Send + Sync + 'static,
+    K: Cacheable<DynamicType = (), Scope: 'static>,
 {
     if shard.scheme != KeyScheme::Namespace {
         return;
@@ -174,7 +170,7 @@ struct Labeller<K> {
 
 impl<K> Labeller<K>
 where
-    K: Resource<DynamicType = (), Scope: 'static> + DeserializeOwned + Send + Sync + 'static,
+    K: Cacheable<DynamicType = (), Scope: 'static>,
 {
     async fn run(self, mut status: tokio::sync::watch::Receiver<ShardStatus>, first: ShardStatus) {
         let (tx, mut rx) = mpsc::unbounded_channel::<Candidate>();

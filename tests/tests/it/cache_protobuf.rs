@@ -18,10 +18,9 @@ use kube::{
     api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams},
     client::{ClientBuilder, DynBody},
 };
-use opkit::cache::{ReflectorConfig, SharedCache, SharedIndexInformer, StreamingList};
+use opkit::cache::{Cacheable, ReflectorConfig, SharedCache, SharedIndexInformer, StreamingList};
 use opkit_envtest::ControlPlane;
 use opkit_tests::{create_namespace, eventually, init_tracing};
-use serde::de::DeserializeOwned;
 
 const WAIT: Duration = Duration::from_secs(30);
 
@@ -55,7 +54,7 @@ fn informer<K>(
     streaming: bool,
 ) -> (SharedCache, SharedIndexInformer<K>)
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned + Clone + Send + Sync + 'static,
+    K: Cacheable<DynamicType = ()> + Clone,
 {
     let cache = SharedCache::builder(client)
         .namespace(ns)
@@ -77,7 +76,7 @@ where
 
 fn by_name<K>(informer: &SharedIndexInformer<K>) -> BTreeMap<String, K>
 where
-    K: Resource + DeserializeOwned + Clone + Send + Sync + 'static,
+    K: Cacheable + Clone,
 {
     informer
         .store()

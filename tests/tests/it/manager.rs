@@ -932,6 +932,41 @@ async fn a_missing_crd_fails_the_start_naming_it() {
     );
 }
 
+/// Issue 37: a sharded controller of a kind whose CRD is missing fails the
+/// start the same way. The shard module's probe of the kind (does the
+/// server filter by shard selector?) fails while the CRD is missing; the
+/// cache meanwhile lists by the shard selector, so its bounded start check
+/// still sees the 404s and names the CRD, rather than waiting for a probe
+/// that cannot succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_crd_fails_a_sharded_start_naming_it() {
+    let ns = "mgr-missing-crd-sharded";
+    let (_plane, client) = plane_with_namespace(ns).await;
+    let mut manager = Manager::builder()
+        .client(client)
+        .namespace(ns)
+        .sharding(opkit::shard::Sharding::new("phantoms").by_namespace())
+        .build()
+        .await
+        .unwrap();
+    manager.add(Controller::new(IdlePhantom)).unwrap();
+    let result = tokio::time::timeout(
+        Duration::from_secs(60),
+        manager.run_until(std::future::pending()),
+    )
+    .await
+    .expect("run fails within the bound");
+    let error = result.expect_err("a missing CRD fails the start");
+    assert!(
+        matches!(
+            &error,
+            ManagerError::Start(CacheError::CrdNotInstalled { crd, attempts: 4, .. })
+                if crd == "phantoms.missing.opkit.dev"
+        ),
+        "{error:?}"
+    );
+}
+
 /// Issue 11: an API server that cannot be reached fails `run` after a
 /// bounded retry, naming its URL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

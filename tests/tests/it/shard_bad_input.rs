@@ -109,10 +109,7 @@ where
     K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
         + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+        + opkit::cache::Cacheable,
 {
     type Object = K;
 
@@ -146,10 +143,7 @@ where
     K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
         + Clone
         + std::fmt::Debug
-        + serde::de::DeserializeOwned
-        + Send
-        + Sync
-        + 'static,
+        + opkit::cache::Cacheable,
 {
     let client = plane.client().unwrap();
     let shard = Sharding::new(ring)

@@ -129,11 +129,8 @@ async fn populate(admin: &kube::Client, prefix: &str, count: usize, per: usize) 
 fn cached<K>(replica: &Replica, prefix: &str) -> BTreeSet<String>
 where
     K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
-        + serde::de::DeserializeOwned
         + Clone
-        + Send
-        + Sync
-        + 'static,
+        + opkit::cache::Cacheable,
 {
     replica
         .cache

@@ -38,7 +38,8 @@ use serde::de::DeserializeOwned;
 
 use super::wire::{self, Answer, ListOptions, Target, WatchOptions, WatchStream};
 use crate::cache::{
-    decode::{Format, ListPage, protobuf},
+    cacheable::{self, Cacheable},
+    decode::{Format, ListPage},
     error::ReflectorError,
 };
 
@@ -96,15 +97,11 @@ impl<K> fmt::Debug for ListWatch<K> {
 }
 
 impl<K: Resource + 'static> ListWatch<K> {
-    /// Lists and watches `K` (described by `dyntype`: `&()` for typed
-    /// resources, an [`ApiResource`](kube::core::ApiResource) for
-    /// `DynamicObject`) in all namespaces.
-    ///
-    /// Built-in kinds opkit decodes from protobuf (`ConfigMap`, `Secret`)
-    /// are requested as protobuf, with JSON accepted too; everything else,
-    /// custom resources included, as JSON (see
-    /// [`ReflectorConfig::protobuf`](super::ReflectorConfig::protobuf)).
-    pub(crate) fn new(client: Client, dyntype: &K::DynamicType) -> Self {
+    /// Lists and watches the whole objects of `K` (described by
+    /// `dyntype`: `&()` for typed resources, an
+    /// [`ApiResource`](kube::core::ApiResource) for `DynamicObject`) in all
+    /// namespaces, as JSON: what a probe of the server needs.
+    fn of_kind(client: Client, dyntype: &K::DynamicType) -> Self {
         Self {
             client,
             url_path: K::url_path(dyntype, None),
@@ -115,15 +112,38 @@ impl<K: Resource + 'static> ListWatch<K> {
             shard_labels: None,
             metadata_only: K::metadata_api(),
             kind: K::kind(dyntype).into_owned(),
-            // after `kind`: asking it registers a projection
-            projection: crate::cache::projection::name::<K>(),
+            projection: None,
             api_version: K::api_version(dyntype).into_owned(),
             ns_template: K::url_path(dyntype, Some(NS_PLACEHOLDER)),
-            format: protobuf::codec::<K>()
-                .or_else(crate::cache::projection::codec::<K>)
-                .map_or_else(Format::json, Format::protobuf),
+            format: Format::json(),
             _k: PhantomData,
         }
+    }
+
+    /// [`of_kind`](Self::of_kind) for a probe: JSON, whatever the kind.
+    #[cfg(feature = "shard")]
+    pub(crate) fn probe(client: Client, dyntype: &K::DynamicType) -> Self {
+        Self::of_kind(client, dyntype)
+    }
+}
+
+impl<K: Cacheable> ListWatch<K> {
+    /// Lists and watches `K` (described by `dyntype`: `&()` for typed
+    /// resources, an [`ApiResource`](kube::core::ApiResource) for
+    /// `DynamicObject`) in all namespaces.
+    ///
+    /// Built-in kinds opkit decodes from protobuf (`ConfigMap`, `Secret`)
+    /// are requested as protobuf, with JSON accepted too; everything else,
+    /// custom resources included, as JSON (see
+    /// [`ReflectorConfig::protobuf`](super::ReflectorConfig::protobuf)). A
+    /// projection is requested as its whole kind is.
+    pub(crate) fn new(client: Client, dyntype: &K::DynamicType) -> Self {
+        let mut lw = Self::of_kind(client, dyntype);
+        lw.projection = K::projection().map(|p| p.name());
+        if let Some(codec) = cacheable::protobuf_codec::<K>() {
+            lw.format = Format::protobuf(codec);
+        }
+        lw
     }
 }
 
@@ -320,7 +340,7 @@ pub(crate) mod tests {
     use kube::core::{DynamicObject, PartialObjectMeta};
 
     #[cfg(feature = "protobuf")]
-    use crate::cache::decode::WatchLine;
+    use crate::cache::decode::{WatchLine, protobuf};
     use http::header;
     use kube::client::Body;
 

@@ -51,8 +51,6 @@
 
 use std::{fmt, sync::Arc, time::Duration};
 
-use kube::Resource;
-use serde::de::DeserializeOwned;
 use tokio::{sync::watch, time::Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -67,6 +65,7 @@ use super::{
     reflector_store::ReflectorStore,
     wire::{ListOptions, WatchOptions, WatchStream},
 };
+use crate::cache::cacheable::Cacheable;
 use crate::cache::{
     decode::{SkippedObject, WatchLine},
     error::ReflectorError,
@@ -100,7 +99,7 @@ pub struct Reflector<K, S> {
 
 impl<K, S> Reflector<K, S>
 where
-    K: Resource + DeserializeOwned + Send + Sync + 'static,
+    K: Cacheable,
     S: ReflectorStore<K>,
 {
     /// A reflector from `lw` into `store`, with the default transform

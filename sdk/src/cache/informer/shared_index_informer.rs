@@ -47,7 +47,6 @@ use std::{
 
 use kube::Resource;
 use parking_lot::Mutex;
-use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
@@ -63,6 +62,7 @@ use super::{
     tasks::Tasks,
     write_observer::WriteObserver,
 };
+use crate::cache::cacheable::Cacheable;
 use crate::cache::{
     error::{CacheError, IndexError},
     key::ObjectKey,
@@ -162,7 +162,7 @@ fn same_resource_version<K: Resource>(a: &K, b: &K) -> bool {
 
 impl<K> SharedIndexInformer<K>
 where
-    K: Resource + DeserializeOwned + Send + Sync + 'static,
+    K: Cacheable,
 {
     /// A new (not yet started) informer over `lw`.
     #[cfg(test)]

@@ -5,13 +5,13 @@
 
 use kube::core::PartialObjectMeta;
 use kube::{Client, Resource};
-use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
 use super::{
     list_watch::ListWatch,
     shared_index_informer::{InformerOptions, SharedIndexInformer},
 };
+use crate::cache::cacheable::Cacheable;
 use crate::cache::error::ReflectorError;
 
 /// Whether the server filters the objects of `K` in `namespace` (`None`:
@@ -25,7 +25,7 @@ pub(crate) async fn server_filters_by_shard_selector<K>(
 where
     K: Resource<DynamicType = ()> + 'static,
 {
-    let mut lw = ListWatch::<K>::new(client, &());
+    let mut lw = ListWatch::<K>::probe(client, &());
     if let Some(namespace) = namespace {
         lw = lw.namespace(namespace);
     }
@@ -43,7 +43,7 @@ pub(crate) fn metadata_informer<K>(
     cancel: CancellationToken,
 ) -> SharedIndexInformer<PartialObjectMeta<K>>
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: Cacheable<DynamicType = ()>,
 {
     let mut lw = ListWatch::<PartialObjectMeta<K>>::new(client, &()).labels(labels);
     if let Some(namespace) = namespace {

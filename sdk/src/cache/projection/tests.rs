@@ -8,6 +8,9 @@ use k8s_pb::{api::core::v1 as pb_core, apimachinery::pkg::apis::meta::v1 as pb_m
 use prost::Message;
 
 use super::*;
+use crate::cache::cacheable::drops_owner_references;
+#[cfg(feature = "protobuf")]
+use crate::cache::cacheable::protobuf_codec;
 #[cfg(feature = "protobuf")]
 use crate::cache::decode::json;
 
@@ -85,8 +88,8 @@ fn the_metadata_essentials_are_kept_beside_the_projection() {
     assert_eq!(bare.metadata().labels, None);
     assert_eq!(bare.metadata().owner_references, None);
     assert_eq!(bare.metadata().name.as_deref(), Some("a"));
-    // registered on the kind's first use: the owner check finds it
-    let _ = <Projected<ConfigMap, Bare> as Resource>::kind(&());
+    // what it keeps is a property of its type: no registration, no
+    // kind asked first
     assert!(drops_owner_references::<Projected<ConfigMap, Bare>>().is_some());
     assert!(drops_owner_references::<Projected<ConfigMap, Colour>>().is_none());
     assert!(drops_owner_references::<ConfigMap>().is_none());
@@ -112,8 +115,8 @@ fn json_and_protobuf_decoding_project_each_object_once() {
     assert_eq!(COLOUR_CALLS.load(Ordering::SeqCst) - before, 2);
 
     // protobuf: the projection's codec is the kind's, then the projection
-    let _ = <Projected<ConfigMap, Colour> as Resource>::kind(&());
-    let cm_codec = codec::<Projected<ConfigMap, Colour>>().expect("a projected ConfigMap codec");
+    let cm_codec =
+        protobuf_codec::<Projected<ConfigMap, Colour>>().expect("a projected ConfigMap codec");
     let raw = pb_core::ConfigMap {
         metadata: Some(pb_meta::ObjectMeta {
             name: Some("c".into()),
@@ -136,6 +139,5 @@ fn json_and_protobuf_decoding_project_each_object_once() {
             Phase
         }
     }
-    let _ = <Projected<k8s_openapi::api::core::v1::Pod, Phase> as Resource>::kind(&());
-    assert!(codec::<Projected<k8s_openapi::api::core::v1::Pod, Phase>>().is_none());
+    assert!(protobuf_codec::<Projected<k8s_openapi::api::core::v1::Pod, Phase>>().is_none());
 }

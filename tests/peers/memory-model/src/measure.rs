@@ -154,7 +154,7 @@ where
 /// An informer of `K` from a cache limited to `ns`, synced; its object count.
 async fn informer<K>(client: Client, ns: &str, protobuf: bool, ryow: bool) -> usize
 where
-    K: Resource<DynamicType = ()> + DeserializeOwned + Send + Sync + 'static,
+    K: opkit::cache::Cacheable<DynamicType = ()>,
     K::Scope: 'static,
 {
     let cache = SharedCache::builder(client)
