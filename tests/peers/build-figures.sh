@@ -16,6 +16,9 @@
 #             binary and image size
 #   profiles  the plain project's cold release image and its rebuild after
 #             a one-line edit under other release profiles (PROFILES)
+#   sizes     `cargo opkit image --release` of both projects in
+#             RELEASE_TARGET (kept: the builds reuse what it holds, so only
+#             the sizes are comparable, not the times)
 #
 # Two projects are generated from the opkit checkout OPKIT with the
 # cargo-opkit binary CARGO_OPKIT (built from that same checkout, so its
@@ -32,6 +35,9 @@
 #   NICE         niceness of the builds (default 5)
 #   PROFILES     for `profiles`: space-separated LTO:CODEGEN_UNITS pairs
 #                (default "thin:16 false:16"; fat:1 is the template's, measured by `release`)
+#   RELEASE_TARGET  for `profiles` and `sizes`: one target directory, kept
+#                (default: an empty one per profile, deleted afterwards; for
+#                `sizes`, $SCRATCH/target-release)
 #
 # Each figure is one tab-separated line on stdout and appended to
 # $SCRATCH/figures.tsv:
@@ -170,15 +176,22 @@ step_profiles() {
   for pair in $PROFILES; do
     lto="${pair%%:*}"
     cgu="${pair##*:}"
-    target="$SCRATCH/target-release-$lto-$cgu"
-    rm -rf "$target"
+    target="${RELEASE_TARGET:-$SCRATCH/target-release-$lto-$cgu}"
+    [[ -n "${RELEASE_TARGET:-}" ]] || rm -rf "$target"
     image plain-operator "release-cold-lto=$lto-cgu=$cgu" "$target" \
       CARGO_PROFILE_RELEASE_LTO="$lto" CARGO_PROFILE_RELEASE_CODEGEN_UNITS="$cgu"
     edit plain-operator
     image plain-operator "release-edit-lto=$lto-cgu=$cgu" "$target" \
       CARGO_PROFILE_RELEASE_LTO="$lto" CARGO_PROFILE_RELEASE_CODEGEN_UNITS="$cgu"
-    rm -rf "$target"
+    [[ -n "${RELEASE_TARGET:-}" ]] || rm -rf "$target"
   done
+}
+
+# Sizes under the profile the environment gives (CARGO_PROFILE_RELEASE_*).
+step_sizes() {
+  local target="${RELEASE_TARGET:-$SCRATCH/target-release}"
+  image plain-operator "sizes-lto=${CARGO_PROFILE_RELEASE_LTO:-project}" "$target"
+  image webhook-operator "sizes-lto=${CARGO_PROFILE_RELEASE_LTO:-project}" "$target"
 }
 
 generate plain-operator
@@ -189,6 +202,7 @@ for step in "${steps[@]}"; do
     debug) step_debug plain-operator; step_debug webhook-operator ;;
     release) step_release ;;
     profiles) step_profiles ;;
-    *) echo "unknown step: $step (deps, debug, release, profiles)" >&2; exit 2 ;;
+    sizes) step_sizes ;;
+    *) echo "unknown step: $step (deps, debug, release, profiles, sizes)" >&2; exit 2 ;;
   esac
 done
