@@ -8,7 +8,7 @@ export OPKIT_CACHE
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: help demo test book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-managed-fields bench-memory
+.PHONY: help demo test book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-managed-fields bench-memory bench-build
 
 help:
 	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
@@ -28,6 +28,7 @@ help:
 	@echo "make bench-memory  bytes per cached ConfigMap and Pod by component, opkit vs client-go"
 	@echo "make bench-scale   one Pod controller in opkit and controller-runtime over 10k kwok Pods with churn"
 	@echo "make bench-shard   sharded replicas: per-replica cache (1 vs 3), throughput and takeover (1-4 replicas)"
+	@echo "make bench-build   generated projects (plain, with a webhook): crates, cold debug build, release binary and image"
 
 controlplane:
 	@tests/controlplane/build.sh >/dev/null
@@ -124,6 +125,12 @@ bench-informer: controlplane
 # control plane (issue 13). SIZES=1000,10000 REPS=3 by default.
 bench-e2e: controlplane
 	@tests/peers/bench-e2e.sh
+
+# Build figures of two generated projects, plain and with a webhook (issue
+# 37): crates in the graph, cold debug build CPU, release build, binary and
+# image size. Long (cold builds); not part of `make bench`.
+bench-build:
+	$(CARGO) build -p cargo-opkit && tests/peers/build-figures.sh
 
 # The memory model (issue 27): bytes per cached ConfigMap and Pod by
 # component (k8s-openapi layout, opkit's overhead, malloc, RSS) against
