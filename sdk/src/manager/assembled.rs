@@ -128,6 +128,42 @@ impl Manager {
             .and_then(BoundWebhookServer::local_addr)
     }
 
+    #[cfg(feature = "shard")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "shard")))]
+    /// This replica's place in its ring when the manager shards
+    /// ([`sharding`](crate::manager::ManagerBuilder::sharding)): a receiver
+    /// of its [`ShardStatus`](crate::shard::ShardStatus) (whether it may
+    /// start reconciles, the members it sees, how often the member set
+    /// changed), current now and after every change, also once
+    /// [`run`](Self::run) took the manager. Read-only: the manager owns the
+    /// membership. `None` without sharding.
+    ///
+    /// ```no_run
+    /// # async fn doc(manager: opkit::manager::Manager) {
+    /// if let Some(mut status) = manager.shard_status() {
+    ///     tokio::spawn(async move {
+    ///         while status.changed().await.is_ok() {
+    ///             let now = status.borrow().clone();
+    ///             tracing::info!(active = now.active, members = ?now.members, "ring changed");
+    ///         }
+    ///     });
+    /// }
+    /// # }
+    /// ```
+    pub fn shard_status(&self) -> Option<watch::Receiver<crate::shard::ShardStatus>> {
+        self.shard
+            .as_ref()
+            .map(crate::shard::ShardHandle::subscribe)
+    }
+
+    #[cfg(feature = "shard")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "shard")))]
+    /// This replica's identity in its ring (its member Lease's holder),
+    /// `None` without sharding.
+    pub fn shard_identity(&self) -> Option<&str> {
+        self.shard.as_ref().map(crate::shard::ShardHandle::identity)
+    }
+
     /// Whether this replica's controllers may reconcile: `true` while it
     /// leads (or, without leader election, while [`run`](Self::run) runs).
     /// Becomes `false` when leadership ends or the manager stops.

@@ -245,8 +245,19 @@ async fn managers_with_sharding_split_objects_and_report_membership() {
         Err(opkit::manager::ManagerError::ShardingWithLeaderElection)
     ));
 
+    // Without sharding there is no ring to read.
+    let plain = opkit::manager::Manager::builder()
+        .client(plane.client().unwrap())
+        .namespace(MNS)
+        .build()
+        .await
+        .unwrap();
+    assert!(plain.shard_status().is_none() && plain.shard_identity().is_none());
+
     let log: Log = Arc::default();
     let mut running = Vec::new();
+    // Each manager's ring status, read through the manager (issue 38).
+    let mut statuses = Vec::new();
     for name in ["m1", "m2"] {
         let mut manager = opkit::manager::Manager::builder()
             .client(plane.client().unwrap())
@@ -266,6 +277,12 @@ async fn managers_with_sharding_split_objects_and_report_membership() {
         manager
             .add(Controller::new(Recorder::new(name, &log, WAIT)))
             .unwrap();
+        assert_eq!(manager.shard_identity(), Some(name));
+        statuses.push(
+            manager
+                .shard_status()
+                .expect("a sharded manager's ring status"),
+        );
         let metrics = manager.metrics_address().unwrap();
         let probes = manager.health_probe_address().unwrap();
         let stop = CancellationToken::new();
@@ -291,6 +308,18 @@ async fn managers_with_sharding_split_objects_and_report_membership() {
             "managers did not both become active members"
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The managers' own view of it, after `run` took them: both members.
+    for status in &mut statuses {
+        let now = tokio::time::timeout(
+            Duration::from_secs(10),
+            status.wait_for(|s| s.active && s.members.len() == 2),
+        )
+        .await
+        .expect("the status receiver sees the ring the metrics show")
+        .unwrap()
+        .clone();
+        assert_eq!(now.members, ["m1", "m2"]);
     }
     // Every object reconciled, each by one replica only.
     let since = Instant::now();
