@@ -932,6 +932,14 @@ async fn a_missing_crd_fails_the_start_naming_it() {
     );
 }
 
+/// The error `run` fails with, within `bound`.
+async fn start_error(manager: Manager, bound: Duration) -> ManagerError {
+    tokio::time::timeout(bound, manager.run_until(std::future::pending()))
+        .await
+        .expect("run fails within the bound")
+        .expect_err("the start fails")
+}
+
 /// Issue 37: a sharded controller of a kind whose CRD is missing fails the
 /// start the same way. The shard module's probe of the kind (does the
 /// server filter by shard selector?) fails while the CRD is missing; the
@@ -950,13 +958,7 @@ async fn a_missing_crd_fails_a_sharded_start_naming_it() {
         .await
         .unwrap();
     manager.add(Controller::new(IdlePhantom)).unwrap();
-    let result = tokio::time::timeout(
-        Duration::from_secs(60),
-        manager.run_until(std::future::pending()),
-    )
-    .await
-    .expect("run fails within the bound");
-    let error = result.expect_err("a missing CRD fails the start");
+    let error = start_error(manager, Duration::from_secs(60)).await;
     assert!(
         matches!(
             &error,
@@ -981,13 +983,7 @@ async fn an_unreachable_api_server_fails_the_start_naming_its_url() {
         .await
         .unwrap();
     manager.add(Controller::new(Idle)).unwrap();
-    let result = tokio::time::timeout(
-        Duration::from_secs(30),
-        manager.run_until(std::future::pending()),
-    )
-    .await
-    .expect("run fails within the bound");
-    let error = result.expect_err("an unreachable server fails the start");
+    let error = start_error(manager, Duration::from_secs(30)).await;
     assert!(
         matches!(
             &error,
