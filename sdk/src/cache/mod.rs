@@ -61,6 +61,8 @@
 //! `SetTransform`) can slim objects further before they are stored, and a
 //! [`Projection`] caches a type of the user's own made from each object
 //! (`Projected<K, P>`: one informer per `(K, P)`, mapped once per event).
+//! Whatever the cache holds is [`Cacheable`]: a whole kind, or a
+//! projection that says through its type what it keeps.
 //!
 //! Wire format: `ConfigMap` and `Secret` are listed and watched as
 //! protobuf, as client-go does for built-in kinds (a third of the API
