@@ -112,31 +112,14 @@ impl<R: Reconcile> Controller<R> {
             observer,
         };
         #[cfg(feature = "shard")]
-        {
-            if let Some(shard) = &prepared.settings.shard {
-                shard.register_kind(&self.primary.group, &self.primary.kind);
-            }
-            // The primary kind is divided by label where the server does not
-            // filter by shard selectors (label mode); owned kinds only by them.
-            let selectors = prepared
-                .settings
-                .shard
-                .as_ref()
-                .and_then(|shard| Some((shard, shard.cache_selectors()?)));
-            if let Some((shard, selectors)) = selectors {
-                sharded::shard_kind::<R::Object>(shard, cache, selectors.primary);
-                for shard_kind in &self.sharded_kinds {
-                    shard_kind(shard, cache, selectors.owned.clone());
-                }
-            } else if prepared.settings.shard.is_some() {
-                tracing::info!(
-                    controller = %prepared.settings.name,
-                    mode = "filter-at-queue",
-                    "sharded controller: every replica caches every object and reconciles its share \
-                     (Sharding::by_namespace divides the cache: server-side where the API server \
-                     supports it, else by a shard label)"
-                );
-            }
+        if let Some(shard) = &prepared.settings.shard {
+            sharded::divide_cache::<R::Object>(
+                shard,
+                cache,
+                &self.primary,
+                &self.sharded_kinds,
+                &prepared.settings.name,
+            );
         }
         for index in self.indexes {
             if let Err((kind, source)) = index(cache) {

@@ -26,6 +26,39 @@ pub(crate) fn shard_kind<K>(
     shard.divide_kind::<K>(cache, selector);
 }
 
+/// Registers a sharded controller's primary kind with its ring and divides
+/// the cache of its primary kind and of `owned` (same-scope owned kinds)
+/// by this replica's share, where the ring hashes namespaces; otherwise
+/// every replica caches everything and logs that it does.
+pub(super) fn divide_cache<K>(
+    shard: &ShardHandle,
+    cache: &SharedCache,
+    primary: &crate::handler::OwnerKind,
+    owned: &[super::watch::ShardKindFn],
+    controller: &str,
+) where
+    K: kube::Resource<DynamicType = ()> + 'static,
+    K::Scope: 'static,
+{
+    shard.register_kind(&primary.group, &primary.kind);
+    // The primary kind is divided by label where the server does not
+    // filter by shard selectors (label mode); owned kinds only by them.
+    let Some(selectors) = shard.cache_selectors() else {
+        tracing::info!(
+            controller,
+            mode = "filter-at-queue",
+            "sharded controller: every replica caches every object and reconciles its share \
+             (Sharding::by_namespace divides the cache: server-side where the API server \
+             supports it, else by a shard label)"
+        );
+        return;
+    };
+    shard_kind::<K>(shard, cache, selectors.primary);
+    for shard_kind in owned {
+        shard_kind(shard, cache, selectors.owned.clone());
+    }
+}
+
 /// The shard key of a request: `namespace/name`, or `name` if cluster-scoped.
 pub(crate) fn shard_key(request: &Request) -> String {
     request.to_string()
