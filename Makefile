@@ -8,11 +8,12 @@ export OPKIT_CACHE
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: help demo test book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-managed-fields bench-memory bench-build
+.PHONY: help demo test test-fast book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-managed-fields bench-memory bench-build
 
 help:
 	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
 	@echo "make test          build the control plane if missing, run every test, check for leftovers"
+	@echo "make test-fast     every test but the journeys (generated projects, local clusters), with nextest"
 	@echo "make controlplane  build kube-apiserver and etcd into $(OPKIT_CACHE)/controlplane"
 	@echo "make dev-cluster   start a local control plane and keep it running until Ctrl-C"
 	@echo "make cluster       start a local single-node cluster with a registry until Ctrl-C (REGISTRY=0: without)"
@@ -61,14 +62,24 @@ demo: cluster-assets
 
 # Every test, then the leftover check. The run records what it starts in
 # a directory of its own (OPKIT_RUN_DIR), and check-orphans judges only that.
-# tests/run-tests.sh runs what `cargo test --workspace --all-features` runs,
-# cut into jobs (a binary, or one long journey module of one) that four
-# workers take longest first (OPKIT_TEST_JOBS=N for another count); TEST_ARGS
-# go to every binary, e.g. TEST_ARGS=leader for the tests whose names
-# contain "leader".
+# tests/run-tests.sh builds the test binaries once, runs the doc tests and,
+# with cargo-nextest (installed pinned by tests/nextest.sh), every other
+# test in a process of its own as .config/nextest.toml says (the journeys
+# first, at most four at once; a JUnit report under the target directory).
+# TEST_ARGS go to cargo nextest run, e.g. TEST_ARGS=leader for the tests
+# whose names contain "leader", or TEST_ARGS="-E 'test(/^cache_/)'".
 test: cluster-assets registry helm
 	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/opkit-run.XXXXXX"); \
 	OPKIT_RUN_DIR=$$run CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
+	OPKIT_RUN_DIR=$$run tests/check-orphans.sh || rc=1; \
+	rm -rf "$$run"; exit $$rc
+
+# A contributor's inner loop: every test but the journeys (nextest's
+# profile `fast`: no generated project built, no local cluster started)
+# and the doc tests; `make test` still runs everything.
+test-fast: cluster-assets registry helm
+	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/opkit-run.XXXXXX"); \
+	OPKIT_RUN_DIR=$$run NEXTEST_PROFILE=fast CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
 	OPKIT_RUN_DIR=$$run tests/check-orphans.sh || rc=1; \
 	rm -rf "$$run"; exit $$rc
 

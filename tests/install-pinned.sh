@@ -2,17 +2,20 @@
 # Installs a tool from crates.io, pinned, into a cache outside the clone,
 # once, and prints the binary's path:
 #
-#   tests/install-pinned.sh CRATE VERSION [BINARY]   # BINARY defaults to CRATE
+#   tests/install-pinned.sh CRATE VERSION [BINARY [ARGS...]]
 #
+# BINARY defaults to CRATE; ARGS go to `cargo install` (e.g. features).
 # `cargo install --locked --root $OPKIT_CACHE/<crate>/<version>`, under a
 # lock, built in a target directory of its own (never the workspace's: its
 # fingerprints differ) and moved into place whole; a warm run returns at
-# once. book/build.sh (mdbook), tests/kopium/install.sh (kopium) and
-# tests/features/check.sh (cargo-hack) install their tools with it.
+# once. book/build.sh (mdbook), tests/kopium/install.sh (kopium),
+# tests/features/check.sh (cargo-hack) and tests/nextest.sh (cargo-nextest)
+# install their tools with it.
 set -euo pipefail
 crate=$1
 version=$2
 binary=${3:-$1}
+shift $(($# < 3 ? $# : 3))
 cache=${OPKIT_CACHE:-$HOME/.cache/opkit}
 root="$cache/$crate/$version"
 exe="$root/bin/$binary"
@@ -25,7 +28,7 @@ if [ ! -x "$exe" ]; then
     trap 'rm -rf "$tmp"' EXIT
     echo "install-pinned.sh: installing $crate $version into $root (once)" >&2
     CARGO_TARGET_DIR="$tmp/target" "${CARGO:-cargo}" install "$crate" --version "$version" \
-      --locked --root "$tmp/root" --quiet >&2
+      --locked --root "$tmp/root" --quiet "$@" >&2
     rm -rf "$root"
     mv "$tmp/root" "$root"
     rm -rf "$tmp"

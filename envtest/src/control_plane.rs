@@ -14,7 +14,7 @@ use super::assets::{Binaries, DEFAULT_KUBERNETES_VERSION, find_binaries};
 use super::error::{EnvtestError, Result};
 use super::kubeconfig::{self, Credentials};
 use super::pki::Pki;
-use super::process::ChildProcess;
+use super::process::{ChildProcess, Lifetime};
 
 /// How often readiness is polled while a process starts.
 const POLL_INTERVAL: Duration = Duration::from_millis(50);
@@ -42,6 +42,10 @@ pub struct ControlPlaneBuilder {
     /// The Service IP range (`--service-cluster-ip-range`): a cluster gives
     /// each control plane its own.
     pub(crate) service_cidr: String,
+    /// Where a control plane that outlives this process goes (see
+    /// [`ControlPlane::shared`]): its processes are detached and its
+    /// directory is kept.
+    detached_in: Option<PathBuf>,
 }
 
 /// The Service IP range of a control plane started on its own.
@@ -59,6 +63,7 @@ impl Default for ControlPlaneBuilder {
             pki: None,
             cluster_mode: false,
             service_cidr: DEFAULT_SERVICE_CIDR.to_owned(),
+            detached_in: None,
         }
     }
 }
@@ -113,14 +118,18 @@ impl ControlPlaneBuilder {
             None => find_binaries(&self.kubernetes_version)?,
         };
         remove_stale_dirs(DIR_PREFIX);
-        let dir = tempfile::Builder::new()
-            .prefix(&format!("{DIR_PREFIX}{}-", std::process::id()))
-            .tempdir()
-            .map_err(|source| EnvtestError::Io {
-                what: "creating a temporary directory",
-                path: std::env::temp_dir(),
-                source,
-            })?;
+        let prefix = format!("{DIR_PREFIX}{}-", std::process::id());
+        let mut builder = tempfile::Builder::new();
+        let builder = builder.prefix(&prefix);
+        let created = match &self.detached_in {
+            Some(parent) => builder.tempdir_in(parent),
+            None => builder.tempdir(),
+        };
+        let dir = created.map_err(|source| EnvtestError::Io {
+            what: "creating a temporary directory",
+            path: self.detached_in.clone().unwrap_or_else(std::env::temp_dir),
+            source,
+        })?;
         let pki = match self.pki.clone() {
             Some(pki) => pki,
             None => Arc::new(Pki::generate(&[])?),
@@ -148,6 +157,14 @@ impl ControlPlaneBuilder {
         }
     }
 
+    fn lifetime(&self) -> Lifetime {
+        if self.detached_in.is_some() {
+            Lifetime::Detached
+        } else {
+            Lifetime::OfThisProcess
+        }
+    }
+
     async fn start_once(
         &self,
         binaries: &Binaries,
@@ -159,11 +176,12 @@ impl ControlPlaneBuilder {
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
         let data_dir = dir.path().join(format!("etcd-{etcd_port}"));
         let etcd_args = etcd_args(&data_dir, &etcd_url, peer_port);
-        let etcd = ChildProcess::spawn(
+        let etcd = ChildProcess::spawn_as(
             "etcd",
             &binaries.etcd,
             &etcd_args,
             dir.path().join("etcd.log"),
+            self.lifetime(),
         )?;
         wait_for_etcd(&etcd, &etcd_url, self.start_timeout).await?;
 
@@ -202,7 +220,7 @@ impl ControlPlaneBuilder {
                 .await
                 .map_err(|e| EnvtestError::Kubeconfig(e.to_string()))?;
 
-        let apiserver = spawn_apiserver(binaries, dir.path(), &apiserver_args)?;
+        let apiserver = spawn_apiserver(binaries, dir.path(), &apiserver_args, self.lifetime())?;
         wait_for_apiserver(&apiserver, &etcd, &admin_config, self.start_timeout).await?;
         Ok(Started {
             etcd,
@@ -242,6 +260,7 @@ impl Started {
             start_timeout: self.start_timeout,
             binaries,
             dir: Mutex::new(Some(dir)),
+            shared_dir: None,
         }
     }
 }
@@ -263,6 +282,9 @@ pub struct ControlPlane {
     start_timeout: Duration,
     binaries: Binaries,
     dir: Mutex<Option<TempDir>>,
+    /// The directory of a plane shared across processes, which this one
+    /// only attached to (no processes, no directory of its own).
+    shared_dir: Option<PathBuf>,
 }
 
 impl ControlPlane {
@@ -282,11 +304,25 @@ impl ControlPlane {
     /// the start-up time. It is never dropped: its processes die with the test
     /// process, and its directory is removed by the next start in a later
     /// process. Give each test its own namespace to keep tests apart.
+    ///
+    /// With `OPKIT_SHARED_PLANES=DIR` set (`make test` sets it, as its
+    /// runner gives each test a process of its own), the plane is one per
+    /// test binary across processes instead: the first test of a binary
+    /// starts it, detached, in `DIR/<binary>/`, and the binary's later tests
+    /// attach to it, so every test of a binary shares one plane as when
+    /// they ran in one process. Whoever set `DIR` stops its processes (the
+    /// PIDs in `DIR/<binary>/pids`) when the run ends.
     pub async fn shared() -> Result<&'static Self> {
         static SHARED: OnceCell<std::result::Result<ControlPlane, String>> = OnceCell::const_new();
         // A failed start is remembered: every test reports it, none retries it.
         let started = SHARED
-            .get_or_init(|| async { Self::start().await.map_err(|e| e.to_string()) })
+            .get_or_init(|| async {
+                match std::env::var_os(SHARED_PLANES_ENV).filter(|d| !d.is_empty()) {
+                    Some(root) => shared_across_processes(Path::new(&root)).await,
+                    None => Self::start().await,
+                }
+                .map_err(|e| e.to_string())
+            })
             .await;
         started
             .as_ref()
@@ -386,8 +422,11 @@ impl ControlPlane {
 
     /// The last lines of kube-apiserver's log, for test failure messages.
     pub fn apiserver_log_tail(&self) -> String {
-        match self.apiserver.lock().ok().as_deref() {
-            Some(Some(p)) => p.log_tail(),
+        match (self.apiserver.lock().ok().as_deref(), &self.shared_dir) {
+            (Some(Some(p)), _) => p.log_tail(),
+            (_, Some(dir)) => {
+                super::process::tail_of_file(&dir.join("kube-apiserver.log"), LOG_TAIL_LINES)
+            }
             _ => "(kube-apiserver is not running)".to_owned(),
         }
     }
@@ -421,7 +460,12 @@ impl ControlPlane {
             .ok()
             .and_then(|d| d.as_ref().map(|d| d.path().to_owned()))
             .ok_or(EnvtestError::Stopped)?;
-        let apiserver = spawn_apiserver(&self.binaries, &dir, &self.apiserver_args)?;
+        let apiserver = spawn_apiserver(
+            &self.binaries,
+            &dir,
+            &self.apiserver_args,
+            Lifetime::OfThisProcess,
+        )?;
         let etcd = self
             .etcd
             .lock()
@@ -460,6 +504,135 @@ impl Drop for ControlPlane {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// The environment variable naming where [`ControlPlane::shared`] keeps
+/// planes shared across processes (one per test binary).
+const SHARED_PLANES_ENV: &str = "OPKIT_SHARED_PLANES";
+/// How many log lines an attached plane's failure message quotes.
+const LOG_TAIL_LINES: usize = 25;
+
+/// The plane of this test binary under `root`: started (detached) by the
+/// first process that asks, under a lock, and attached to by the rest.
+async fn shared_across_processes(root: &Path) -> Result<ControlPlane> {
+    let io = |what: &'static str, path: &Path| {
+        let path = path.to_owned();
+        move |source| EnvtestError::Io { what, path, source }
+    };
+    std::fs::create_dir_all(root).map_err(io("creating the shared planes' directory", root))?;
+    // One plane per test binary: its file name holds cargo's hash, so two
+    // binaries of one package get two planes, as two processes did.
+    let exe = std::env::current_exe().map_err(io("finding the test binary", root))?;
+    let key = exe
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "tests".to_owned());
+    let dir = root.join(&key);
+    let lock_path = root.join(format!("{key}.lock"));
+    let root = root.to_owned();
+    // The lock is held while the first process starts the plane (seconds):
+    // off the runtime's threads.
+    let joined = tokio::task::spawn_blocking(move || {
+        let lock = std::fs::File::create(&lock_path)
+            .map_err(io("creating the shared plane's lock", &lock_path))?;
+        lock.lock()
+            .map_err(io("locking the shared plane", &lock_path))?;
+        if !dir.join("ready").exists() {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(io("starting a runtime", &dir))?;
+            runtime.block_on(start_detached(&root, &dir))?;
+        }
+        Ok::<_, EnvtestError>(dir)
+    })
+    .await;
+    let dir = joined.map_err(|e| EnvtestError::SharedUnavailable(e.to_string()))??;
+    attach(&dir).await
+}
+
+/// Starts a plane whose processes outlive this one, writes what
+/// [`attach`] reads into `dir`, then `dir/ready`.
+async fn start_detached(root: &Path, dir: &Path) -> Result<()> {
+    let builder = ControlPlaneBuilder {
+        detached_in: Some(root.to_owned()),
+        ..ControlPlaneBuilder::default()
+    };
+    let plane = builder.start().await?;
+    let own_dir = plane
+        .dir
+        .lock()
+        .ok()
+        .and_then(|mut d| d.take())
+        .ok_or(EnvtestError::Stopped)?
+        .keep();
+    let mut pids = String::new();
+    for process in [
+        plane.apiserver.lock().ok().and_then(|mut p| p.take()),
+        plane
+            .etcd
+            .lock()
+            .ok()
+            .and_then(|mut p| p.take())
+            .and_then(|p| Arc::try_unwrap(p).ok()),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        let pid = process.pid();
+        if let Some(start) = super::footprint::start_time(pid) {
+            pids.push_str(&format!("{pid} {start}\n"));
+        }
+        process.detach();
+    }
+    write_file(&own_dir.join("pids"), &pids)?;
+    write_file(&own_dir.join("server-url"), &plane.server_url)?;
+    write_file(
+        &own_dir.join("apiserver-args"),
+        &plane.apiserver_args.join("\n"),
+    )?;
+    // etcd and kube-apiserver keep using their files by path: the plane's
+    // name for this binary is a link to the directory, not a move of it.
+    std::os::unix::fs::symlink(&own_dir, dir).map_err(|source| EnvtestError::Io {
+        what: "linking the shared plane's directory",
+        path: dir.to_owned(),
+        source,
+    })?;
+    write_file(&dir.join("ready"), "")?;
+    tracing::info!(dir = %dir.display(), apiserver = %plane.server_url, "shared control plane started for this test binary");
+    Ok(())
+}
+
+/// A [`ControlPlane`] for the plane another process started in `dir`.
+async fn attach(dir: &Path) -> Result<ControlPlane> {
+    let read = |name: &str| {
+        let path = dir.join(name);
+        std::fs::read_to_string(&path).map_err(|source| EnvtestError::Io {
+            what: "reading the shared plane",
+            path,
+            source,
+        })
+    };
+    let kubeconfig_path = dir.join("kubeconfig");
+    let kubeconfig = kube::config::Kubeconfig::read_from(&kubeconfig_path)
+        .map_err(|e| EnvtestError::Kubeconfig(e.to_string()))?;
+    let admin_config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .map_err(|e| EnvtestError::Kubeconfig(e.to_string()))?;
+    Ok(ControlPlane {
+        apiserver: Mutex::new(None),
+        etcd: Mutex::new(None),
+        apiserver_args: read("apiserver-args")?.lines().map(str::to_owned).collect(),
+        server_url: read("server-url")?,
+        ca_pem: read("ca.crt")?,
+        admin_config,
+        kubeconfig_path,
+        start_timeout: ControlPlaneBuilder::default().start_timeout,
+        binaries: find_binaries(DEFAULT_KUBERNETES_VERSION)?,
+        dir: Mutex::new(None),
+        shared_dir: Some(dir.to_owned()),
+    })
 }
 
 /// Paths of the key material kube-apiserver reads.
@@ -590,12 +763,18 @@ fn apiserver_args(
     args
 }
 
-fn spawn_apiserver(binaries: &Binaries, dir: &Path, args: &[String]) -> Result<ChildProcess> {
-    ChildProcess::spawn(
+fn spawn_apiserver(
+    binaries: &Binaries,
+    dir: &Path,
+    args: &[String],
+    lifetime: Lifetime,
+) -> Result<ChildProcess> {
+    ChildProcess::spawn_as(
         "kube-apiserver",
         &binaries.kube_apiserver,
         args,
         dir.join("kube-apiserver.log"),
+        lifetime,
     )
 }
 

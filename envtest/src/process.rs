@@ -13,6 +13,16 @@ use super::error::{EnvtestError, Result};
 /// How many log lines an error message quotes.
 const LOG_TAIL_LINES: usize = 25;
 
+/// How long a child process lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lifetime {
+    /// Killed when dropped and when this process ends.
+    OfThisProcess,
+    /// Outlives this process once [`ChildProcess::detach`]ed: whoever
+    /// started the run stops it (a control plane shared across processes).
+    Detached,
+}
+
 /// A running etcd or kube-apiserver, killed when dropped.
 #[derive(Debug)]
 pub(crate) struct ChildProcess {
@@ -76,6 +86,17 @@ fn die_with_parent(_command: &mut Command) {}
 impl ChildProcess {
     /// Starts `binary args...` with stdout and stderr appended to `log`.
     pub fn spawn(name: &'static str, binary: &Path, args: &[String], log: PathBuf) -> Result<Self> {
+        Self::spawn_as(name, binary, args, log, Lifetime::OfThisProcess)
+    }
+
+    /// [`spawn`](Self::spawn), dying with this process or outliving it.
+    pub fn spawn_as(
+        name: &'static str,
+        binary: &Path,
+        args: &[String],
+        log: PathBuf,
+        lifetime: Lifetime,
+    ) -> Result<Self> {
         let io_err = |source| EnvtestError::Io {
             what: "creating a log file",
             path: log.clone(),
@@ -93,7 +114,14 @@ impl ChildProcess {
             .stdin(Stdio::null())
             .stdout(out)
             .stderr(err);
-        die_with_parent(&mut command);
+        match lifetime {
+            Lifetime::OfThisProcess => die_with_parent(&mut command),
+            // A process group of its own: a signal to the test's group (a
+            // runner's timeout or Ctrl-C) leaves it running for the others.
+            Lifetime::Detached => {
+                std::os::unix::process::CommandExt::process_group(&mut command, 0);
+            }
+        }
         let child = spawn_from_reaper_thread(command).map_err(|source| EnvtestError::Spawn {
             name,
             path: binary.to_owned(),
@@ -141,6 +169,13 @@ impl ChildProcess {
     /// The last lines of the log.
     pub fn log_tail(&self) -> String {
         tail_of_file(&self.log, LOG_TAIL_LINES)
+    }
+
+    /// Lets the process run on after this handle (and this process) is
+    /// gone: nothing kills it on drop. Only for a [`Lifetime::Detached`]
+    /// process; its PID is in the run's footprint.
+    pub fn detach(self) {
+        std::mem::forget(self);
     }
 
     /// Kills the process (SIGKILL) and reaps it. Idempotent.
