@@ -9,22 +9,45 @@
 
 use std::path::Path;
 
-use super::support::{cargo, cargo_opkit, text, workspace};
+use super::support::{
+    Persisted, cargo, cargo_opkit, persist, render_manifests, sync_into, text, workspace,
+};
 
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Runs `cargo opkit create api ARGS` in `project`; panics if it fails.
+/// Runs `cargo opkit create api ARGS --skip-manifests` in `project` (a
+/// directory of the staged project); panics if it fails. [`built`] renders
+/// the manifests after it, as `create api` without the flag does.
 fn create_api(project: &Path, args: &[&str]) {
     let mut all = vec!["opkit", "create", "api"];
     all.extend_from_slice(args);
+    all.push("--skip-manifests");
     let output = cargo_opkit(&all, project);
     assert!(
         output.status.success(),
         "create api {args:?}:\n{}",
         text(&output)
     );
+}
+
+/// The staged project as it is now, in a directory that persists between
+/// runs, as package `fleet-operator-STATE` (the last state keeps the
+/// project's name): its manifests rendered there (a build of this state,
+/// nothing compiled again while it is unchanged), and the staged project
+/// goes on from the rendered files, as after `create api` without
+/// `--skip-manifests`.
+fn built(staged: &Path, state: &str, last: bool) -> Persisted {
+    let package = format!("fleet-operator-{state}");
+    let persisted = persist(
+        staged,
+        &format!("create_api-{state}"),
+        (!last).then_some(package.as_str()),
+    );
+    render_manifests(&persisted.dir);
+    sync_into(&persisted.dir.join("deploy"), &staged.join("deploy"));
+    persisted
 }
 
 fn lint(project: &Path) {
@@ -76,6 +99,7 @@ fn new_without_a_kind_then_every_form_of_create_api() {
             workspace.to_str().expect("utf-8"),
             "--lock-from",
             lock.to_str().expect("utf-8"),
+            "--skip-manifests",
         ],
         tmp.path(),
     );
@@ -86,6 +110,7 @@ fn new_without_a_kind_then_every_form_of_create_api() {
         text(&output)
     );
     let project = tmp.path().join("fleet-operator");
+    let _new = built(&project, "new", false);
     assert!(!project.join("src/api/your_kind.rs").exists());
     assert!(!read(&project.join("deploy/01-crds.yaml")).contains("kind: CustomResourceDefinition"));
 
@@ -136,6 +161,7 @@ fn new_without_a_kind_then_every_form_of_create_api() {
     assert_eq!(read(&project.join("PROJECT")), before);
 
     create_api(&project, &["--kind", "Zone", "--namespaced=false"]);
+    let _zone = built(&project, "zone", false);
     create_api(
         &project.join("src"),
         &[
@@ -147,6 +173,7 @@ fn new_without_a_kind_then_every_form_of_create_api() {
             "v1beta1",
         ],
     );
+    let _gadget = built(&project, "gadget", false);
     create_api(
         &project,
         &[
@@ -159,6 +186,7 @@ fn new_without_a_kind_then_every_form_of_create_api() {
             "--resource=false",
         ],
     );
+    let deployment = built(&project, "deployment", false);
 
     let crds = read(&project.join("deploy/01-crds.yaml"));
     assert!(crds.contains("name: zones.fleet.example.com"), "{crds}");
@@ -182,8 +210,8 @@ fn new_without_a_kind_then_every_form_of_create_api() {
         "{manifest}"
     );
 
-    lint(&project);
-    let output = cargo(&["test"], &project);
+    lint(&deployment.dir);
+    let output = cargo(&["test"], &deployment.dir);
     assert!(
         output.status.success(),
         "the project's tests:\n{}",
@@ -225,6 +253,7 @@ fn new_without_a_kind_then_every_form_of_create_api() {
             "cert-manager.io",
         ],
     );
+    let project = built(&project, "certificate", true).dir;
     let rbac = read(&project.join("deploy/03-rbac.yaml"));
     assert!(
         rbac.contains("certificates") && rbac.contains("cert-manager.io"),

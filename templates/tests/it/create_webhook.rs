@@ -6,10 +6,16 @@
 use std::path::Path;
 use std::process::Command;
 
-use super::support::{cargo_opkit, new_project, path_with_cargo_opkit, succeeds, target_dir, text};
+use super::support::{
+    cargo_opkit, new_project, path_with_cargo_opkit, persist, render_manifests, succeeds,
+    sync_into, target_dir, text,
+};
 
 #[test]
 fn created_webhooks_are_served_rendered_and_tested() {
+    // Generated and changed in a temporary directory; each state that is
+    // built goes to a directory of its own that persists between runs
+    // (support::persist), so an unchanged state compiles nothing again.
     let tmp = tempfile::tempdir().expect("tempdir");
     let project = new_project(tmp.path(), "gate-operator", "gate.example.com", "Gate");
     let dir = project.to_str().expect("utf-8");
@@ -179,11 +185,20 @@ fn created_webhooks_are_served_rendered_and_tested() {
                 "v1beta1",
                 "--dir",
                 dir,
+                "--skip-manifests",
             ],
             &project,
         ),
         "cargo opkit create webhook --kind Lock --conversion --spoke v1beta1",
     );
+    // What `create webhook` without --skip-manifests does next: render
+    // the manifests (a build of this state, under a package name of its
+    // own); the staged project goes on from the rendered files.
+    {
+        let lock = persist(&project, "create_webhook-lock", Some("gate-operator-lock"));
+        render_manifests(&lock.dir);
+        sync_into(&lock.dir.join("deploy"), &project.join("deploy"));
+    }
 
     // A kind whose spec the user replaced (the template's `message` gone)
     // before adding its webhook: the webhook compiles whatever the spec
@@ -207,11 +222,23 @@ fn created_webhooks_are_served_rendered_and_tested() {
     replace_door_spec(&project);
     succeeds(
         cargo_opkit(
-            &["opkit", "create", "webhook", "--kind", "Door", "--dir", dir],
+            &[
+                "opkit",
+                "create",
+                "webhook",
+                "--kind",
+                "Door",
+                "--dir",
+                dir,
+                "--skip-manifests",
+            ],
             &project,
         ),
         "cargo opkit create webhook --kind Door (a spec without `message`)",
     );
+    let last = persist(&project, "create_webhook", None);
+    let project = last.dir.clone();
+    render_manifests(&project);
     let door_webhook =
         std::fs::read_to_string(project.join("src/webhooks/door.rs")).expect("door.rs");
     assert!(door_webhook.contains("// TODO(user)"), "{door_webhook}");

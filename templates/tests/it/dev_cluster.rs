@@ -13,7 +13,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use super::support::{
-    cargo_opkit, new_project, path_with_cargo_opkit, succeeds, target_dir, text, workspace,
+    Persisted, cargo_opkit, new_project, path_with_cargo_opkit, persist, render_manifests,
+    succeeds, target_dir, text, workspace,
 };
 
 /// How long each wait on the cluster may take (images, rollouts).
@@ -25,7 +26,8 @@ const OPERATOR: &str = "deployment/site-operator-controller-manager";
 fn a_generated_operator_runs_on_make_cluster() {
     let cluster = MakeCluster::start();
     let tmp = tempfile::tempdir().expect("tempdir");
-    let project = new_project_with_fixture(tmp.path());
+    let (staged, _webhook, fixture) = new_project_with_fixture(tmp.path());
+    let project = fixture.dir.clone();
     let image = format!("{}/site-operator:dev", cluster.registry);
     let env = ProjectEnv {
         dir: project.clone(),
@@ -84,13 +86,21 @@ fn a_generated_operator_runs_on_make_cluster() {
 
     // A one-line change, rebuilt, pushed and rolled out (the dev loop the
     // issue times; printed, not asserted: the figures go to the README).
-    let controller = project.join("src/controllers/static_site.rs");
+    // The changed project is a state of its own (its own package name), so
+    // the unchanged one above stays built for the next run; the change is
+    // made anew each run, so the rebuild timed here is a real one.
+    let edited = persist(&staged, "dev_cluster-edited", Some("site-operator-edited"));
+    let controller = edited.dir.join("src/controllers/static_site.rs");
     let code = std::fs::read_to_string(&controller).expect("controller");
     std::fs::write(
         &controller,
         code.replace("page, Deployment and Service applied", "site applied"),
     )
     .expect("edit the controller");
+    let env = ProjectEnv {
+        dir: edited.dir.clone(),
+        kubeconfig: cluster.kubeconfig.clone(),
+    };
     let before = env.operator_image();
     let started = Instant::now();
     env.make(&["image", &format!("IMG={image}"), "PUSH=1", "INSECURE=1"]);
@@ -115,8 +125,10 @@ fn a_generated_operator_runs_on_make_cluster() {
 }
 
 /// `cargo opkit new`, the fixture's API and reconciler over the template's,
-/// then `create webhook` and the fixture's webhook over its TODOs.
-fn new_project_with_fixture(dir: &Path) -> PathBuf {
+/// then `create webhook` and the fixture's webhook over its TODOs: the
+/// staged project, and the two states built (`create webhook` renders the
+/// manifests), each in a directory that persists between runs.
+fn new_project_with_fixture(dir: &Path) -> (PathBuf, Persisted, Persisted) {
     let project = new_project(dir, "site-operator", "web.example.com", "StaticSite");
     let workspace = workspace();
     let fixture = workspace.join("templates/tests/fixtures/static_site");
@@ -132,17 +144,32 @@ fn new_project_with_fixture(dir: &Path) -> PathBuf {
     // `create webhook` compiles whatever the spec holds.
     succeeds(
         cargo_opkit(
-            &["opkit", "create", "webhook", "--kind", "StaticSite"],
+            &[
+                "opkit",
+                "create",
+                "webhook",
+                "--kind",
+                "StaticSite",
+                "--skip-manifests",
+            ],
             &project,
         ),
         "cargo opkit create webhook",
     );
+    let webhook = persist(
+        &project,
+        "dev_cluster-webhook",
+        Some("site-operator-webhook"),
+    );
+    render_manifests(&webhook.dir);
+    super::support::sync_into(&webhook.dir.join("deploy"), &project.join("deploy"));
     std::fs::copy(
         fixture.join("webhook.rs"),
         project.join("src/webhooks/static_site.rs"),
     )
     .expect("copy the webhook fixture");
-    project
+    let built = persist(&project, "dev_cluster", None);
+    (project, webhook, built)
 }
 
 fn static_site(name: &str, content: &str, image: &str) -> String {

@@ -11,6 +11,7 @@ mod installer;
 mod make_test_e2e;
 mod new_project;
 mod new_sharded;
+mod persist;
 mod published_crates;
 mod registry_auth;
 mod support;

@@ -14,12 +14,16 @@
 use std::path::Path;
 use std::process::{Command, Stdio};
 
-use super::support::{new_project, path_with_cargo_opkit, target_dir, text};
+use super::support::{new_project, path_with_cargo_opkit, persist, target_dir, text};
 
 #[test]
 fn make_test_e2e_deploys_a_generated_operator_to_the_local_cluster() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let project = new_project(tmp.path(), "e2e-operator", "e2e.example.com", "Probe");
+    let staged = new_project(tmp.path(), "e2e-operator", "e2e.example.com", "Probe");
+    // Built in a directory that persists between runs: unchanged, it
+    // compiles nothing again.
+    let persisted = persist(&staged, "make_test_e2e", None);
+    let project = persisted.dir.clone();
 
     // No KUBECONFIG, as root: the test starts opkit's local cluster.
     let stdout = make_test_e2e(&project, None, &[]);

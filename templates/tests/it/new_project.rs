@@ -12,7 +12,9 @@
 use std::path::Path;
 use std::process::Command;
 
-use super::support::{cargo, cargo_opkit, cargo_opkit_with, target_dir, text, workspace};
+use super::support::{
+    cargo, cargo_opkit, cargo_opkit_with, persist, render_manifests, target_dir, text, workspace,
+};
 
 /// The workspace's Cargo.lock: generated projects resolve to the versions
 /// the workspace was built with (no registry look-up, no rebuild).
@@ -285,7 +287,7 @@ fn generated_code_is_fmt_and_clippy_clean_for_any_name() {
             tmp.path(),
         );
         assert!(output.status.success(), "new {name}:\n{}", text(&output));
-        let project = tmp.path().join(name);
+        let staged = tmp.path().join(name);
         if let Some(second) = second {
             let output = cargo_opkit(
                 &[
@@ -296,7 +298,7 @@ fn generated_code_is_fmt_and_clippy_clean_for_any_name() {
                     second,
                     "--skip-manifests",
                 ],
-                &project.join("src/api"),
+                &staged.join("src/api"),
             );
             assert!(
                 output.status.success(),
@@ -304,7 +306,11 @@ fn generated_code_is_fmt_and_clippy_clean_for_any_name() {
                 text(&output)
             );
         }
-        let output = cargo(&["fmt", "--check"], &project);
+        // Checked in a directory that persists between runs: unchanged, it
+        // compiles nothing again.
+        let persisted = persist(&staged, &format!("new_project-lint-{name}"), None);
+        let project = &persisted.dir;
+        let output = cargo(&["fmt", "--check"], project);
         assert!(
             output.status.success(),
             "{name}: cargo fmt --check:\n{}",
@@ -312,7 +318,7 @@ fn generated_code_is_fmt_and_clippy_clean_for_any_name() {
         );
         let output = cargo(
             &["clippy", "--all-targets", "--quiet", "--", "-D", "warnings"],
-            &project,
+            project,
         );
         assert!(
             output.status.success(),
@@ -398,7 +404,11 @@ fn a_generated_project_builds_and_passes_its_own_tests() {
         "{crds}"
     );
 
-    // From a subdirectory, as cargo works: no --dir.
+    // From a subdirectory, as cargo works: no --dir. `new` built the
+    // project above in its own directory (what this test checks); the
+    // next state is built in a directory that persists between runs, as a
+    // package of its own (support::persist), so it compiles only when
+    // changed; its manifests rendered there, as `create api` does last.
     let output = cargo_opkit(
         &[
             "opkit",
@@ -408,6 +418,7 @@ fn a_generated_project_builds_and_passes_its_own_tests() {
             "Voyage",
             "--group",
             "travel.example.org",
+            "--skip-manifests",
         ],
         &project.join("src/controllers"),
     );
@@ -416,6 +427,13 @@ fn a_generated_project_builds_and_passes_its_own_tests() {
         "cargo opkit create api failed:\n{}",
         text(&output)
     );
+    let voyage = persist(
+        &project,
+        "new_project-voyage",
+        Some("journey-operator-voyage"),
+    );
+    let project = voyage.dir.clone();
+    render_manifests(&project);
     let rbac = std::fs::read_to_string(project.join("deploy/03-rbac.yaml")).expect("rbac");
     assert!(
         rbac.contains("voyages/status") && rbac.contains("travel.example.org"),
@@ -531,7 +549,14 @@ fn spans_reach_an_otlp_receiver_when_an_endpoint_is_set() {
         tmp.path(),
     );
     assert!(output.status.success(), "{}", text(&output));
-    let project = tmp.path().join("traced-operator");
+    // Built in a directory that persists between runs: unchanged, it
+    // compiles nothing again.
+    let persisted = persist(
+        &tmp.path().join("traced-operator"),
+        "new_project-otel",
+        None,
+    );
+    let project = persisted.dir.clone();
     let output = cargo(&["tree", "--edges", "normal", "--prefix", "none"], &project);
     assert!(output.status.success(), "{}", text(&output));
     assert!(

@@ -4,7 +4,7 @@
 //! RBAC the project renders allows the ring's Leases, and the generated
 //! code is `cargo fmt` and `cargo clippy -D warnings` clean.
 
-use super::support::{cargo, cargo_opkit, text, workspace};
+use super::support::{cargo, cargo_opkit, persist, text, workspace};
 
 #[test]
 fn a_sharded_project_has_the_flag_three_replicas_and_the_lease_rbac() {
@@ -36,7 +36,10 @@ fn a_sharded_project_has_the_flag_three_replicas_and_the_lease_rbac() {
         "new --sharding:\n{}",
         text(&output)
     );
-    let project = tmp.path().join("split-operator");
+    // Built in a directory that persists between runs (support::persist):
+    // unchanged, it compiles nothing again.
+    let persisted = persist(&tmp.path().join("split-operator"), "new_sharded", None);
+    let project = persisted.dir.clone();
     let read = |file: &str| std::fs::read_to_string(project.join(file)).expect(file);
 
     let deployment = read("deploy/04-deployment.yaml");

@@ -110,3 +110,33 @@ pub fn new_project(dir: &Path, name: &str, group: &str, kind: &str) -> PathBuf {
     );
     dir.join(name)
 }
+
+/// `cargo opkit manifests` in `project` (what `new`, `create api` and
+/// `create webhook` do last without `--skip-manifests`); panics if it fails.
+pub fn render_manifests(project: &Path) {
+    succeeds(
+        cargo_opkit(
+            &[
+                "opkit",
+                "manifests",
+                "--dir",
+                project.to_str().expect("utf-8"),
+            ],
+            project,
+        ),
+        "cargo opkit manifests",
+    );
+}
+
+/// Where journeys keep the projects they build between runs:
+/// `$CARGO_TARGET_DIR/opkit-generated`, one directory per journey state.
+pub fn generated_root() -> PathBuf {
+    target_dir().join("opkit-generated")
+}
+
+pub use super::persist::{Persisted, sync_into};
+
+/// [`super::persist::persist`] under [`generated_root`].
+pub fn persist(staged: &Path, state: &str, package: Option<&str>) -> Persisted {
+    super::persist::persist(&generated_root(), staged, state, package)
+}

@@ -51,7 +51,10 @@ use opkit_tests::{
 };
 use serde_json::json;
 
-use deploy_support::{MEMCACHED, Project, Tools, build_cargo_opkit, target_dir, text, workspace};
+use deploy_support::persist::Persisted;
+use deploy_support::{
+    MEMCACHED, Project, Tools, build_cargo_opkit, persist_and_render, target_dir, text, workspace,
+};
 
 /// How long the operator may take for anything it does.
 const WAIT: Duration = Duration::from_secs(60);
@@ -864,13 +867,13 @@ async fn widget_round_trip(deployed: &Deployed<'_>, name: &str) {
     .await;
 }
 
-/// `cargo opkit new gen-operator` (kind Widget) in `parent`; returns the
-/// project's directory.
-fn generate_operator(parent: &Path) -> PathBuf {
+/// `cargo opkit new gen-operator` (kind Widget) in `parent`, built in its
+/// directory that persists between runs; holds that directory's lock.
+fn generate_operator(parent: &Path) -> Persisted {
     let lock = workspace().join("Cargo.lock");
     let output = std::process::Command::new(target_dir().join("debug/cargo-opkit"))
         .args(["opkit", "new", "gen-operator", "--group", "e2e.example.com"])
-        .args(["--kind", "Widget", "--dir"])
+        .args(["--kind", "Widget", "--skip-manifests", "--dir"])
         .arg(parent)
         .arg("--lock-from")
         .arg(&lock)
@@ -882,7 +885,9 @@ fn generate_operator(parent: &Path) -> PathBuf {
         "cargo opkit new:\n{}",
         text(&output)
     );
-    parent.join("gen-operator")
+    // Built in a directory that persists between runs: unchanged, it
+    // compiles nothing again.
+    persist_and_render(&parent.join("gen-operator"), "deploy_in_cluster")
 }
 
 /// The generated project's journey on `cluster`, from its directory `dir`:
@@ -1021,9 +1026,10 @@ async fn memcached_and_a_generated_operator_ship_as_pods_and_do_their_job() {
         .start()
         .await
         .expect("start the local cluster and its registry");
-    let dir = generated
+    let generated = generated
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let dir = generated.dir.clone();
     let scraper = scraper
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));

@@ -33,7 +33,7 @@
 use super::deploy_support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -50,6 +50,7 @@ use opkit_envtest::Cluster;
 use opkit_tests::{create_namespace, eventually, init_tracing};
 use serde_json::json;
 
+use deploy_support::persist::{self, Persisted};
 use deploy_support::{Tools, build_cargo_opkit, target_dir, text, workspace};
 
 const NAME: &str = "sharded-memcached";
@@ -84,8 +85,10 @@ fn memcached(name: &str, size: i32) -> DynamicObject {
 }
 
 /// `cargo opkit new sharded-memcached ... --sharding` in `parent`, with
-/// `examples/memcached`'s API type and reconciler; returns the project.
-fn generate(parent: &Path) -> PathBuf {
+/// `examples/memcached`'s API type and reconciler, in its directory that
+/// persists between runs (unchanged, it compiles nothing again); holds that
+/// directory's lock.
+fn generate(parent: &Path) -> Persisted {
     let lock = workspace().join("Cargo.lock");
     let output = std::process::Command::new(target_dir().join("debug/cargo-opkit"))
         .args(["opkit", "new", NAME, "--group", "cache.example.com"])
@@ -111,7 +114,12 @@ fn generate(parent: &Path) -> PathBuf {
     // The scaffold's test is written against the scaffold's reconciler.
     std::fs::remove_file(project.join("tests/memcached_controller.rs"))
         .expect("remove the scaffold's controller test");
-    project
+    persist::persist(
+        &target_dir().join("opkit-generated"),
+        &project,
+        "shard_in_cluster",
+        None,
+    )
 }
 
 /// The generated Deployment, with the memcached image the node has and
@@ -428,9 +436,10 @@ async fn memcached_sharded_over_three_pods_keeps_converging_when_one_is_deleted(
         .start()
         .await
         .expect("start the local cluster and its registry");
-    let project = generated
+    let generated = generated
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let project = generated.dir.clone();
     let client = cluster.client().expect("admin client");
     let tools = Tools::new(cluster.kubeconfig_path());
     configure_deployment(

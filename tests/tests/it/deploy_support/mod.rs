@@ -21,6 +21,30 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| workspace().join("target"))
 }
 
+/// Generated projects that persist between runs (shared with cargo-opkit's
+/// journeys).
+#[path = "../../../../templates/tests/it/persist.rs"]
+pub mod persist;
+
+/// [`persist::persist`] under `$CARGO_TARGET_DIR/opkit-generated`, then the
+/// project's manifests rendered there (`cargo opkit manifests`, what `cargo
+/// opkit new` does last without `--skip-manifests`).
+pub fn persist_and_render(staged: &Path, state: &str) -> persist::Persisted {
+    let persisted = persist::persist(&target_dir().join("opkit-generated"), staged, state, None);
+    let output = std::process::Command::new(target_dir().join("debug/cargo-opkit"))
+        .args(["opkit", "manifests", "--dir"])
+        .arg(&persisted.dir)
+        .env("CARGO_TARGET_DIR", target_dir())
+        .output()
+        .expect("run cargo-opkit");
+    assert!(
+        output.status.success(),
+        "cargo opkit manifests:\n{}",
+        text(&output)
+    );
+    persisted
+}
+
 /// Builds the workspace's `cargo-opkit` (the Makefiles run `cargo opkit`)
 /// as `cargo test --workspace --all-features` builds it for the crates'
 /// integration tests (each crate's one binary, `it`): in a `make test` it
