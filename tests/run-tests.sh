@@ -27,6 +27,34 @@ nextest=$(tests/nextest.sh) || { echo "error: cargo-nextest could not be install
 export PATH="$(dirname "$nextest"):$PATH"
 export OPKIT_SHARED_PLANES="$OPKIT_RUN_DIR/planes"
 
+# The shared control planes: their processes outlive the tests. Killed
+# as envtest kills a plane (SIGKILL), then waited for (up to 20 s) before
+# their directories go and check-orphans looks; also when the run is
+# interrupted.
+started_at() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $20}'; }
+stop_planes() {
+  local pids pid start entry alive planes=()
+  for pids in "$OPKIT_SHARED_PLANES"/*/pids; do
+    # Each plane's directory, not the per-binary link to it.
+    [ -e "$pids" ] && [ ! -L "$(dirname "$pids")" ] || continue
+    while read -r pid start; do
+      [ "$(started_at "$pid")" = "$start" ] && kill -KILL "$pid" 2>/dev/null && planes+=("$pid $start")
+    done <"$pids"
+  done
+  for _ in $(seq 1 200); do
+    alive=0
+    for entry in "${planes[@]}"; do
+      read -r pid start <<<"$entry"
+      [ "$(started_at "$pid")" = "$start" ] && alive=1
+    done
+    [ "$alive" -eq 0 ] && break
+    sleep 0.1
+  done
+  rm -rf "$OPKIT_SHARED_PLANES"
+}
+trap stop_planes EXIT
+trap 'exit 130' INT TERM
+
 if ! "$CARGO" test --workspace --all-features --no-run; then
   echo "tests: 0 passed, 1 failed (the build failed)"
   exit 1
@@ -46,28 +74,7 @@ wait "$doc_pid"; doc_rc=$?
 echo "== doc tests (cargo test --doc): exit $doc_rc"
 if [ "$doc_rc" -ne 0 ]; then cat "$doc_log"; else grep -E '^(test result|error)' "$doc_log" | tail -n 3; fi
 
-# The shared control planes: their processes outlived the tests. Killed
-# as envtest kills a plane (SIGKILL), then waited for (up to 20 s) before
-# their directories go and check-orphans looks.
-started_at() { sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | awk '{print $20}'; }
-planes=()
-for pids in "$OPKIT_SHARED_PLANES"/*/pids; do
-  # Each plane's directory, not the per-binary link to it.
-  [ -e "$pids" ] && [ ! -L "$(dirname "$pids")" ] || continue
-  while read -r pid start; do
-    [ "$(started_at "$pid")" = "$start" ] && kill -KILL "$pid" 2>/dev/null && planes+=("$pid $start")
-  done <"$pids"
-done
-for _ in $(seq 1 200); do
-  alive=0
-  for entry in "${planes[@]}"; do
-    read -r pid start <<<"$entry"
-    [ "$(started_at "$pid")" = "$start" ] && alive=1
-  done
-  [ "$alive" -eq 0 ] && break
-  sleep 0.1
-done
-rm -rf "$OPKIT_SHARED_PLANES"
+stop_planes
 
 # nextest's summary: "Summary [ 612.3s] 700 tests run: 699 passed, 1 failed, 3 skipped"
 read -r passed failed < <(sed 's/\x1b\[[0-9;]*m//g' "$run_log" | awk '/^ *Summary \[/ {
