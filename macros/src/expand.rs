@@ -114,6 +114,10 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
         quote_spanned! {filter.span()=> .with_event_filter(#filter) }
     });
     let name = decl.name.as_ref().map(|name| quote! { .name(#name) });
+    let field_manager = decl
+        .field_manager
+        .as_ref()
+        .map(|manager| quote! { .field_manager(#manager) });
     let workers = decl
         .max_concurrent_reconciles
         .as_ref()
@@ -189,6 +193,7 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
                     #(#reads)*
                     #(#event_filters)*
                     #name
+                    #field_manager
                     #workers
                     #throttle
             }

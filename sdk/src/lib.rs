@@ -51,6 +51,7 @@
 // What a reconcile is asked and answers: leaf values, re-exported by
 // `reconcile` (the client's `finalizer` helper, below it, returns them).
 mod action;
+mod owner_error;
 mod request;
 
 pub mod cache;

@@ -90,6 +90,7 @@ impl<R: Reconcile> Controller<R> {
                 cache_sync_timeout: Duration::from_secs(120),
                 shutdown: ShutdownBound::Own(Duration::from_secs(30)),
                 read_your_writes: Some(crate::cache::read_your_writes::DEFAULT_WAIT),
+                field_manager: None,
                 #[cfg(feature = "shard")]
                 shard: None,
             },
@@ -421,6 +422,18 @@ impl<R: Reconcile> Controller<R> {
     /// The controller's name, in logs and metrics (default: the kind, lower case).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.settings.name = name.into();
+        self
+    }
+
+    /// The field manager of this controller's server-side applies through
+    /// [`Context::apply`](crate::reconcile::Context::apply) and
+    /// [`Context::apply_status`](crate::reconcile::Context::apply_status)
+    /// (default: the controller's [`name`](Self::name), as
+    /// controller-runtime defaults a client's field owner). Set it when
+    /// several controllers must own the same fields as one manager, or to
+    /// keep the manager an earlier version of the operator used.
+    pub fn field_manager(mut self, manager: impl Into<String>) -> Self {
+        self.settings.field_manager = Some(manager.into());
         self
     }
 

@@ -23,6 +23,9 @@ pub(super) struct RunSettings {
     pub(super) cache_sync_timeout: Duration,
     pub(super) shutdown: ShutdownBound,
     pub(super) read_your_writes: Option<Duration>,
+    /// The field manager of [`Context::apply`](crate::reconcile::Context::apply);
+    /// `None`: the controller's name.
+    pub(super) field_manager: Option<String>,
     #[cfg(feature = "shard")]
     pub(super) shard: Option<crate::shard::ShardHandle>,
 }

@@ -92,6 +92,11 @@ impl<R: Reconcile> Workers<'_, R> {
             recorder,
             read_sync_timeout: self.settings.cache_sync_timeout,
             read_your_writes: self.settings.read_your_writes,
+            field_manager: self
+                .settings
+                .field_manager
+                .clone()
+                .unwrap_or_else(|| self.settings.name.clone()),
         });
         let mut tasks = tokio::task::JoinSet::new();
         #[cfg(feature = "shard")]

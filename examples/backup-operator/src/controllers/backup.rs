@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, PropagationPolicy};
 use kube::{Resource, ResourceExt};
 use opkit::Controller;
-use opkit::client::{self, FinalizerEvent};
+use opkit::client::{self, FinalizerEvent, IgnoreNotFound};
 use opkit::conditions::{self, ConditionStatus};
 use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 
@@ -402,11 +402,6 @@ async fn delete_job(api: &Api<Job>, name: &str) -> Result<bool, ReconcileError> 
         propagation_policy: Some(PropagationPolicy::Background),
         ..DeleteParams::default()
     };
-    match api.delete(name, &params).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
-        Err(e) => Err(ReconcileError::retryable(format!(
-            "deleting Job {name}: {e}"
-        ))),
-    }
+    let deleted = api.delete(name, &params).await.ignore_not_found()?;
+    Ok(deleted.is_some())
 }
