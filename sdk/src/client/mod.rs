@@ -67,12 +67,13 @@ mod owner;
 mod retry;
 mod scope;
 
-pub use apply::{apply, apply_status, patch_status};
 pub use crate::owner_error::OwnerError;
+pub use apply::{apply, apply_status, patch_status};
 pub use error::{ClientError, EventError};
 pub use events::{EventRecorder, EventRecorderBuilder};
 pub use finalizer::{
-    FinalizerEvent, add_finalizer, finalizer, remove_finalizer, remove_finalizer_by_meta,
+    FinalizerEvent, FinalizerInput, add_finalizer, finalizer, remove_finalizer,
+    remove_finalizer_by_meta,
 };
 pub use not_found::IgnoreNotFound;
 pub use owner::{set_controller_reference, set_owner_reference};

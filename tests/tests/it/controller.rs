@@ -64,13 +64,8 @@ impl Reconcile for GadgetReconciler {
             ])),
             ..ConfigMap::default()
         };
-        let api: Api<ConfigMap> = Api::namespaced(ctx.client(), &ns);
-        api.patch(
-            &format!("{}-cm", req.name),
-            &PatchParams::apply("gadget-controller").force(),
-            &Patch::Apply(&cm),
-        )
-        .await?;
+        // Server-side apply as the controller's field manager: its name.
+        ctx.apply(&cm).await?;
         ctx.recorder()
             .normal(&*gadget, "Synced", "Reconcile", "ConfigMap applied");
         Ok(Action::done())
@@ -147,6 +142,17 @@ async fn owned_and_mapped_objects_converge() {
     assert_eq!(
         (owner.kind.as_str(), owner.name.as_str(), owner.controller),
         ("Gadget", "red", Some(true))
+    );
+    let managers: Vec<_> = owned
+        .managed_fields()
+        .iter()
+        .filter(|entry| entry.operation.as_deref() == Some("Apply"))
+        .filter_map(|entry| entry.manager.clone())
+        .collect();
+    assert_eq!(
+        managers,
+        ["gadget"],
+        "ctx.apply applies as the controller's name"
     );
 
     // Update the primary: the owned object follows.

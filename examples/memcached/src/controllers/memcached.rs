@@ -77,20 +77,27 @@ impl Reconcile for MemcachedReconciler {
         req: Request,
         ctx: &Context<Memcached>,
     ) -> Result<Action, ReconcileError> {
-        let Some(memcached) = ctx.object().await? else {
-            return Ok(Action::done()); // gone: nothing to do
-        };
         // Adds the finalizer before the first apply; on deletion runs the
-        // cleanup, then removes it.
-        client::finalizer(&ctx.object_api(), FINALIZER, memcached, |event| async {
-            match event {
-                FinalizerEvent::Apply(memcached) => apply(&req, &memcached, ctx).await,
-                FinalizerEvent::Cleanup(memcached) => {
-                    finalize(&memcached, ctx).await?;
-                    Ok(Action::done())
+        // cleanup, then removes it. Handed the read itself: a Memcached
+        // that is gone needs nothing, and one being deleted whose body no
+        // longer decodes still lets go.
+        client::finalizer(
+            &ctx.object_api(),
+            FINALIZER,
+            ctx.object().await,
+            |event| async {
+                match event {
+                    FinalizerEvent::Apply(memcached) => apply(&req, &memcached, ctx).await,
+                    FinalizerEvent::Cleanup(memcached) => {
+                        finalize(&memcached, ctx).await?;
+                        Ok(Action::done())
+                    }
+                    // Its Deployment and Service are owned: the garbage
+                    // collector removes them with it.
+                    FinalizerEvent::CleanupUndecodable(_) => Ok(Action::done()),
                 }
-            }
-        })
+            },
+        )
         .await
     }
 
@@ -176,7 +183,6 @@ async fn finalize(memcached: &Memcached, ctx: &Context<Memcached>) -> Result<(),
     );
     Ok(())
 }
-
 
 /// The labels of a Memcached's pods (and the Deployment's selector).
 pub fn labels(memcached: &Memcached) -> BTreeMap<String, String> {
