@@ -3,10 +3,12 @@
 
 use std::path::PathBuf;
 
+use super::external_module::plan_modules;
 use super::files::{
     format_rust, insert_before_marker, kind_values, read, render_set, write_atomically,
 };
 use super::project_file::{ProjectFile, ProjectResource, find_project};
+use crate::builtin_kinds::{builtin_kind, is_builtin_group};
 use crate::error::ScaffoldError;
 use crate::names::{snake_case, validate_group, validate_kind, validate_version};
 use crate::templates;
@@ -213,27 +215,6 @@ fn insert_before_line(text: &str, anchor: &str, line: &str) -> Option<String> {
     insert_before_marker(text, anchor, line)
 }
 
-/// The groups of Kubernetes' own kinds that are not `*.k8s.io`.
-const BUILTIN_PLAIN_GROUPS: &[&str] = &["core", "apps", "batch", "autoscaling", "policy"];
-
-/// The `k8s_openapi` path of built-in `kind` in `group`/`version`, or
-/// `None` if `group` is not one of Kubernetes' own.
-pub(super) fn builtin_path(group: &str, version: &str, kind: &str) -> Option<String> {
-    let module = if group == "apiextensions.k8s.io" {
-        return Some(format!(
-            "k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::{version}::{kind}"
-        ));
-    } else if group == "apiregistration.k8s.io" {
-        return None;
-    } else if BUILTIN_PLAIN_GROUPS.contains(&group) {
-        group
-    } else {
-        let stem = group.strip_suffix(".k8s.io")?;
-        stem.split('.').next()?
-    };
-    Some(format!("k8s_openapi::api::{module}::{version}::{kind}"))
-}
-
 /// Whether `path` is a Rust path of a type: `crate::a::B`, `some_crate::B`.
 pub(super) fn is_rust_path(path: &str) -> bool {
     let ident = |s: &str| {
@@ -316,14 +297,18 @@ impl CreateApi {
                 }
                 path.clone()
             }
-            None => builtin_path(group, version, &self.kind).ok_or_else(|| {
-                bad(format!(
+            None if !is_builtin_group(group) => {
+                return Err(bad(format!(
                     "{group} is not a group of Kubernetes' built-in kinds: for a kind defined \
                      elsewhere, pass --external-api-path with the Rust path of its type \
                      (e.g. crate::external::{})",
                     self.kind
-                ))
-            })?,
+                )));
+            }
+            None => builtin_kind(group, version, &self.kind)
+                .map_err(bad)?
+                .path
+                .to_owned(),
         };
         Ok(ApiSpec {
             kind: self.kind.clone(),
@@ -358,21 +343,36 @@ impl CreateApi {
             });
         }
         let spec = self.spec(&project)?;
-        let (files, edited) =
-            plan_api(&spec, &project, |file| read(&dir.join(file))).map_err(|e| match e {
+        let (mut files, mut edited) = plan_api(&spec, &project, |file| read(&dir.join(file)))
+            .map_err(|e| match e {
                 ScaffoldError::MissingMarker { path, marker } => ScaffoldError::MissingMarker {
                     path: dir.join(path),
                     marker,
                 },
                 e => e,
             })?;
+        if let Some(path) = &spec.external {
+            let (modules, declared) = plan_modules(&dir, path, |file| {
+                match edited.iter().find(|(f, _)| f == file) {
+                    Some((_, text)) => Ok(Some(text.clone())),
+                    None if dir.join(file).is_file() => read(&dir.join(file)).map(Some),
+                    None => Ok(None),
+                }
+            })?;
+            files.extend(modules);
+            for (file, text) in declared {
+                match edited.iter_mut().find(|(f, _)| *f == file) {
+                    Some(slot) => slot.1 = text,
+                    None => edited.push((file, text)),
+                }
+            }
+        }
         for (path, _) in &files {
             let path = dir.join(path);
             if path.exists() {
                 return Err(ScaffoldError::Exists { path });
             }
         }
-        let mut edited = edited;
         project.resources.push(spec.into_resource());
         edited.push(("PROJECT".to_owned(), project.render()));
 

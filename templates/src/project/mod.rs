@@ -3,6 +3,7 @@
 
 mod api;
 mod dependency;
+mod external_module;
 mod files;
 mod manifests;
 mod new;

@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
-use super::api::{builtin_path, is_rust_path};
+use super::api::is_rust_path;
 use super::*;
+use crate::builtin_kinds::builtin_kind;
 use crate::error::ScaffoldError;
 
 fn project(dir: &Path) -> NewProject {
@@ -387,6 +388,28 @@ fn resource_false_scaffolds_only_a_controller() {
     assert!(lib.contains("controllers::deployment::DeploymentReconciler.add_to(manager)?;"));
     assert!(!lib.contains("Deployment::crd()"), "{lib}");
 
+    // The external type's module file must exist (kopium writes it); its
+    // module is declared by `create api`, kept out of rustfmt.
+    let external = || CreateApi {
+        group: Some("cert-manager.io".into()),
+        version: Some("v1".into()),
+        resource: false,
+        external_api_path: Some("crate::external::Certificate".into()),
+        external_api_domain: Some("cert-manager.io".into()),
+        ..CreateApi::new(dir.clone(), "Certificate")
+    };
+    let before = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+    let missing = external().create().unwrap_err().to_string();
+    assert!(
+        missing.contains("src/external.rs") && missing.contains("kopium"),
+        "{missing}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("src/lib.rs")).unwrap(),
+        before
+    );
+    assert!(!dir.join("src/controllers/certificate.rs").exists());
+    std::fs::write(dir.join("src/external.rs"), "pub struct Certificate;\n").unwrap();
     CreateApi {
         group: Some("cert-manager.io".into()),
         version: Some("v1".into()),
@@ -401,6 +424,11 @@ fn resource_false_scaffolds_only_a_controller() {
     assert!(
         controller.contains("use crate::external::Certificate;"),
         "{controller}"
+    );
+    let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+    assert!(
+        lib.contains("#[rustfmt::skip] // generated code, kept as written\npub mod external;"),
+        "{lib}"
     );
     let project = ProjectFile::read(&dir).unwrap();
     let certificate = project.resource("Certificate").unwrap();
@@ -453,6 +481,16 @@ fn flags_that_do_not_go_together_are_refused_before_any_write() {
                 ..builtin("Deployment")
             },
             "needs the kind's own --group and --version",
+        ),
+        // Issue 38: a misspelt built-in kind was accepted, failed to
+        // compile and left its files.
+        (builtin("Deploymnet"), "did you mean Deployment?"),
+        (
+            CreateApi {
+                group: Some("core".into()),
+                ..builtin("Deployment")
+            },
+            "--group apps --version v1 --kind Deployment",
         ),
         (
             CreateApi {
@@ -594,10 +632,10 @@ fn built_in_kinds_map_to_their_k8s_openapi_types() {
             "k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition",
         ),
     ] {
-        assert_eq!(builtin_path(group, version, kind).as_deref(), Some(path));
+        assert_eq!(builtin_kind(group, version, kind).map(|b| b.path), Ok(path));
     }
-    for group in ["cert-manager.io", "example.com", "apiregistration.k8s.io"] {
-        assert_eq!(builtin_path(group, "v1", "Thing"), None, "{group}");
+    for group in ["cert-manager.io", "example.com"] {
+        assert!(builtin_kind(group, "v1", "Thing").is_err(), "{group}");
     }
     assert!(is_rust_path("crate::external::Certificate"));
     assert!(!is_rust_path("Certificate") && !is_rust_path("crate::a b::C"));
