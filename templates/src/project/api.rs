@@ -5,7 +5,8 @@ use std::path::PathBuf;
 
 use super::external_module::plan_modules;
 use super::files::{
-    format_rust, insert_before_marker, kind_values, read, render_set, write_atomically,
+    already_formatted, format_rust, insert_before_marker, kind_values, read, render_set,
+    write_atomically,
 };
 use super::project_file::{ProjectFile, ProjectResource, find_project};
 use crate::builtin_kinds::{builtin_kind, is_builtin_group};
@@ -376,6 +377,8 @@ impl CreateApi {
         project.resources.push(spec.into_resource());
         edited.push(("PROJECT".to_owned(), project.render()));
 
+        // Files it changes are formatted again only if they were formatted.
+        let formatted = already_formatted(&dir, edited.iter().map(|(path, _)| path.as_str()));
         let mut changed = Vec::new();
         for (path, text) in files.iter().chain(edited.iter()) {
             let path = dir.join(path);
@@ -384,10 +387,7 @@ impl CreateApi {
         }
         format_rust(
             &dir,
-            files
-                .iter()
-                .chain(edited.iter())
-                .map(|(path, _)| path.as_str()),
+            files.iter().map(|(path, _)| path.as_str()).chain(formatted),
         )?;
         Ok(changed)
     }

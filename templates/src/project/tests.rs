@@ -656,3 +656,39 @@ fn create_api_outside_a_project_is_a_clear_error() {
         "{err}"
     );
 }
+
+/// Issue 38: a second `create webhook` for a kind said "choose another
+/// name", `create api` for an existing kind did not point at conversion,
+/// and `create webhook` reformatted the user's own files.
+#[test]
+fn second_scaffolds_say_what_to_do_and_own_formatting_is_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path()).create().unwrap();
+    let lib = dir.join("src/lib.rs");
+    let styled = "fn   kept_as_written( ) -> u8 { 1 }";
+    let text = std::fs::read_to_string(&lib).unwrap();
+    std::fs::write(&lib, format!("{text}\n#[allow(dead_code)]\n{styled}\n")).unwrap();
+    let webhook = || crate::CreateWebhook {
+        dir: dir.clone(),
+        kind: "Widget".into(),
+        conversion_spoke: None,
+    };
+    webhook().create().unwrap();
+    let after = std::fs::read_to_string(&lib).unwrap();
+    assert!(after.contains(styled), "{after}");
+    assert!(after.contains("pub mod webhooks;"), "{after}");
+
+    let again = webhook().create().unwrap_err().to_string();
+    assert!(
+        again.contains("has its webhooks already") && again.contains("--conversion --spoke"),
+        "{again}"
+    );
+    let exists = CreateApi::new(dir.clone(), "Widget")
+        .create()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        exists.contains("create webhook --kind Widget --conversion --spoke"),
+        "{exists}"
+    );
+}
