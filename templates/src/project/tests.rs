@@ -692,3 +692,30 @@ fn second_scaffolds_say_what_to_do_and_own_formatting_is_kept() {
         "{exists}"
     );
 }
+
+/// Issue 38: `make run` bound metrics and probes on every interface.
+#[test]
+fn make_run_listens_on_loopback_unless_told_otherwise() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path()).create().unwrap();
+    let makefile = std::fs::read_to_string(dir.join("Makefile")).unwrap();
+    assert!(
+        makefile.contains("METRICS_ADDR ?= 127.0.0.1:8443"),
+        "{makefile}"
+    );
+    assert!(
+        makefile.contains("PROBE_ADDR ?= 127.0.0.1:8081"),
+        "{makefile}"
+    );
+    let run = makefile
+        .split("\nrun: ")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .unwrap();
+    assert!(
+        run.contains(
+            "--metrics-bind-address=$(METRICS_ADDR) --health-probe-bind-address=$(PROBE_ADDR)"
+        ),
+        "{run}"
+    );
+}

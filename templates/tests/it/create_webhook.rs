@@ -382,7 +382,8 @@ fn make_run_works_with_webhooks(project: &Path) {
     let log_file = std::fs::File::create(&log).expect("log file");
     let mut run = make(&[
         "run",
-        &format!("ARGS=--metrics-bind-address=0 --health-probe-bind-address={probes_address}"),
+        "METRICS_ADDR=0",
+        &format!("PROBE_ADDR={probes_address}"),
     ]);
     std::os::unix::process::CommandExt::process_group(&mut run, 0);
     let child = run
