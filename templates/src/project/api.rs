@@ -90,6 +90,9 @@ type Edit = (&'static str, &'static str, String);
 /// Files as (path relative to the project, text).
 type Files = Vec<(String, String)>;
 
+/// The marker of `src/lib.rs`'s `test_crds` where an external kind's CRD goes.
+const EXTERNAL_CRDS: &str = "// opkit:scaffold:external-crds";
+
 /// The line of `src/lib.rs` the trait imports `create api` needs go
 /// before (rustfmt sorts them into place).
 const IMPORT_ANCHOR: &str = "use opkit::manager::{Manager, ManagerError};";
@@ -164,6 +167,17 @@ pub(super) fn plan_api(
             format!("api::{snake}::{kind}::crd(),"),
         ));
     }
+    // A kind of another project: its CRD for the tests (a built-in kind
+    // needs none). A project made before `test_crds` has no marker for it.
+    let external_crd = match spec.external.as_deref() {
+        Some(path) if !path.starts_with("k8s_openapi::") => {
+            read("src/lib.rs")?.contains(EXTERNAL_CRDS).then_some(path)
+        }
+        _ => None,
+    };
+    if let Some(path) = external_crd {
+        edits.push(("src/lib.rs", EXTERNAL_CRDS, format!("{path}::crd(),")));
+    }
     edits.push((
         "src/lib.rs",
         "// opkit:scaffold:rbac",
@@ -186,7 +200,7 @@ pub(super) fn plan_api(
     // The traits the lines above call, imported with the first kind that
     // needs them (a project made without a kind has neither).
     let mut imports = vec!["use opkit::ControllerWiring;"];
-    if owned {
+    if owned || external_crd.is_some() {
         imports.push("use kube::CustomResourceExt;");
     }
     if let Some((_, lib)) = edited.iter_mut().find(|(f, _)| f == "src/lib.rs") {

@@ -430,6 +430,23 @@ fn resource_false_scaffolds_only_a_controller() {
         lib.contains("#[rustfmt::skip] // generated code, kept as written\npub mod external;"),
         "{lib}"
     );
+    // Issue 38: the external kind's CRD is installed by the generated
+    // tests (`test_crds`), not shipped in deploy/ (`crds`); a built-in
+    // kind needs none.
+    let test_crds = lib.split("pub fn test_crds()").nth(1).unwrap();
+    assert!(
+        test_crds.contains("crate::external::Certificate::crd(),"),
+        "{lib}"
+    );
+    assert!(!lib.contains("Deployment::crd()"), "{lib}");
+    let crds = lib
+        .split("pub fn crds()")
+        .nth(1)
+        .unwrap()
+        .split("pub fn")
+        .next()
+        .unwrap();
+    assert!(!crds.contains("Certificate"), "{lib}");
     let project = ProjectFile::read(&dir).unwrap();
     let certificate = project.resource("Certificate").unwrap();
     assert_eq!(

@@ -258,4 +258,30 @@ fn new_without_a_kind_then_every_form_of_create_api() {
         "kopium's output is left as written"
     );
     lint(&project);
+
+    // Issue 38: the generated tests install the external kinds' CRDs
+    // (`test_crds`), so the manager's informers for Certificate and Widget
+    // list them at once. Before, the first list of each was a 404, retried
+    // until the manager gave up about 10 s in (after these tests ended).
+    let output = cargo_opkit::cargo_command()
+        .args(["test", "--test", "zone_controller", "--", "--nocapture"])
+        .current_dir(&project)
+        .env("CARGO_TARGET_DIR", super::support::target_dir())
+        .env("RUST_LOG", "opkit=debug")
+        .output()
+        .expect("run cargo test");
+    assert!(
+        output.status.success(),
+        "the project's tests:\n{}",
+        text(&output)
+    );
+    let logs = text(&output);
+    for kind in ["certificate", "widget"] {
+        assert!(
+            !logs
+                .lines()
+                .any(|line| line.contains("retrying") && line.to_lowercase().contains(kind)),
+            "a list of {kind} failed: its CRD was not installed:\n{logs}"
+        );
+    }
 }
