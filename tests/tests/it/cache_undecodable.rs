@@ -327,25 +327,18 @@ impl Reconcile for GaugeReconciler {
 #[tokio::test]
 async fn the_finalizer_helper_releases_an_undecodable_object_being_deleted() {
     init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    plane.install_crds(&[gauge_crd()]).await.unwrap();
-    let client = plane.client().unwrap();
     let ns = "undecodable-gauges";
-    create_namespace(&client, ns).await;
+    let (plane, client) = opkit_tests::plane_with_namespace(ns).await;
+    plane.install_crds(&[gauge_crd()]).await.unwrap();
     let gauges: Api<Gauge> = Api::namespaced(client.clone(), ns);
     let raw: Api<DynamicObject> =
         Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Gauge>(&()));
 
     let seen = Arc::new(Seen::default());
     let cache = SharedCache::builder(client.clone()).namespace(ns).build();
-    let controller = Controller::new(GaugeReconciler(Arc::clone(&seen)));
     cache.start().unwrap();
-    let token = CancellationToken::new();
-    let run = tokio::spawn({
-        let token = token.clone();
-        let cache = cache.clone();
-        async move { controller.run(&cache, token.cancelled_owned()).await }
-    });
+    let running =
+        opkit_tests::spawn_controller(Controller::new(GaugeReconciler(Arc::clone(&seen))), &cache);
 
     gauges
         .create(
@@ -399,6 +392,5 @@ async fn the_finalizer_helper_releases_an_undecodable_object_being_deleted() {
         "{g:?}"
     );
 
-    token.cancel();
-    run.await.unwrap().unwrap();
+    running.stop().await;
 }

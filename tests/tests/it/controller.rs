@@ -583,22 +583,17 @@ impl Reconcile for CleansUpOnce {
 async fn one_delete_runs_the_finalizer_cleanup_once() {
     use k8s_openapi::api::core::v1::Secret;
     init_tracing();
-    let plane = ControlPlane::shared().await.unwrap();
-    let client = plane.client().unwrap();
     let ns = "ctl-cleanup-once";
-    create_namespace(&client, ns).await;
+    let (_, client) = opkit_tests::plane_with_namespace(ns).await;
     let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
     let reconciler = Arc::new(CleanupLog::default());
     let cache = SharedCache::builder(client.clone()).namespace(ns).build();
-    let controller = Controller::new(CleansUpOnce(Arc::clone(&reconciler))).owns::<Secret>();
     cache.start().unwrap();
-    let token = CancellationToken::new();
-    let run = tokio::spawn({
-        let token = token.clone();
-        let cache = cache.clone();
-        async move { controller.run(&cache, token.cancelled_owned()).await }
-    });
+    let running = opkit_tests::spawn_controller(
+        Controller::new(CleansUpOnce(Arc::clone(&reconciler))).owns::<Secret>(),
+        &cache,
+    );
 
     let names: Vec<String> = (0..5).map(|i| format!("once-{i}")).collect();
     for name in &names {
@@ -644,6 +639,5 @@ async fn one_delete_runs_the_finalizer_cleanup_once() {
     for name in &names {
         assert_eq!(cleanups.get(name), Some(&1), "cleanups: {cleanups:?}");
     }
-    token.cancel();
-    run.await.unwrap().unwrap();
+    running.stop().await;
 }
