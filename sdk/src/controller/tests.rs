@@ -204,10 +204,11 @@ async fn an_event_during_backoff_runs_the_key_and_its_failure_counts() {
         .map(|t| *t - start)
         .collect();
     let ms = Duration::from_millis;
-    // 25: the event (4th failure: next delay 40, until 65); 35: the delay
-    // the 3rd failure set, still pending (5th failure: next 80, until
-    // 115; the earlier wake-up at 65 is superseded). Gaps: 5, 10, 10, 10,
-    // 80: the gap after two quick failures is 8 times the one before.
+    // 25: the event (4th failure: its delay of 40, until 65, is later than
+    // the pending wake-up at 35, and a pending delayed add keeps the
+    // earlier time, as client-go's does); 35: that wake-up (5th failure:
+    // next 80, until 115). Gaps: 5, 10, 10, 10, 80: after two quick
+    // failures the gap is 8 times the one before.
     assert_eq!(&at[..4], [ms(0), ms(5), ms(15), ms(25)]);
     assert_eq!(at[4], ms(35), "{at:?}");
     assert_eq!(at[5], ms(115), "{at:?}");
