@@ -1,5 +1,5 @@
 use super::body::{MAGIC, decode_error_status, decode_event, decode_list};
-use super::convert::codec;
+use super::generated::codec;
 use super::*;
 use crate::cache::decode::output::WatchLine;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -179,4 +179,43 @@ fn bad_object_is_skipped_with_its_key() {
     // a broken envelope is an error of the stream, not a skipped object
     assert!(decode_event(&cm_codec(), b"\x0a\x05ADDED\x12\x03\x0a\x01x").is_err());
     assert!(decode_list(&cm_codec(), b"{\"kind\":\"List\"}").is_err());
+}
+
+#[test]
+fn codecs_exist_for_built_ins_only() {
+    use k8s_openapi::api::{
+        apps::v1::Deployment, coordination::v1::Lease, core::v1::Pod, core::v1::Secret,
+    };
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    assert!(codec::<ConfigMap>().is_some());
+    assert!(codec::<Secret>().is_some());
+    assert!(codec::<Pod>().is_some());
+    assert!(codec::<Deployment>().is_some());
+    assert!(codec::<Lease>().is_some());
+    assert!(codec::<CustomResourceDefinition>().is_some());
+    assert!(codec::<kube::core::DynamicObject>().is_none());
+    assert!(codec::<kube::core::PartialObjectMeta<ConfigMap>>().is_none());
+    // not a kind (no list or watch of its own)
+    assert!(codec::<k8s_openapi::api::core::v1::PodSpec>().is_none());
+    assert!(generated::KINDS.len() > 80, "{}", generated::KINDS.len());
+}
+
+#[test]
+fn secret_bytes_and_type() {
+    let s = pb_core::Secret {
+        metadata: Some(pb_meta::ObjectMeta {
+            name: Some("s".into()),
+            ..Default::default()
+        }),
+        data: [("k".to_string(), vec![0, 159, 146, 150])].into(),
+        r#type: Some("Opaque".into()),
+        ..Default::default()
+    };
+    let got = codec::<k8s_openapi::api::core::v1::Secret>()
+        .unwrap()
+        .object(&s.encode_to_vec())
+        .unwrap();
+    assert_eq!(got.type_.as_deref(), Some("Opaque"));
+    assert_eq!(got.data.unwrap()["k"].0, vec![0, 159, 146, 150]);
+    assert_eq!(got.string_data, None);
 }
