@@ -8,31 +8,16 @@
 //! LIST and again after watch events. Every protobuf response really was
 //! protobuf.
 
-use std::{
-    collections::BTreeMap,
-    fmt::Debug,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{collections::BTreeMap, fmt::Debug, time::Duration};
 
 use futures::future::BoxFuture;
 use k8s_openapi::{
     api::{
-        admissionregistration::v1 as admission,
-        apps::v1 as apps,
-        autoscaling::v2 as autoscaling,
-        batch::v1 as batch,
-        coordination::v1 as coordination,
-        core::v1 as core,
-        discovery::v1 as discovery,
-        events::v1 as events,
-        flowcontrol::v1 as flowcontrol,
-        networking::v1 as networking,
-        node::v1 as node,
-        policy::v1 as policy,
-        rbac::v1 as rbac,
-        scheduling::v1 as scheduling,
-        storage::v1 as storage,
+        admissionregistration::v1 as admission, apps::v1 as apps, autoscaling::v2 as autoscaling,
+        batch::v1 as batch, coordination::v1 as coordination, core::v1 as core,
+        discovery::v1 as discovery, events::v1 as events, flowcontrol::v1 as flowcontrol,
+        networking::v1 as networking, node::v1 as node, policy::v1 as policy, rbac::v1 as rbac,
+        scheduling::v1 as scheduling, storage::v1 as storage,
     },
     apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
     kube_aggregator::pkg::apis::apiregistration::v1::APIService,
@@ -40,11 +25,10 @@ use k8s_openapi::{
 use kube::{
     Client, Resource,
     api::{Api, ApiResource, DynamicObject, Patch, PatchParams, PostParams},
-    client::{ClientBuilder, DynBody},
 };
 use opkit::cache::{Cacheable, ReflectorConfig, SharedCache, SharedIndexInformer, StreamingList};
 use opkit_envtest::ControlPlane;
-use opkit_tests::{create_namespace, eventually, init_tracing};
+use opkit_tests::{content_type_recording_client, create_namespace, eventually, init_tracing};
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -52,27 +36,6 @@ const WAIT: Duration = Duration::from_secs(60);
 const NS: &str = "pbkinds";
 /// Quotas and limits would constrain the fixtures of `NS`: they live here.
 const QUOTA_NS: &str = "pbkinds-quota";
-
-/// A client that records the `Content-Type` of every response.
-fn recording_client(config: &kube::Config) -> (Client, Arc<Mutex<Vec<String>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = Arc::clone(&seen);
-    let layer = tower::util::MapResponseLayer::new(move |res: http::Response<Box<DynBody>>| {
-        let ct = res
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        log.lock().unwrap().push(ct);
-        res
-    });
-    let client = ClientBuilder::try_from(config.clone())
-        .expect("client builder")
-        .with_layer(&layer)
-        .build();
-    (client, seen)
-}
 
 /// `apiVersion/kind` of `K`.
 fn kind_of<K: Resource<DynamicType = ()>>() -> String {
@@ -158,16 +121,13 @@ where
 /// The path of the first place two JSON values differ, and both sides.
 fn first_difference(path: &str, a: &Value, b: &Value) -> Option<String> {
     match (a, b) {
-        (Value::Object(x), Value::Object(y)) => x
-            .keys()
-            .chain(y.keys())
-            .find_map(|k| {
-                first_difference(
-                    &format!("{path}.{k}"),
-                    x.get(k).unwrap_or(&Value::Null),
-                    y.get(k).unwrap_or(&Value::Null),
-                )
-            }),
+        (Value::Object(x), Value::Object(y)) => x.keys().chain(y.keys()).find_map(|k| {
+            first_difference(
+                &format!("{path}.{k}"),
+                x.get(k).unwrap_or(&Value::Null),
+                y.get(k).unwrap_or(&Value::Null),
+            )
+        }),
         (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
             .iter()
             .zip(y)
@@ -338,10 +298,15 @@ async fn fixtures(c: &Client) -> Vec<Result<Fixture, String>> {
         .await,
     );
     out.push(
-        create::<core::Secret>(c, ns, json!({
-            "metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
-            "stringData": {"tls.crt": "cert", "tls.key": "key"}
-        }), None)
+        create::<core::Secret>(
+            c,
+            ns,
+            json!({
+                "metadata": {"name": "tls"}, "type": "kubernetes.io/tls",
+                "stringData": {"tls.crt": "cert", "tls.key": "key"}
+            }),
+            None,
+        )
         .await,
     );
     out.push(
@@ -397,11 +362,16 @@ async fn fixtures(c: &Client) -> Vec<Result<Fixture, String>> {
         .await,
     );
     out.push(
-        create::<apps::ControllerRevision>(c, ns, json!({
-            "metadata": {"name": "rev"},
-            "data": {"spec": {"template": {"x": 1}}, "list": [1, "a", null, 2.5]},
-            "revision": 3
-        }), None)
+        create::<apps::ControllerRevision>(
+            c,
+            ns,
+            json!({
+                "metadata": {"name": "rev"},
+                "data": {"spec": {"template": {"x": 1}}, "list": [1, "a", null, 2.5]},
+                "revision": 3
+            }),
+            None,
+        )
         .await,
     );
     out.push(
@@ -420,10 +390,15 @@ async fn fixtures(c: &Client) -> Vec<Result<Fixture, String>> {
         .await,
     );
     out.push(
-        create::<core::Service>(c, ns, json!({
-            "metadata": {"name": "headless"},
-            "spec": {"clusterIP": "None", "ports": [{"port": 53, "protocol": "UDP"}]}
-        }), None)
+        create::<core::Service>(
+            c,
+            ns,
+            json!({
+                "metadata": {"name": "headless"},
+                "spec": {"clusterIP": "None", "ports": [{"port": 53, "protocol": "UDP"}]}
+            }),
+            None,
+        )
         .await,
     );
     out.push(
@@ -511,15 +486,20 @@ async fn fixtures(c: &Client) -> Vec<Result<Fixture, String>> {
         .await,
     );
     out.push(
-        create::<core::PersistentVolumeClaim>(c, ns, json!({
-            "metadata": {"name": "claim"},
-            "spec": {
-                "accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
-                "resources": {"requests": {"storage": "1.5Gi"}, "limits": {"storage": "2Gi"}},
-                "storageClassName": "", "volumeMode": "Filesystem",
-                "selector": {"matchLabels": {"pv": "x"}}
-            }
-        }), None)
+        create::<core::PersistentVolumeClaim>(
+            c,
+            ns,
+            json!({
+                "metadata": {"name": "claim"},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
+                    "resources": {"requests": {"storage": "1.5Gi"}, "limits": {"storage": "2Gi"}},
+                    "storageClassName": "", "volumeMode": "Filesystem",
+                    "selector": {"matchLabels": {"pv": "x"}}
+                }
+            }),
+            None,
+        )
         .await,
     );
     out.push(
@@ -549,11 +529,16 @@ async fn fixtures(c: &Client) -> Vec<Result<Fixture, String>> {
         .await,
     );
     out.push(
-        create::<core::ServiceAccount>(c, ns, json!({
-            "metadata": {"name": "sa"},
-            "secrets": [{"name": "s"}], "imagePullSecrets": [{"name": "reg"}],
-            "automountServiceAccountToken": false
-        }), None)
+        create::<core::ServiceAccount>(
+            c,
+            ns,
+            json!({
+                "metadata": {"name": "sa"},
+                "secrets": [{"name": "s"}], "imagePullSecrets": [{"name": "reg"}],
+                "automountServiceAccountToken": false
+            }),
+            None,
+        )
         .await,
     );
     out.push(
@@ -564,7 +549,13 @@ async fn fixtures(c: &Client) -> Vec<Result<Fixture, String>> {
         .await,
     );
     out.push(
-        create::<rbac::Role>(c, ns, json!({"metadata": {"name": "empty"}, "rules": []}), None).await,
+        create::<rbac::Role>(
+            c,
+            ns,
+            json!({"metadata": {"name": "empty"}, "rules": []}),
+            None,
+        )
+        .await,
     );
     out.push(
         create::<rbac::RoleBinding>(c, ns, json!({
@@ -578,18 +569,28 @@ async fn fixtures(c: &Client) -> Vec<Result<Fixture, String>> {
         .await,
     );
     out.push(
-        create::<rbac::ClusterRole>(c, None, json!({
-            "metadata": {"name": "pb-cr"},
-            "rules": [{"nonResourceURLs": ["/healthz"], "verbs": ["get"]}],
-            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"agg": "x"}}]}
-        }), None)
+        create::<rbac::ClusterRole>(
+            c,
+            None,
+            json!({
+                "metadata": {"name": "pb-cr"},
+                "rules": [{"nonResourceURLs": ["/healthz"], "verbs": ["get"]}],
+                "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {"agg": "x"}}]}
+            }),
+            None,
+        )
         .await,
     );
     out.push(
-        create::<core::Namespace>(c, None, json!({
-            "metadata": {"name": "pb-ns", "labels": {"team": "a"}},
-            "spec": {"finalizers": ["kubernetes"]}
-        }), None)
+        create::<core::Namespace>(
+            c,
+            None,
+            json!({
+                "metadata": {"name": "pb-ns", "labels": {"team": "a"}},
+                "spec": {"finalizers": ["kubernetes"]}
+            }),
+            None,
+        )
         .await,
     );
     out.push(
@@ -603,14 +604,19 @@ async fn fixtures(c: &Client) -> Vec<Result<Fixture, String>> {
         .await,
     );
     out.push(
-        create::<events::Event>(c, ns, json!({
-            "metadata": {"name": "micro"},
-            "eventTime": "2024-01-02T03:04:05.123456Z",
-            "series": {"count": 2, "lastObservedTime": "2024-01-02T03:04:06.654321Z"},
-            "reportingController": "example.com/c", "reportingInstance": "i", "action": "Start",
-            "reason": "Started", "regarding": {"kind": "Pod", "namespace": NS, "name": "rich"},
-            "note": "n", "type": "Normal"
-        }), None)
+        create::<events::Event>(
+            c,
+            ns,
+            json!({
+                "metadata": {"name": "micro"},
+                "eventTime": "2024-01-02T03:04:05.123456Z",
+                "series": {"count": 2, "lastObservedTime": "2024-01-02T03:04:06.654321Z"},
+                "reportingController": "example.com/c", "reportingInstance": "i", "action": "Start",
+                "reason": "Started", "regarding": {"kind": "Pod", "namespace": NS, "name": "rich"},
+                "note": "n", "type": "Normal"
+            }),
+            None,
+        )
         .await,
     );
     out.push(
@@ -668,9 +674,14 @@ async fn fixtures(c: &Client) -> Vec<Result<Fixture, String>> {
         .await,
     );
     out.push(
-        create::<policy::PodDisruptionBudget>(c, ns, json!({
-            "metadata": {"name": "int"}, "spec": {"maxUnavailable": 1, "selector": {}}
-        }), None)
+        create::<policy::PodDisruptionBudget>(
+            c,
+            ns,
+            json!({
+                "metadata": {"name": "int"}, "spec": {"maxUnavailable": 1, "selector": {}}
+            }),
+            None,
+        )
         .await,
     );
     out.push(
@@ -691,18 +702,28 @@ async fn fixtures(c: &Client) -> Vec<Result<Fixture, String>> {
         .await,
     );
     out.push(
-        create::<scheduling::PriorityClass>(c, None, json!({
-            "metadata": {"name": "pb-pc"}, "value": 1000, "globalDefault": false,
-            "description": "d", "preemptionPolicy": "Never"
-        }), None)
+        create::<scheduling::PriorityClass>(
+            c,
+            None,
+            json!({
+                "metadata": {"name": "pb-pc"}, "value": 1000, "globalDefault": false,
+                "description": "d", "preemptionPolicy": "Never"
+            }),
+            None,
+        )
         .await,
     );
     out.push(
-        create::<node::RuntimeClass>(c, None, json!({
-            "metadata": {"name": "pb-rc"}, "handler": "runc",
-            "overhead": {"podFixed": {"cpu": "10m", "memory": "1Mi"}},
-            "scheduling": {"nodeSelector": {"a": "b"}, "tolerations": [{"operator": "Exists"}]}
-        }), None)
+        create::<node::RuntimeClass>(
+            c,
+            None,
+            json!({
+                "metadata": {"name": "pb-rc"}, "handler": "runc",
+                "overhead": {"podFixed": {"cpu": "10m", "memory": "1Mi"}},
+                "scheduling": {"nodeSelector": {"a": "b"}, "tolerations": [{"operator": "Exists"}]}
+            }),
+            None,
+        )
         .await,
     );
     out.push(
@@ -835,12 +856,16 @@ async fn every_built_in_kind_decodes_from_protobuf_as_from_json() {
     let (fixtures, refused): (Vec<_>, Vec<_>) =
         fixtures(&admin).await.into_iter().partition(Result::is_ok);
     let refused: Vec<String> = refused.into_iter().filter_map(Result::err).collect();
-    assert!(refused.is_empty(), "fixtures refused:\n{}", refused.join("\n"));
+    assert!(
+        refused.is_empty(),
+        "fixtures refused:\n{}",
+        refused.join("\n")
+    );
     let fixtures: Vec<Fixture> = fixtures.into_iter().filter_map(Result::ok).collect();
 
-    let (stream_client, stream_seen) = recording_client(&config);
-    let (list_client, list_seen) = recording_client(&config);
-    let (json_client, json_seen) = recording_client(&config);
+    let (stream_client, stream_seen) = content_type_recording_client(&config);
+    let (list_client, list_seen) = content_type_recording_client(&config);
+    let (json_client, json_seen) = content_type_recording_client(&config);
     let cache = |client: Client, protobuf: bool, streaming_list: StreamingList| {
         SharedCache::builder(client)
             .keep_managed_fields()
@@ -950,7 +975,10 @@ async fn every_built_in_kind_decodes_from_protobuf_as_from_json() {
             )
             .await
             .unwrap_or_else(|e| panic!("patch {} {}: {e}", f.kind, f.key));
-        changed.insert((f.kind.clone(), f.key.clone()), o.metadata.resource_version.unwrap_or_default());
+        changed.insert(
+            (f.kind.clone(), f.key.clone()),
+            o.metadata.resource_version.unwrap_or_default(),
+        );
     }
     eventually("both caches saw every change", WAIT, || {
         let seen = changed.iter().all(|((kind, key), rv)| {
@@ -993,6 +1021,9 @@ async fn every_built_in_kind_decodes_from_protobuf_as_from_json() {
         "{stream_types:?}"
     );
     let json_types = json_seen.lock().unwrap().clone();
-    assert!(json_types.iter().all(|t| !t.contains("protobuf")), "{json_types:?}");
+    assert!(
+        json_types.iter().all(|t| !t.contains("protobuf")),
+        "{json_types:?}"
+    );
     cp.stop();
 }

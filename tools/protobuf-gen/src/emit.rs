@@ -264,10 +264,7 @@ impl<'a> Gen<'a> {
         covered: &mut BTreeMap<String, Option<String>>,
         funcs: &mut String,
     ) {
-        let Shape::Struct {
-            fields, json, ..
-        } = &def.shape
-        else {
+        let Shape::Struct { fields, json, .. } = &def.shape else {
             return;
         };
         let go = self.inputs.go.get(&msg.package);
@@ -283,8 +280,10 @@ impl<'a> Gen<'a> {
             };
             if g.inline {
                 let Some(inner) = self.inputs.messages.get(&f.ty) else {
-                    self.errors
-                        .push(format!("{ctx}: inlined field of a non-message type {}", f.ty));
+                    self.errors.push(format!(
+                        "{ctx}: inlined field of a non-message type {}",
+                        f.ty
+                    ));
                     continue;
                 };
                 let inner_name = format!("{name}__{}", inner.name);
@@ -311,7 +310,11 @@ impl<'a> Gen<'a> {
             match self.arm(&rf.name, &rf.ty, f, &g, &ctx) {
                 Ok((stmt, init)) => {
                     if def.path == format!("{META}ObjectMeta") && rf.name == "managed_fields" {
-                        let _ = writeln!(arms, "            {} if !d.managed_fields => {{}}", f.number);
+                        let _ = writeln!(
+                            arms,
+                            "            {} if !d.managed_fields => {{}}",
+                            f.number
+                        );
                     }
                     let _ = writeln!(arms, "            {} => {{ {stmt} }}", f.number);
                     covered.insert(rf.name.clone(), init);
@@ -411,7 +414,9 @@ impl<'a> Gen<'a> {
                 // What JSON shows when the field is not on the wire: a Go
                 // value (not a pointer) is shown unless omitempty leaves its
                 // zero out; a struct is always shown.
-                let init = (!g.pointer && !e.nullable && e.default
+                let init = (!g.pointer
+                    && !e.nullable
+                    && e.default
                     && (e.always_shown || (e.scalar && !g.omitempty)))
                     .then(|| "Some(Default::default())".to_owned());
                 Ok((stmt, init))
@@ -595,9 +600,21 @@ impl<'a> Gen<'a> {
         let pkg = "k8s.io.apiextensions_apiserver.pkg.apis.apiextensions.v1";
         let props = format!("{pkg}.JSONSchemaProps");
         for (name, expect) in [
-            ("JSONSchemaPropsOrArray", [(1, &*props, Label::Optional), (2, &*props, Label::Repeated)]),
-            ("JSONSchemaPropsOrBool", [(1, "bool", Label::Optional), (2, &*props, Label::Optional)]),
-            ("JSONSchemaPropsOrStringArray", [(1, &*props, Label::Optional), (2, "string", Label::Repeated)]),
+            (
+                "JSONSchemaPropsOrArray",
+                [(1, &*props, Label::Optional), (2, &*props, Label::Repeated)],
+            ),
+            (
+                "JSONSchemaPropsOrBool",
+                [(1, "bool", Label::Optional), (2, &*props, Label::Optional)],
+            ),
+            (
+                "JSONSchemaPropsOrStringArray",
+                [
+                    (1, &*props, Label::Optional),
+                    (2, "string", Label::Repeated),
+                ],
+            ),
         ] {
             let ok = self
                 .inputs
@@ -605,13 +622,15 @@ impl<'a> Gen<'a> {
                 .get(&format!("{pkg}.{name}"))
                 .is_some_and(|m| {
                     m.fields.len() == 2
-                        && m.fields.iter().zip(&expect).all(|(f, (n, t, l))| {
-                            f.number == *n && f.ty == *t && f.label == *l
-                        })
+                        && m.fields
+                            .iter()
+                            .zip(&expect)
+                            .all(|(f, (n, t, l))| f.number == *n && f.ty == *t && f.label == *l)
                 });
             if !ok {
-                self.errors
-                    .push(format!("{name}: its message changed; update its hand mapping"));
+                self.errors.push(format!(
+                    "{name}: its message changed; update its hand mapping"
+                ));
             }
         }
         let p = format!("{APIEXT}JSONSchemaProps");

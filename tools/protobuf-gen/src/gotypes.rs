@@ -103,7 +103,7 @@ mod tests {
         let text = "type Volume struct {\n\tName string `json:\"name\" protobuf:\"bytes,1,opt,name=name\"`\n\
             \tVolumeSource `json:\",inline\" protobuf:\"bytes,2,opt,name=volumeSource\"`\n}\n\
             type PodSpec struct {\n\t// doc\n\tAutomount *bool `json:\"automountServiceAccountToken,omitempty\" protobuf:\"varint,21,opt,name=automountServiceAccountToken\"`\n}\n";
-        let mut out = GoPackage::new();
+        let mut out = GoPackage::default();
         parse(text, &mut out);
         let out = out.fields;
         let name = &out[&("Volume".into(), "name".into())];

@@ -36,9 +36,17 @@ const MODULES: &[(&str, &[&str])] = &[
     ("k8s.io/api", &[""]),
     (
         "k8s.io/apimachinery",
-        &["pkg/apis/meta/v1", "pkg/runtime", "pkg/util/intstr", "pkg/api/resource"],
+        &[
+            "pkg/apis/meta/v1",
+            "pkg/runtime",
+            "pkg/util/intstr",
+            "pkg/api/resource",
+        ],
     ),
-    ("k8s.io/apiextensions-apiserver", &["pkg/apis/apiextensions/v1"]),
+    (
+        "k8s.io/apiextensions-apiserver",
+        &["pkg/apis/apiextensions/v1"],
+    ),
     ("k8s.io/kube-aggregator", &["pkg/apis/apiregistration/v1"]),
 ];
 /// Types decoded although no listable kind reaches them: what the list,
@@ -67,7 +75,10 @@ fn main() -> ExitCode {
             for e in &errors {
                 eprintln!("protobuf-gen: {e}");
             }
-            eprintln!("protobuf-gen: {} field(s) or type(s) not mapped", errors.len());
+            eprintln!(
+                "protobuf-gen: {} field(s) or type(s) not mapped",
+                errors.len()
+            );
             ExitCode::FAILURE
         }
     }
@@ -109,7 +120,8 @@ fn read_package(
     messages: &mut BTreeMap<String, proto::Message>,
     go: &mut BTreeMap<String, gotypes::GoPackage>,
 ) -> Result<(), String> {
-    let text = fs::read_to_string(proto_file).map_err(|e| format!("{}: {e}", proto_file.display()))?;
+    let text =
+        fs::read_to_string(proto_file).map_err(|e| format!("{}: {e}", proto_file.display()))?;
     let mut found = BTreeMap::new();
     proto::parse(&text, &proto_file.display().to_string(), &mut found)?;
     let Some(package) = found.values().next().map(|m| m.package.clone()) else {
@@ -122,8 +134,13 @@ fn read_package(
         .filter_map(Result::ok)
         .map(|e| e.path())
         .filter(|p| {
-            let name = p.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
-            name.ends_with(".go") && !name.ends_with("_test.go") && !name.starts_with("zz_generated")
+            let name = p
+                .file_name()
+                .map(|n| n.to_string_lossy())
+                .unwrap_or_default();
+            name.ends_with(".go")
+                && !name.ends_with("_test.go")
+                && !name.starts_with("zz_generated")
                 && name != "generated.pb.go"
         })
         .collect();
@@ -186,7 +203,13 @@ fn openapi_dir() -> Result<PathBuf, String> {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
     let out = Command::new(cargo)
-        .args(["metadata", "--format-version", "1", "--offline", "--manifest-path"])
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--offline",
+            "--manifest-path",
+        ])
         .arg(&manifest)
         .output()
         .map_err(|e| format!("cargo metadata: {e}"))?;

@@ -175,7 +175,10 @@ pub(crate) fn decode_event<K>(
         }
         b"BOOKMARK" => {
             let m = metadata_only(env.raw).unwrap_or_default();
-            Ok(WatchLine::bookmark(m.resource_version, m.annotations.as_ref()))
+            Ok(WatchLine::bookmark(
+                m.resource_version,
+                m.annotations.as_ref(),
+            ))
         }
         b"ERROR" => Ok(WatchLine::Error(api_status(env.raw)?)),
         other => Err(ProtobufError(format!(

@@ -43,10 +43,10 @@ mod off;
 #[cfg(feature = "protobuf")]
 pub(crate) use body::{decode_error_status, decode_event, decode_list};
 pub(crate) use codec::{ACCEPT, Codec, Decode, MEDIA_TYPE};
-#[cfg(feature = "protobuf")]
-pub(crate) use generated::codec;
 pub(crate) use error::ProtobufError;
 pub(crate) use frames::FrameSplitter;
+#[cfg(feature = "protobuf")]
+pub(crate) use generated::codec;
 #[cfg(not(feature = "protobuf"))]
 pub(crate) use off::{codec, decode_error_status, decode_event, decode_list};
 

@@ -249,7 +249,10 @@ fn unknown_fields_are_skipped_and_a_malformed_object_is_its_own_error() {
     newer.extend([0xb8, 0x3e, 0x01, 0xc2, 0x3e, 0x02, b'h', b'i']);
     let decoded = pod_codec.object(&newer).unwrap();
     assert_eq!(decoded.metadata.name.as_deref(), Some("newer"));
-    assert_eq!(decoded.spec.unwrap().containers[0].image.as_deref(), Some("nginx"));
+    assert_eq!(
+        decoded.spec.unwrap().containers[0].image.as_deref(),
+        Some("nginx")
+    );
 
     // the Pod's spec (field 2) sent as a varint: wrong wire type
     let mut broken = pod("broken").encode_to_vec();
@@ -308,7 +311,10 @@ fn zero_values_follow_json() {
         }),
         ..Default::default()
     };
-    let got = codec::<Pod>().unwrap().object(&pod.encode_to_vec()).unwrap();
+    let got = codec::<Pod>()
+        .unwrap()
+        .object(&pod.encode_to_vec())
+        .unwrap();
     assert_eq!(got.metadata.generate_name, None);
     assert_eq!(got.metadata.generation, None);
     let spec = got.spec.expect("spec");

@@ -365,9 +365,7 @@ pub(crate) fn int_or_string(v: Value<'_>) -> R<IntOrString> {
 
 /// The codec of `T` as the codec of `K` (the same type, checked by the
 /// caller's `TypeId` comparison).
-pub(crate) fn pick<K: 'static, T: 'static>(
-    decode: fn(&[u8], Decode) -> R<T>,
-) -> Option<Codec<K>> {
+pub(crate) fn pick<K: 'static, T: 'static>(decode: fn(&[u8], Decode) -> R<T>) -> Option<Codec<K>> {
     (&Codec::<T>::new(decode) as &dyn Any)
         .downcast_ref::<Codec<K>>()
         .copied()
@@ -399,11 +397,19 @@ mod tests {
     #[test]
     fn negative_int32_and_packed_lists() {
         // -1 as an int32: ten bytes, sign-extended
-        let mut buf: &[u8] = &[0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01];
+        let mut buf: &[u8] = &[
+            0x08, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+        ];
         let (_, v) = next(&mut buf).unwrap();
         assert_eq!(i32(v).unwrap(), -1);
         let mut out = Vec::new();
-        repeated(Value::Bytes(&[1, 0x96, 0x01]), Packed::Varint, i64, &mut out).unwrap();
+        repeated(
+            Value::Bytes(&[1, 0x96, 0x01]),
+            Packed::Varint,
+            i64,
+            &mut out,
+        )
+        .unwrap();
         repeated(Value::Varint(3), Packed::Varint, i64, &mut out).unwrap();
         assert_eq!(out, [1, 150, 3]);
     }
