@@ -21,7 +21,7 @@ fn checked_in_decoders_are_up_to_date() {
             .lines()
             .zip(have.lines())
             .position(|(a, b)| a != b)
-            .map_or_else(|| want.lines().count().min(have.lines().count()), |i| i);
+            .unwrap_or_else(|| want.lines().count().min(have.lines().count()));
         panic!(
             "{} is out of date (first difference at line {}): run `make generate`",
             checked_in.display(),
