@@ -710,3 +710,73 @@ pub fn file(body: &str, sources: &str) -> String {
          {body}"
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{
+        gotypes::GoPackage,
+        openapi::RField,
+        proto::{Field, Message},
+    };
+
+    /// A field without a Go counterpart and a k8s-openapi field without a
+    /// protobuf one are both errors, named; nothing is dropped silently.
+    #[test]
+    fn unmapped_fields_fail_the_generator_by_name() {
+        let pkg = "k8s.io.api.core.v1";
+        let field = |name: &str, number| Field {
+            name: name.into(),
+            number,
+            label: Label::Optional,
+            ty: "string".into(),
+        };
+        let message = Message {
+            package: pkg.into(),
+            name: "Thing".into(),
+            fields: vec![field("color", 1), field("size", 2)],
+        };
+        let mut go = GoPackage::default();
+        go.fields.insert(
+            ("Thing".into(), "color".into()),
+            GoField {
+                json: "color".into(),
+                omitempty: true,
+                ..GoField::default()
+            },
+        );
+        let path = "k8s_openapi::api::core::v1::Thing".to_owned();
+        let rfield = |name: &str| RField {
+            name: name.into(),
+            ty: RType::Opt(Box::new(RType::String)),
+        };
+        let def = RTypeDef {
+            definition: "io.k8s.api.core.v1.Thing".into(),
+            path: path.clone(),
+            shape: Shape::Struct {
+                fields: vec![rfield("color"), rfield("weight")],
+                json: [("color", "color"), ("weight", "weight")]
+                    .map(|(j, r)| (j.to_owned(), r.to_owned()))
+                    .into(),
+                default: true,
+            },
+            listable: true,
+        };
+        let inputs = Inputs {
+            messages: [(format!("{pkg}.Thing"), message)].into(),
+            go: [(pkg.to_owned(), go)].into(),
+            types: [(path, def)].into(),
+        };
+        let errors = Gen::new(&inputs).run(&[]).expect_err("unmapped fields");
+        assert!(
+            errors.iter().any(|e| e.starts_with("Thing.size:")),
+            "{errors:?}"
+        );
+        assert!(
+            errors
+                .iter()
+                .any(|e| e.ends_with("fields without a protobuf field: weight")),
+            "{errors:?}"
+        );
+    }
+}
