@@ -7,6 +7,7 @@ mod cache_consistency;
 mod cache_handlers;
 mod cache_projection;
 mod cache_protobuf;
+mod cache_protobuf_kinds;
 mod cache_reads;
 mod cache_undecodable;
 mod cache_watch;
