@@ -51,6 +51,8 @@
 // What a reconcile is asked and answers: leaf values, re-exported by
 // `reconcile` (the client's `finalizer` helper, below it, returns them).
 mod action;
+#[cfg(feature = "multicluster")]
+mod cluster_request;
 mod request;
 
 pub mod cache;
@@ -66,6 +68,9 @@ pub mod leader;
 pub mod manager;
 pub mod manifest;
 pub mod metrics;
+#[cfg(feature = "multicluster")]
+#[cfg_attr(docsrs, doc(cfg(feature = "multicluster")))]
+pub mod multicluster;
 pub mod predicate;
 pub mod rbac;
 pub mod reconcile;

@@ -42,6 +42,14 @@ pub struct Controller<R> {
     pub(super) observers: Option<Arc<dyn ControllerObservers>>,
     /// The reconcile observer, when made before the controller is prepared.
     pub(super) observer: Option<Arc<dyn ReconcileObserver>>,
+    /// Whether it reconciles in every cluster of a fleet
+    /// ([`multicluster`](Self::multicluster)).
+    #[cfg(feature = "multicluster")]
+    pub(super) multicluster: bool,
+    /// Whether a source outside any watch feeds it (it feeds one queue,
+    /// so a multicluster controller refuses it).
+    #[cfg(feature = "multicluster")]
+    pub(super) external_source: bool,
 }
 
 impl<R> std::fmt::Debug for Controller<R> {
@@ -92,6 +100,8 @@ impl<R: Reconcile> Controller<R> {
                 read_your_writes: Some(crate::cache::read_your_writes::DEFAULT_WAIT),
                 #[cfg(feature = "shard")]
                 shard: None,
+                #[cfg(feature = "multicluster")]
+                cluster: None,
             },
             reconciler: Arc::new(reconciler),
             indexes: Vec::new(),
@@ -105,6 +115,10 @@ impl<R: Reconcile> Controller<R> {
             stats: Arc::default(),
             observers: None,
             observer: None,
+            #[cfg(feature = "multicluster")]
+            multicluster: false,
+            #[cfg(feature = "multicluster")]
+            external_source: false,
         };
         controller.add_watch::<R::Object>(|_| Ok(the_object::<R::Object>()), predicates);
         controller
@@ -215,7 +229,7 @@ impl<R: Reconcile> Controller<R> {
                         constant: "OWNER_REFERENCES",
                     });
                 }
-                Ok(owner_of(owner))
+                Ok(owner_of(owner.clone()))
             },
             predicates,
         );
@@ -260,9 +274,11 @@ impl<R: Reconcile> Controller<R> {
         W: Cacheable<DynamicType = ()>,
         W::Scope: 'static,
     {
+        let map = Arc::new(map);
         self.add_watch::<W>(
             move |cache| {
                 let store = cache.store::<R::Object>()?;
+                let map = Arc::clone(&map);
                 Ok(Mapper::from_fn(move |obj: &W| map(obj, &store)))
             },
             predicates,
@@ -309,9 +325,10 @@ impl<R: Reconcile> Controller<R> {
                 let store = cache.store::<R::Object>()?;
                 if !store.index_names().contains(&index) {
                     return Err(CacheError::Index(crate::cache::IndexError::UnknownIndex(
-                        index,
+                        index.clone(),
                     )));
                 }
+                let index = index.clone();
                 Ok(Mapper::from_fn(move |obj: &W| {
                     let meta = obj.meta();
                     let Some(name) = meta.name.as_deref() else {
@@ -392,6 +409,10 @@ impl<R: Reconcile> Controller<R> {
         requests: impl futures::Stream<Item = Request> + Send + 'static,
     ) -> Self {
         let controller = self.settings.name.clone();
+        #[cfg(feature = "multicluster")]
+        {
+            self.external_source = true;
+        }
         self.watches.push(watch::stream_watch(controller, requests));
         self
     }
@@ -536,16 +557,13 @@ impl<R: Reconcile> Controller<R> {
     /// when it starts: what a manager does when the controller is added, so
     /// a scrape shows it at once.
     pub(crate) fn create_metric_series(mut self) -> Self {
-        self.observer = self.observers.as_ref().map(|observers| {
-            observers
-                .reconcile_observer(&self.settings.name, self.settings.max_concurrent_reconciles)
-        });
+        self.observer = self.reconcile_observer();
         self
     }
 
     fn add_watch<K>(
         &mut self,
-        mapper: impl FnOnce(&SharedCache) -> Result<Mapper<K>, CacheError> + Send + 'static,
+        mapper: impl Fn(&SharedCache) -> Result<Mapper<K>, CacheError> + Send + Sync + 'static,
         predicates: WatchPredicates<K>,
     ) where
         K: Cacheable<DynamicType = ()>,

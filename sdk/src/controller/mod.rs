@@ -70,6 +70,8 @@
 
 mod builder;
 mod error;
+#[cfg(feature = "multicluster")]
+mod multicluster;
 mod observer;
 mod run;
 mod settings;
@@ -82,6 +84,8 @@ mod workers;
 
 pub use builder::Controller;
 pub use error::ControllerError;
+#[cfg(feature = "multicluster")]
+pub(crate) use multicluster::ClusterController;
 pub(crate) use observer::{ControllerObservers, ReconcileObserver, ReconcileResult};
 pub use stats::{ReconcileCounts, ReconcileStats};
 pub(crate) use workers::StartGate;

@@ -96,6 +96,8 @@ pub(super) fn shared() -> Arc<ControllerShared> {
         cache: SharedCache::new(client),
         read_sync_timeout: Duration::from_secs(1),
         read_your_writes: Some(Duration::from_secs(1)),
+        #[cfg(feature = "multicluster")]
+        cluster: None,
     })
 }
 

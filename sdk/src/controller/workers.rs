@@ -92,6 +92,8 @@ impl<R: Reconcile> Workers<'_, R> {
             recorder,
             read_sync_timeout: self.settings.cache_sync_timeout,
             read_your_writes: self.settings.read_your_writes,
+            #[cfg(feature = "multicluster")]
+            cluster: self.settings.cluster.clone(),
         });
         let mut tasks = tokio::task::JoinSet::new();
         #[cfg(feature = "shard")]
@@ -173,6 +175,17 @@ impl<R: Reconcile> Workers<'_, R> {
         tokio::select! {
             () = token.cancelled() => {}
             () = scope.cancelled() => {
+                #[cfg(feature = "multicluster")]
+                if let Some(cluster) = &self.settings.cluster {
+                    tracing::info!(
+                        controller = %self.settings.name,
+                        %cluster,
+                        "cluster disengaged; cancelling its running reconciles"
+                    );
+                    tasks.abort_all();
+                    while tasks.join_next().await.is_some() {}
+                    return Ok(());
+                }
                 tracing::warn!(
                     controller = %self.settings.name,
                     "leadership lost; abandoning running reconciles"

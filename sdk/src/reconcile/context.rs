@@ -22,6 +22,10 @@ pub(crate) struct ControllerShared {
     /// How long a read waits for the cache to show this process's writes;
     /// `None`: read-your-writes is off for this controller.
     pub read_your_writes: Option<Duration>,
+    /// The cluster of a multicluster controller's instance (whose cache,
+    /// client and recorder these are); `None` for a single-cluster one.
+    #[cfg(feature = "multicluster")]
+    pub cluster: Option<crate::cluster_request::ClusterName>,
 }
 
 /// Handed to each [`reconcile`](super::Reconcile::reconcile) of a
@@ -307,5 +311,25 @@ impl<K> Context<K> {
     /// The controller's name.
     pub fn controller_name(&self) -> &str {
         &self.shared.name
+    }
+
+    #[cfg(feature = "multicluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "multicluster")))]
+    /// The cluster this reconcile is for, in a multicluster controller
+    /// ([`crate::multicluster`]): every read, the client, and the recorder
+    /// of this `Context` are that cluster's. `None` for a single-cluster
+    /// controller.
+    pub fn cluster(&self) -> Option<&crate::cluster_request::ClusterName> {
+        self.shared.cluster.as_ref()
+    }
+
+    #[cfg(feature = "multicluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "multicluster")))]
+    /// The request being reconciled with its cluster (multicluster-runtime's
+    /// `mcreconcile.Request`); `None` for a single-cluster controller.
+    pub fn cluster_request(&self) -> Option<crate::cluster_request::ClusterRequest> {
+        self.cluster().map(|cluster| {
+            crate::cluster_request::ClusterRequest::new(cluster.clone(), self.request.clone())
+        })
     }
 }
