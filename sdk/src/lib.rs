@@ -16,6 +16,7 @@
 //! | `dev-cert` (with `webhook`) | `webhook::DevCertificate` (a CA and serving certificate for tests and a laptop) and `webhook::ManagedCertificate` (the manager issues its serving certificate in a cluster without cert-manager) | rcgen, base64; kube's `jsonpatch` |
 //! | `secure-metrics` | `manager::SecureMetrics`: `/metrics` over HTTPS to scrapers whose token may `get /metrics` (TokenReview, SubjectAccessReview); `rbac::Rules::metrics_auth`, `rbac::metrics_reader_role` | rustls, tokio-rustls, hyper, rcgen |
 //! | `shard` | `opkit::shard`: the replicas of one Deployment split the objects; `ManagerBuilder::sharding`, `Controller::sharded`, `rbac::Rules::sharding` | no other crate |
+//! | `multicluster` | `opkit::multicluster`: one operator reconciling across a fleet of clusters that join, rotate credentials and leave at run time; `Controller::multicluster` (`#[controller(.., multicluster)]`), `Manager::set_cluster_provider`, `Fleet`, the static, kubeconfig-Secret and `ClusterSet` providers, `Context::cluster` | no other crate |
 //! | `protobuf` | ConfigMaps and Secrets listed and watched as protobuf rather than JSON: less CPU for the API server and the operator, less memory while decoding | k8s-pb, prost |
 //!
 //! **None is on by default**, each for its reason:
@@ -25,6 +26,8 @@
 //!   project that scrapes over HTTPS says so.
 //! - `shard`: for the few operators whose objects outgrow one replica; it
 //!   adds no crate, but its code and API only matter to them.
+//! - `multicluster`: for hub operators acting on a fleet; most operators
+//!   reconcile the cluster they run in. It adds no crate.
 //! - `protobuf`: opkit reads only ConfigMaps and Secrets as protobuf
 //!   (every other kind, custom resources included, is JSON either way), and
 //!   k8s-pb, the protobuf bindings of every built-in kind, is one of the
