@@ -92,3 +92,6 @@ pub use fleet::Fleet;
 pub use kubeconfig_secrets::{KUBECONFIG_SECRET_KEY, KUBECONFIG_SECRET_LABEL, KubeconfigSecrets};
 pub use provider::{ClusterSink, Provider};
 pub use static_clusters::StaticClusters;
+
+#[cfg(test)]
+mod tests;
