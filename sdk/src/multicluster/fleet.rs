@@ -34,7 +34,7 @@ const COMMANDS: usize = 64;
 /// stopped. See [`crate::multicluster`].
 ///
 /// A [`Manager`](crate::manager::Manager) with a
-/// [cluster provider](crate::manager::ManagerBuilder::cluster_provider)
+/// [cluster provider](crate::manager::Manager::set_cluster_provider)
 /// runs one (with leader election, probes and metrics); run one on its
 /// own with [`run`](Self::run).
 pub struct Fleet {
