@@ -89,7 +89,8 @@ impl<R: Reconcile> Controller<R> {
     /// exist from here on), if anything observes it.
     pub(super) fn reconcile_observer(&self) -> Option<Arc<dyn ReconcileObserver>> {
         self.observers.as_ref().map(|observers| {
-            observers.reconcile_observer(&self.settings.name, self.settings.max_concurrent_reconciles)
+            observers
+                .reconcile_observer(&self.settings.name, self.settings.max_concurrent_reconciles)
         })
     }
 

@@ -105,9 +105,16 @@ pub(super) fn stream_watch(
     Arc::new(move |_: &SharedCache, target: &WatchTarget| {
         let kind = "(external source)".to_owned();
         let Some(requests) = requests.lock().take() else {
-            tracing::error!(controller, "an external source registered twice; it feeds its first queue only");
+            tracing::error!(
+                controller,
+                "an external source registered twice; it feeds its first queue only"
+            );
             let synced: SyncWait = Box::new(|| Box::pin(async { true }));
-            return Ok(RegisteredWatch { kind, synced, remove: Box::new(|| {}) });
+            return Ok(RegisteredWatch {
+                kind,
+                synced,
+                remove: Box::new(|| {}),
+            });
         };
         let controller = controller.clone();
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {

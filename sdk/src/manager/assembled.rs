@@ -203,7 +203,10 @@ impl Manager {
                 .shutdown_bounded_by_runner()
                 .metrics(&self.metrics)
                 .create_metric_series();
-            return self.fleet.add(controller).map_err(ManagerError::MultiCluster);
+            return self
+                .fleet
+                .add(controller)
+                .map_err(ManagerError::MultiCluster);
         }
         // The manager's graceful shutdown timeout bounds the controller's
         // drain (and reports what it abandons): the controller has no bound

@@ -103,7 +103,11 @@ impl ClusterSetHandle {
 }
 
 impl Provider for ClusterSet {
-    async fn run(mut self, clusters: ClusterSink, stop: CancellationToken) -> Result<(), ProviderError> {
+    async fn run(
+        mut self,
+        clusters: ClusterSink,
+        stop: CancellationToken,
+    ) -> Result<(), ProviderError> {
         loop {
             let change = tokio::select! {
                 () = stop.cancelled() => return Ok(()),
@@ -115,7 +119,11 @@ impl Provider for ClusterSet {
                     stop.cancelled().await;
                     return Ok(());
                 }
-                Some(Change::Add { cluster, client, done }) => {
+                Some(Change::Add {
+                    cluster,
+                    client,
+                    done,
+                }) => {
                     let _ = done.send(clusters.engage(cluster, client).await);
                 }
                 Some(Change::Remove { cluster, done }) => {

@@ -7,6 +7,12 @@ use crate::controller::ControllerError;
 /// the fleet).
 pub type ProviderError = Box<dyn std::error::Error + Send + Sync>;
 
+impl From<ControllerError> for MultiClusterError {
+    fn from(error: ControllerError) -> Self {
+        Self::Controller(Box::new(error))
+    }
+}
+
 /// Why a fleet could not engage a cluster, or stopped.
 #[derive(Debug, thiserror::Error)]
 pub enum MultiClusterError {
@@ -23,13 +29,13 @@ pub enum MultiClusterError {
         cluster: ClusterName,
         /// Why.
         #[source]
-        source: ControllerError,
+        source: Box<ControllerError>,
     },
     /// A controller cannot be added to a fleet (see
     /// [`ControllerError::NotMulticluster`]), or one of its name was added
     /// already.
     #[error(transparent)]
-    Controller(#[from] ControllerError),
+    Controller(Box<ControllerError>),
     /// Two controllers of one fleet have the same name.
     #[error("a controller named {name} was already added to the fleet")]
     DuplicateController {

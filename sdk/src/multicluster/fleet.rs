@@ -48,7 +48,11 @@ impl std::fmt::Debug for Fleet {
         f.debug_struct("Fleet")
             .field(
                 "controllers",
-                &self.controllers.iter().map(|c| c.name()).collect::<Vec<_>>(),
+                &self
+                    .controllers
+                    .iter()
+                    .map(|c| c.name())
+                    .collect::<Vec<_>>(),
             )
             .field("engaged", &*self.engaged.borrow())
             .finish_non_exhaustive()
@@ -75,7 +79,9 @@ impl Fleet {
 
     /// Sets (or replaces) the provider.
     pub(crate) fn set_provider(&mut self, provider: impl Provider) {
-        self.provider = Some(Box::new(move |sink, stop| Box::pin(provider.run(sink, stop))));
+        self.provider = Some(Box::new(move |sink, stop| {
+            Box::pin(provider.run(sink, stop))
+        }));
     }
 
     /// Whether no controller was added.
@@ -88,7 +94,10 @@ impl Fleet {
     /// what cannot be given to each cluster (a custom rate limiter, an
     /// external source, a shard), or whose name another controller of the
     /// fleet has.
-    pub fn add<R: Reconcile>(&mut self, controller: Controller<R>) -> Result<(), MultiClusterError> {
+    pub fn add<R: Reconcile>(
+        &mut self,
+        controller: Controller<R>,
+    ) -> Result<(), MultiClusterError> {
         let name = controller.controller_name().to_owned();
         if self.controllers.iter().any(|c| c.name() == name) {
             return Err(MultiClusterError::DuplicateController { name });
@@ -253,18 +262,33 @@ impl Members {
                     });
                 }
                 Err(source) => {
-                    Member { cache, disengaged, runs }.disengage().await;
-                    return Err(MultiClusterError::Engage { cluster, source });
+                    Member {
+                        cache,
+                        disengaged,
+                        runs,
+                    }
+                    .disengage()
+                    .await;
+                    return Err(MultiClusterError::Engage {
+                        cluster,
+                        source: Box::new(source),
+                    });
                 }
             }
         }
         if let Err(source) = cache.start() {
-            Member { cache, disengaged, runs }.disengage().await;
+            Member {
+                cache,
+                disengaged,
+                runs,
+            }
+            .disengage()
+            .await;
             return Err(MultiClusterError::Engage {
-                source: crate::controller::ControllerError::Start {
+                source: Box::new(crate::controller::ControllerError::Start {
                     controller: "(the cluster's cache)".to_owned(),
                     source,
-                },
+                }),
                 cluster,
             });
         }

@@ -90,7 +90,11 @@ impl KubeconfigSecrets {
 type Change = (ClusterName, Option<Vec<u8>>);
 
 impl Provider for KubeconfigSecrets {
-    async fn run(self, clusters: ClusterSink, stop: CancellationToken) -> Result<(), ProviderError> {
+    async fn run(
+        self,
+        clusters: ClusterSink,
+        stop: CancellationToken,
+    ) -> Result<(), ProviderError> {
         let cache = SharedCache::builder(self.hub.clone())
             .read_your_writes(false)
             .build();
@@ -104,8 +108,15 @@ impl Provider for KubeconfigSecrets {
             let change = match &event {
                 InformerEvent::Add { obj, .. } | InformerEvent::Update { new: obj, .. } => {
                     obj.metadata.name.clone().map(|name| {
-                        let kubeconfig = obj.data.as_ref().and_then(|d| d.get(&key)).map(|b| b.0.clone());
-                        (ClusterName::from(name), Some(kubeconfig.unwrap_or_default()))
+                        let kubeconfig = obj
+                            .data
+                            .as_ref()
+                            .and_then(|d| d.get(&key))
+                            .map(|b| b.0.clone());
+                        (
+                            ClusterName::from(name),
+                            Some(kubeconfig.unwrap_or_default()),
+                        )
                     })
                 }
                 InformerEvent::Delete { obj } => obj
@@ -129,7 +140,10 @@ impl Provider for KubeconfigSecrets {
             let Some((cluster, kubeconfig)) = change else {
                 break Ok(());
             };
-            match self.apply(&clusters, &mut engaged, cluster, kubeconfig).await {
+            match self
+                .apply(&clusters, &mut engaged, cluster, kubeconfig)
+                .await
+            {
                 Err(MultiClusterError::FleetStopped) => break Ok(()),
                 Err(error) => tracing::error!(%error, "kubeconfig Secret not applied"),
                 Ok(()) => {}

@@ -82,7 +82,10 @@ impl StaticClusters {
 }
 
 /// The client for `source`.
-async fn client_of(cluster: &ClusterName, source: Source) -> Result<kube::Client, MultiClusterError> {
+async fn client_of(
+    cluster: &ClusterName,
+    source: Source,
+) -> Result<kube::Client, MultiClusterError> {
     let credentials = |reason: String| MultiClusterError::Credentials {
         cluster: cluster.clone(),
         reason,
@@ -105,7 +108,11 @@ async fn client_of(cluster: &ClusterName, source: Source) -> Result<kube::Client
 }
 
 impl Provider for StaticClusters {
-    async fn run(self, clusters: ClusterSink, stop: CancellationToken) -> Result<(), ProviderError> {
+    async fn run(
+        self,
+        clusters: ClusterSink,
+        stop: CancellationToken,
+    ) -> Result<(), ProviderError> {
         for (name, source) in self.clusters {
             let engaged = match client_of(&name, source).await {
                 Ok(client) => clusters.engage(name.clone(), client).await,
@@ -114,7 +121,9 @@ impl Provider for StaticClusters {
             match engaged {
                 Ok(()) => {}
                 Err(MultiClusterError::FleetStopped) => return Ok(()),
-                Err(error) => tracing::error!(cluster = %name, %error, "cluster left out of the fleet"),
+                Err(error) => {
+                    tracing::error!(cluster = %name, %error, "cluster left out of the fleet")
+                }
             }
         }
         stop.cancelled().await;

@@ -16,13 +16,19 @@ struct Nothing;
 impl Reconcile for Nothing {
     type Object = ConfigMap;
 
-    async fn reconcile(&self, _: Request, _: &Context<ConfigMap>) -> Result<Action, ReconcileError> {
+    async fn reconcile(
+        &self,
+        _: Request,
+        _: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
         Ok(Action::done())
     }
 }
 
 /// `what`, within ten seconds.
-async fn bounded<F: std::future::Future>(what: F) -> Result<F::Output, tokio::time::error::Elapsed> {
+async fn bounded<F: std::future::Future>(
+    what: F,
+) -> Result<F::Output, tokio::time::error::Elapsed> {
     tokio::time::timeout(Duration::from_secs(10), what).await
 }
 
@@ -35,17 +41,19 @@ fn unreachable_client() -> kube::Client {
 async fn a_fleet_refuses_what_it_cannot_give_each_cluster() {
     let (clusters, _handle) = ClusterSet::new();
     let mut fleet = Fleet::new(clusters);
-    let limited = Controller::new(Nothing)
-        .rate_limiter(ExponentialFailureRateLimiter::new(Duration::from_millis(5), Duration::from_secs(1)));
+    let limited = Controller::new(Nothing).rate_limiter(ExponentialFailureRateLimiter::new(
+        Duration::from_millis(5),
+        Duration::from_secs(1),
+    ));
     assert!(matches!(
         fleet.add(limited),
-        Err(MultiClusterError::Controller(ControllerError::NotMulticluster { .. }))
+        Err(MultiClusterError::Controller(e)) if matches!(*e, ControllerError::NotMulticluster { .. })
     ));
     let (_wake, woken) = tokio::sync::mpsc::channel(1);
     let fed = Controller::new(Nothing).watches_channel(woken);
     assert!(matches!(
         fleet.add(fed),
-        Err(MultiClusterError::Controller(ControllerError::NotMulticluster { .. }))
+        Err(MultiClusterError::Controller(e)) if matches!(*e, ControllerError::NotMulticluster { .. })
     ));
     fleet.add(Controller::new(Nothing).multicluster()).unwrap();
     assert!(matches!(
@@ -76,15 +84,24 @@ async fn an_unreachable_member_is_engaged_and_disengaged_without_waiting_for_it(
         .await
         .expect("engaging does not wait for the member to sync")
         .unwrap();
-    bounded(handle.add("near", unreachable_client())).await.unwrap().unwrap();
+    bounded(handle.add("near", unreachable_client()))
+        .await
+        .unwrap()
+        .unwrap();
     let names: Vec<String> = engaged.borrow().iter().map(ToString::to_string).collect();
     assert_eq!(names, ["far", "near"]);
     // new credentials: engaged again, still one engagement
-    bounded(handle.add("far", unreachable_client())).await.unwrap().unwrap();
+    bounded(handle.add("far", unreachable_client()))
+        .await
+        .unwrap()
+        .unwrap();
     assert_eq!(engaged.borrow().len(), 2);
 
     assert!(bounded(handle.remove("far")).await.unwrap().unwrap());
-    assert!(!bounded(handle.remove("far")).await.unwrap().unwrap(), "not engaged any more");
+    assert!(
+        !bounded(handle.remove("far")).await.unwrap().unwrap(),
+        "not engaged any more"
+    );
     let names: Vec<String> = engaged.borrow().iter().map(ToString::to_string).collect();
     assert_eq!(names, ["near"]);
 
