@@ -87,6 +87,8 @@ pub use error::ControllerError;
 #[cfg(feature = "multicluster")]
 pub(crate) use multicluster::ClusterController;
 pub(crate) use observer::{ControllerObservers, ReconcileObserver, ReconcileResult};
+#[cfg(feature = "multicluster")]
+pub(crate) use run::until_shutdown;
 pub use stats::{ReconcileCounts, ReconcileStats};
 pub(crate) use workers::StartGate;
 

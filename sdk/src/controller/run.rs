@@ -30,14 +30,7 @@ impl<R: Reconcile> Controller<R> {
         cache: &SharedCache,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ControllerError> {
-        let token = CancellationToken::new();
-        let run = self.run_until_cancelled(cache, token.clone());
-        tokio::pin!(run);
-        tokio::select! {
-            result = &mut run => return result,
-            () = shutdown => token.cancel(),
-        }
-        run.await
+        until_shutdown(shutdown, |token| self.run_until_cancelled(cache, token)).await
     }
 
     /// Like [`run`](Self::run), stopping when `token` is cancelled.
@@ -163,6 +156,23 @@ impl<R: Reconcile> Controller<R> {
         }
         Ok(prepared)
     }
+}
+
+/// Runs `run` with a token cancelled when `shutdown` completes, and
+/// returns its output (what a controller's or a fleet's `run` does with
+/// its `run_until_cancelled`).
+pub(crate) async fn until_shutdown<F: Future>(
+    shutdown: impl Future<Output = ()>,
+    run: impl FnOnce(CancellationToken) -> F,
+) -> F::Output {
+    let token = CancellationToken::new();
+    let run = run(token.clone());
+    tokio::pin!(run);
+    tokio::select! {
+        output = &mut run => return output,
+        () = shutdown => token.cancel(),
+    }
+    run.await
 }
 
 /// A controller whose watches are registered: its queue fills while it

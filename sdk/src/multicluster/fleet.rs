@@ -14,7 +14,7 @@ use super::error::{MultiClusterError, ProviderError};
 use super::provider::{ClusterSink, Command, Provider};
 use crate::cache::SharedCache;
 use crate::cluster_request::ClusterName;
-use crate::controller::{ClusterController, Controller};
+use crate::controller::{ClusterController, Controller, ControllerError, until_shutdown};
 use crate::reconcile::Reconcile;
 
 /// Runs a provider until the fleet stops.
@@ -122,14 +122,7 @@ impl Fleet {
     /// shutdown timeout, and every cluster's informers stop. Fails if the
     /// provider fails.
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), MultiClusterError> {
-        let token = CancellationToken::new();
-        let run = self.run_until_cancelled(token.clone());
-        tokio::pin!(run);
-        tokio::select! {
-            result = &mut run => return result,
-            () = shutdown => token.cancel(),
-        }
-        run.await
+        until_shutdown(shutdown, |token| self.run_until_cancelled(token)).await
     }
 
     /// Like [`run`](Self::run), stopping when `stop` is cancelled.
@@ -242,67 +235,47 @@ impl Members {
             old.disengage().await;
             self.publish();
         }
-        let cache = SharedCache::new(client);
-        let disengaged = CancellationToken::new();
-        let mut runs = JoinSet::new();
-        for controller in &self.controllers {
-            let run = controller.engage(
-                &cluster,
-                &cache,
-                self.stop.child_token(),
-                disengaged.clone(),
-            );
-            match run {
-                Ok(run) => {
-                    let (name, cluster) = (controller.name().to_owned(), cluster.clone());
-                    runs.spawn(async move {
-                        if let Err(error) = run.await {
-                            tracing::error!(controller = %name, %cluster, %error, "controller stopped in this cluster");
-                        }
-                    });
-                }
-                Err(source) => {
-                    Member {
-                        cache,
-                        disengaged,
-                        runs,
-                    }
-                    .disengage()
-                    .await;
-                    return Err(MultiClusterError::Engage {
-                        cluster,
-                        source: Box::new(source),
-                    });
-                }
-            }
-        }
-        if let Err(source) = cache.start() {
-            Member {
-                cache,
-                disengaged,
-                runs,
-            }
-            .disengage()
-            .await;
+        let mut member = Member {
+            cache: SharedCache::new(client),
+            disengaged: CancellationToken::new(),
+            runs: JoinSet::new(),
+        };
+        if let Err(source) = self.start(&cluster, &mut member) {
+            member.disengage().await;
             return Err(MultiClusterError::Engage {
-                source: Box::new(crate::controller::ControllerError::Start {
-                    controller: "(the cluster's cache)".to_owned(),
-                    source,
-                }),
                 cluster,
+                source: Box::new(source),
             });
         }
         tracing::info!(%cluster, controllers = self.controllers.len(), "cluster engaged");
-        self.clusters.insert(
-            cluster,
-            Member {
-                cache,
-                disengaged,
-                runs,
-            },
-        );
+        self.clusters.insert(cluster, member);
         self.publish();
         Ok(())
+    }
+
+    /// Engages every controller on `member`'s cache and starts it.
+    fn start(&self, cluster: &ClusterName, member: &mut Member) -> Result<(), ControllerError> {
+        for controller in &self.controllers {
+            let run = controller.engage(
+                cluster,
+                &member.cache,
+                self.stop.child_token(),
+                member.disengaged.clone(),
+            )?;
+            let (name, cluster) = (controller.name().to_owned(), cluster.clone());
+            member.runs.spawn(async move {
+                if let Err(error) = run.await {
+                    tracing::error!(controller = %name, %cluster, %error, "controller stopped in this cluster");
+                }
+            });
+        }
+        member
+            .cache
+            .start()
+            .map_err(|source| ControllerError::Start {
+                controller: "(the cluster's cache)".to_owned(),
+                source,
+            })
     }
 
     fn publish(&self) {
