@@ -13,7 +13,7 @@ const OPTIONS: &str = "`for = Kind` (or `for(Kind, predicates(..))`), `owns(Kind
      `watches(Kind, map = function)` (or `by_index = \"index\"`), `index(Kind, \"name\", function)`, \
      `reads(Kind, ..)`, `event_filter(expr, ..)`, \
      `rbac(verb, .. on Kind, ..)`, `status`, `finalizer`, `events`, `name = \"..\"`, `field_manager = \"..\"`, \
-     `max_concurrent_reconciles = N`, `throttle(per_second = N, burst = N)`";
+     `max_concurrent_reconciles = N`, `throttle(per_second = N, burst = N)`, `multicluster`";
 
 /// The verbs `rbac(...)` accepts, as RBAC spells them, with the
 /// `opkit::rbac::Verb` variant for each.
@@ -99,6 +99,8 @@ pub(crate) struct Declaration {
     pub field_manager: Option<LitStr>,
     pub max_concurrent_reconciles: Option<LitInt>,
     pub throttle: Option<(LitInt, LitInt)>,
+    /// `multicluster`: where it was written (the generated call's span).
+    pub multicluster: Option<Span>,
 }
 
 impl Declaration {
@@ -214,6 +216,11 @@ impl Declaration {
             "status" => self.status = flag(&meta, "status")?,
             "finalizer" => self.finalizer = flag(&meta, "finalizer")?,
             "events" => self.events = flag(&meta, "events")?,
+            "multicluster" => {
+                if flag(&meta, "multicluster")? {
+                    self.multicluster = Some(path.span());
+                }
+            }
             "name" => {
                 if self.name.is_some() {
                     return Err(meta.error("`name` is given twice"));

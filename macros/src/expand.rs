@@ -122,6 +122,10 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
         .max_concurrent_reconciles
         .as_ref()
         .map(|n| quote! { .max_concurrent_reconciles(#n) });
+    // Needs opkit's `multicluster` feature: without it, the error points here.
+    let multicluster = decl
+        .multicluster
+        .map(|span| quote_spanned! {span=> .multicluster() });
     let throttle = decl.throttle.as_ref().map(|(per_second, burst)| {
         quote! { .throttle(::opkit::workqueue::Quota::per_second(#per_second).burst(#burst)) }
     });
@@ -196,6 +200,7 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
                     #field_manager
                     #workers
                     #throttle
+                    #multicluster
             }
 
             fn rbac_rules() -> ::opkit::rbac::Rules {

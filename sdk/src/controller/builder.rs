@@ -42,6 +42,14 @@ pub struct Controller<R> {
     pub(super) observers: Option<Arc<dyn ControllerObservers>>,
     /// The reconcile observer, when made before the controller is prepared.
     pub(super) observer: Option<Arc<dyn ReconcileObserver>>,
+    /// Whether it reconciles in every cluster of a fleet
+    /// ([`multicluster`](Self::multicluster)).
+    #[cfg(feature = "multicluster")]
+    pub(super) multicluster: bool,
+    /// Whether a source outside any watch feeds it (it feeds one queue,
+    /// so a multicluster controller refuses it).
+    #[cfg(feature = "multicluster")]
+    pub(super) external_source: bool,
 }
 
 impl<R> std::fmt::Debug for Controller<R> {
@@ -93,6 +101,8 @@ impl<R: Reconcile> Controller<R> {
                 field_manager: None,
                 #[cfg(feature = "shard")]
                 shard: None,
+                #[cfg(feature = "multicluster")]
+                cluster: None,
             },
             reconciler: Arc::new(reconciler),
             indexes: Vec::new(),
@@ -106,6 +116,10 @@ impl<R: Reconcile> Controller<R> {
             stats: Arc::default(),
             observers: None,
             observer: None,
+            #[cfg(feature = "multicluster")]
+            multicluster: false,
+            #[cfg(feature = "multicluster")]
+            external_source: false,
         };
         controller.add_watch::<R::Object>(|_| Ok(the_object::<R::Object>()), predicates);
         controller
@@ -216,7 +230,7 @@ impl<R: Reconcile> Controller<R> {
                         constant: "OWNER_REFERENCES",
                     });
                 }
-                Ok(owner_of(owner))
+                Ok(owner_of(owner.clone()))
             },
             predicates,
         );
@@ -261,9 +275,11 @@ impl<R: Reconcile> Controller<R> {
         W: Cacheable<DynamicType = ()>,
         W::Scope: 'static,
     {
+        let map = Arc::new(map);
         self.add_watch::<W>(
             move |cache| {
                 let store = cache.store::<R::Object>()?;
+                let map = Arc::clone(&map);
                 Ok(Mapper::from_fn(move |obj: &W| map(obj, &store)))
             },
             predicates,
@@ -310,9 +326,10 @@ impl<R: Reconcile> Controller<R> {
                 let store = cache.store::<R::Object>()?;
                 if !store.index_names().contains(&index) {
                     return Err(CacheError::Index(crate::cache::IndexError::UnknownIndex(
-                        index,
+                        index.clone(),
                     )));
                 }
+                let index = index.clone();
                 Ok(Mapper::from_fn(move |obj: &W| {
                     let meta = obj.meta();
                     let Some(name) = meta.name.as_deref() else {
@@ -393,6 +410,10 @@ impl<R: Reconcile> Controller<R> {
         requests: impl futures::Stream<Item = Request> + Send + 'static,
     ) -> Self {
         let controller = self.settings.name.clone();
+        #[cfg(feature = "multicluster")]
+        {
+            self.external_source = true;
+        }
         self.watches.push(watch::stream_watch(controller, requests));
         self
     }
@@ -549,16 +570,13 @@ impl<R: Reconcile> Controller<R> {
     /// when it starts: what a manager does when the controller is added, so
     /// a scrape shows it at once.
     pub(crate) fn create_metric_series(mut self) -> Self {
-        self.observer = self.observers.as_ref().map(|observers| {
-            observers
-                .reconcile_observer(&self.settings.name, self.settings.max_concurrent_reconciles)
-        });
+        self.observer = self.reconcile_observer();
         self
     }
 
     fn add_watch<K>(
         &mut self,
-        mapper: impl FnOnce(&SharedCache) -> Result<Mapper<K>, CacheError> + Send + 'static,
+        mapper: impl Fn(&SharedCache) -> Result<Mapper<K>, CacheError> + Send + Sync + 'static,
         predicates: WatchPredicates<K>,
     ) where
         K: Cacheable<DynamicType = ()>,

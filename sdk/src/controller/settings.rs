@@ -28,4 +28,8 @@ pub(super) struct RunSettings {
     pub(super) field_manager: Option<String>,
     #[cfg(feature = "shard")]
     pub(super) shard: Option<crate::shard::ShardHandle>,
+    /// The cluster a multicluster controller's instance reconciles in
+    /// (`None`: a single-cluster controller).
+    #[cfg(feature = "multicluster")]
+    pub(super) cluster: Option<crate::cluster_request::ClusterName>,
 }

@@ -97,6 +97,8 @@ pub(super) fn shared() -> Arc<ControllerShared> {
         read_sync_timeout: Duration::from_secs(1),
         read_your_writes: Some(Duration::from_secs(1)),
         field_manager: "test".to_owned(),
+        #[cfg(feature = "multicluster")]
+        cluster: None,
     })
 }
 

@@ -97,6 +97,8 @@ impl<R: Reconcile> Workers<'_, R> {
                 .field_manager
                 .clone()
                 .unwrap_or_else(|| self.settings.name.clone()),
+            #[cfg(feature = "multicluster")]
+            cluster: self.settings.cluster.clone(),
         });
         let mut tasks = tokio::task::JoinSet::new();
         #[cfg(feature = "shard")]
@@ -178,6 +180,17 @@ impl<R: Reconcile> Workers<'_, R> {
         tokio::select! {
             () = token.cancelled() => {}
             () = scope.cancelled() => {
+                #[cfg(feature = "multicluster")]
+                if let Some(cluster) = &self.settings.cluster {
+                    tracing::info!(
+                        controller = %self.settings.name,
+                        %cluster,
+                        "cluster disengaged; cancelling its running reconciles"
+                    );
+                    tasks.abort_all();
+                    while tasks.join_next().await.is_some() {}
+                    return Ok(());
+                }
                 tracing::warn!(
                     controller = %self.settings.name,
                     "leadership lost; abandoning running reconciles"

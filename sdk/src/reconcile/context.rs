@@ -27,6 +27,10 @@ pub(crate) struct ControllerShared {
     pub read_your_writes: Option<Duration>,
     /// The field manager of [`Context::apply`] and [`Context::apply_status`].
     pub field_manager: String,
+    /// The cluster of a multicluster controller's instance (whose cache,
+    /// client and recorder these are); `None` for a single-cluster one.
+    #[cfg(feature = "multicluster")]
+    pub cluster: Option<crate::cluster_request::ClusterName>,
 }
 
 /// Handed to each [`reconcile`](super::Reconcile::reconcile) of a
@@ -364,5 +368,25 @@ impl<K> Context<K> {
     {
         let api = self.api::<T>(obj.meta().namespace.as_deref());
         crate::client::apply_status(&api, obj, self.field_manager()).await
+    }
+
+    #[cfg(feature = "multicluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "multicluster")))]
+    /// The cluster this reconcile is for, in a multicluster controller
+    /// ([`crate::multicluster`]): every read, the client, and the recorder
+    /// of this `Context` are that cluster's. `None` for a single-cluster
+    /// controller.
+    pub fn cluster(&self) -> Option<&crate::cluster_request::ClusterName> {
+        self.shared.cluster.as_ref()
+    }
+
+    #[cfg(feature = "multicluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "multicluster")))]
+    /// The request being reconciled with its cluster (multicluster-runtime's
+    /// `mcreconcile.Request`); `None` for a single-cluster controller.
+    pub fn cluster_request(&self) -> Option<crate::cluster_request::ClusterRequest> {
+        self.cluster().map(|cluster| {
+            crate::cluster_request::ClusterRequest::new(cluster.clone(), self.request.clone())
+        })
     }
 }

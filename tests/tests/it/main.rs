@@ -26,6 +26,7 @@ mod macros_ui;
 mod manager;
 mod metrics_dashboard;
 mod metrics_secure;
+mod multicluster;
 mod read_your_writes;
 mod shard;
 mod shard_bad_input;
