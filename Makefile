@@ -69,7 +69,7 @@ demo: cluster-assets
 # contain "leader".
 test: cluster-assets registry helm
 	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/opkit-run.XXXXXX"); \
-	OPKIT_RUN_DIR=$$run CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
+	GO=$$(tests/controlplane/ensure-go.sh) OPKIT_RUN_DIR=$$run CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
 	OPKIT_RUN_DIR=$$run tests/check-orphans.sh || rc=1; \
 	rm -rf "$$run"; exit $$rc
 
@@ -111,7 +111,7 @@ book:
 # and the k8s-openapi source; `cargo test -p opkit-protobuf-gen` fails when
 # the checked-in file is out of date.
 generate:
-	$(CARGO) run --quiet -p opkit-protobuf-gen -- sdk/src/cache/decode/protobuf/generated.rs
+	GO=$$(tests/controlplane/ensure-go.sh) $(CARGO) run --quiet -p opkit-protobuf-gen -- sdk/src/cache/decode/protobuf/generated.rs
 
 lint:
 	$(CARGO) fmt --all --check

@@ -184,7 +184,10 @@ fn go_module(module: &str) -> Result<PathBuf, String> {
         return Ok(dir);
     }
     let work = env::temp_dir();
-    let status = Command::new("go")
+    // `make` hands over the toolchain `tests/controlplane/ensure-go.sh`
+    // found or installed; `go` on PATH otherwise.
+    let go = env::var_os("GO").unwrap_or_else(|| "go".into());
+    let status = Command::new(go)
         .args(["mod", "download", &format!("{module}@{GO_VERSION}")])
         .env("GOMODCACHE", &modcache)
         .env("GOFLAGS", "-mod=mod")
