@@ -81,16 +81,13 @@ pub(super) fn plan_modules(
     Ok((created, edited))
 }
 
-/// `text` with `declaration` after its last `mod` line (at the end when
-/// it has none).
+/// `text` with `declaration` after its last out-of-line `mod` line (at the
+/// end when it has none).
 fn after_last_module(text: &str, declaration: &str) -> String {
     let lines: Vec<&str> = text.split_inclusive('\n').collect();
-    let last = lines.iter().rposition(|line| {
-        let line = line.trim_start();
-        ["mod ", "pub mod ", "pub(crate) mod "]
-            .iter()
-            .any(|prefix| line.starts_with(prefix) && line.trim_end().ends_with(';'))
-    });
+    let last = lines
+        .iter()
+        .rposition(|line| declared_module(line).is_some_and(|(_, out_of_line)| out_of_line));
     let at = last.map_or(lines.len(), |i| i + 1);
     let mut out = String::with_capacity(text.len() + declaration.len() + 1);
     for line in &lines[..at] {
@@ -121,19 +118,28 @@ fn module_file(dir: &Path, modules: &[&str]) -> Option<String> {
 /// Whether `text` declares module `name` (`mod name;`, `pub mod name;`,
 /// `pub(crate) mod name {`, ..).
 fn declares(text: &str, name: &str) -> bool {
-    text.lines().any(|line| {
-        let line = line.trim_start();
-        let rest = line
-            .strip_prefix("pub(crate) ")
-            .or_else(|| line.strip_prefix("pub "))
-            .unwrap_or(line);
-        rest.strip_prefix("mod ").is_some_and(|after| {
-            let after = after.trim_start();
-            after.strip_prefix(name).is_some_and(|end| {
-                end.trim_start().starts_with(';') || end.trim_start().starts_with('{')
-            })
-        })
-    })
+    text.lines()
+        .any(|line| declared_module(line).is_some_and(|(declared, _)| declared == name))
+}
+
+/// The module `line` declares and whether out of line (`mod a;`: true,
+/// `mod a {`: false), for `mod`, `pub mod` and `pub(crate) mod`.
+fn declared_module(line: &str) -> Option<(&str, bool)> {
+    let line = line.trim();
+    let rest = line
+        .strip_prefix("pub(crate) ")
+        .or_else(|| line.strip_prefix("pub "))
+        .unwrap_or(line);
+    let rest = rest.strip_prefix("mod ")?.trim_start();
+    let end = rest
+        .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .unwrap_or(rest.len());
+    let (name, tail) = rest.split_at(end);
+    match tail.trim_start().chars().next()? {
+        ';' => Some((name, true)),
+        '{' => Some((name, false)),
+        _ => None,
+    }
 }
 
 #[cfg(test)]
