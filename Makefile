@@ -103,9 +103,6 @@ check-package: controlplane
 book:
 	@book/build.sh >/dev/null && echo "book: book/book/index.html"
 
-# The layer check: no circle between files or module folders, no import
-# from a lower layer to a higher one (tests/layers/layers.txt names the
-# layers, DESIGN.md draws them); its own tests first.
 # The protobuf decoders, from the generated.proto files and Go structs of
 # the pinned Kubernetes modules (Go module proxy, kept in $(OPKIT_CACHE)/gomod)
 # and the k8s-openapi source; `cargo test -p opkit-protobuf-gen` fails when
@@ -113,6 +110,9 @@ book:
 generate:
 	GO=$$(tests/controlplane/ensure-go.sh) $(CARGO) run --quiet -p opkit-protobuf-gen -- sdk/src/cache/decode/protobuf/generated.rs
 
+# The layer check: no circle between files or module folders, no import
+# from a lower layer to a higher one (tests/layers/layers.txt names the
+# layers, DESIGN.md draws them); its own tests first.
 lint:
 	$(CARGO) fmt --all --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings

@@ -180,21 +180,18 @@ impl<R: Reconcile> Workers<'_, R> {
         tokio::select! {
             () = token.cancelled() => {}
             () = scope.cancelled() => {
+                // The fleet logs a disengaged cluster; only a lost
+                // leadership is this controller's own news.
                 #[cfg(feature = "multicluster")]
-                if let Some(cluster) = &self.settings.cluster {
-                    tracing::info!(
+                let disengaged = self.settings.cluster.is_some();
+                #[cfg(not(feature = "multicluster"))]
+                let disengaged = false;
+                if !disengaged {
+                    tracing::warn!(
                         controller = %self.settings.name,
-                        %cluster,
-                        "cluster disengaged; cancelling its running reconciles"
+                        "leadership lost; abandoning running reconciles"
                     );
-                    tasks.abort_all();
-                    while tasks.join_next().await.is_some() {}
-                    return Ok(());
                 }
-                tracing::warn!(
-                    controller = %self.settings.name,
-                    "leadership lost; abandoning running reconciles"
-                );
                 tasks.abort_all();
                 while tasks.join_next().await.is_some() {}
                 return Ok(());

@@ -99,7 +99,7 @@ impl Fleet {
         controller: Controller<R>,
     ) -> Result<(), MultiClusterError> {
         let name = controller.controller_name().to_owned();
-        if self.controllers.iter().any(|c| c.name() == name) {
+        if self.has_controller(&name) {
             return Err(MultiClusterError::DuplicateController { name });
         }
         self.controllers.push(controller.into_cluster_controller()?);

@@ -121,13 +121,16 @@ where
 /// The path of the first place two JSON values differ, and both sides.
 fn first_difference(path: &str, a: &Value, b: &Value) -> Option<String> {
     match (a, b) {
-        (Value::Object(x), Value::Object(y)) => x.keys().chain(y.keys()).find_map(|k| {
-            first_difference(
-                &format!("{path}.{k}"),
-                x.get(k).unwrap_or(&Value::Null),
-                y.get(k).unwrap_or(&Value::Null),
-            )
-        }),
+        // A key on one side only is a difference, `null` included: absent
+        // and `null` are what the decoders must keep apart.
+        (Value::Object(x), Value::Object(y)) => {
+            x.keys()
+                .chain(y.keys())
+                .find_map(|k| match (x.get(k), y.get(k)) {
+                    (Some(a), Some(b)) => first_difference(&format!("{path}.{k}"), a, b),
+                    (a, b) => Some(format!("{path}.{k}: protobuf {a:?} / JSON {b:?}")),
+                })
+        }
         (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
             .iter()
             .zip(y)
@@ -959,6 +962,7 @@ async fn every_built_in_kind_decodes_from_protobuf_as_from_json() {
         "after the initial list, protobuf differs from JSON:\n{}",
         differences.join("\n")
     );
+    assert!(listed >= fixtures.len(), "{listed} compared after the list");
 
     // Watch events: each fixture changed once more.
     let mut changed = BTreeMap::new();

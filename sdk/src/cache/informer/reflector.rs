@@ -114,7 +114,9 @@ where
         };
         let name = lw.describe();
         let reason = match (decodable, config.protobuf, excluded) {
-            (false, ..) => "no protobuf encoding (custom resource, dynamic or metadata-only type)",
+            (false, ..) => {
+                "no protobuf codec for this type (a custom resource, dynamic or metadata-only type, or the protobuf feature is off)"
+            }
             (true, false, _) => "protobuf turned off (ReflectorConfig::protobuf)",
             (true, true, true) => "kind listed in ReflectorConfig::json_kinds",
             (true, true, false) => "built-in kind",

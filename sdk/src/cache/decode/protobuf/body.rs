@@ -31,12 +31,13 @@ fn field<'a>(buf: &mut &'a [u8]) -> Result<(u32, Option<&'a [u8]>), ProtobufErro
     })
 }
 
-/// The `kind` (field 2) of a `runtime.TypeMeta`.
-fn type_meta_kind(mut buf: &[u8]) -> Result<Option<String>, ProtobufError> {
+/// The `kind` (field 2) of a `runtime.TypeMeta`, borrowed: read on every
+/// watch event, looked at only for `Status` and in errors.
+fn type_meta_kind(mut buf: &[u8]) -> Result<Option<&[u8]>, ProtobufError> {
     let mut kind = None;
     while !buf.is_empty() {
         if let (2, value) = wire::next(&mut buf)? {
-            kind = Some(wire::string(value)?);
+            kind = Some(wire::bytes(value)?);
         }
     }
     Ok(kind)
@@ -44,7 +45,7 @@ fn type_meta_kind(mut buf: &[u8]) -> Result<Option<String>, ProtobufError> {
 
 /// The parts of a `runtime.Unknown` envelope opkit reads.
 struct Envelope<'a> {
-    kind: Option<String>,
+    kind: Option<&'a [u8]>,
     raw: &'a [u8],
 }
 
@@ -184,7 +185,7 @@ pub(crate) fn decode_event<K>(
         other => Err(ProtobufError(format!(
             "unknown watch event type {:?} (object kind {:?})",
             String::from_utf8_lossy(other),
-            env.kind.as_deref().unwrap_or("")
+            String::from_utf8_lossy(env.kind.unwrap_or_default())
         ))),
     }
 }
@@ -207,7 +208,7 @@ fn api_status(raw: &[u8]) -> Result<ApiStatus, ProtobufError> {
 /// inside the envelope, or `None` if the body is not one.
 pub(crate) fn decode_error_status(body: &[u8]) -> Option<ApiStatus> {
     let env = envelope(body).ok()?;
-    if env.kind.as_deref().is_some_and(|k| k != "Status") {
+    if env.kind.is_some_and(|k| k != b"Status") {
         return None;
     }
     api_status(env.raw).ok()
