@@ -401,14 +401,19 @@ async fn helm_journey(
         "{}",
         text(&output)
     );
-    // What helm leaves by design: the kept CRD, the namespace --create-namespace made.
+    // `make helm-uninstall` deleted the namespace and waited for it.
+    assert!(
+        Api::<Namespace>::all(client.clone())
+            .get_opt(ns)
+            .await
+            .expect("get the namespace")
+            .is_none(),
+        "make helm-uninstall left the namespace {ns}"
+    );
+    // What helm leaves by design: the kept CRD.
     crds.delete("memcacheds.cache.example.com", &DeleteParams::default())
         .await
         .expect("delete the CRD");
-    Api::<Namespace>::all(client.clone())
-        .delete(ns, &DeleteParams::default())
-        .await
-        .expect("delete the namespace");
 }
 
 /// Both on one cluster (starting one takes a while): the installer, then
