@@ -8,7 +8,7 @@ export OPKIT_CACHE
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: help demo test test-fast book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-managed-fields bench-memory bench-build
+.PHONY: help demo test test-fast book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint generate bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-managed-fields bench-memory bench-build
 
 help:
 	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
@@ -21,6 +21,7 @@ help:
 	@echo "make helm          build the Helm CLI into $(OPKIT_CACHE)/helm (the chart tests use it)"
 	@echo "make cluster-assets build the cluster's components ($(OPKIT_CACHE)/cluster) and images ($(OPKIT_CACHE)/images)"
 	@echo "make book          build the user guide (book/) into book/book/index.html (installs mdbook, pinned)"
+	@echo "make generate      regenerate the protobuf decoders (sdk/src/cache/decode/protobuf/generated.rs) from the pinned Kubernetes sources"
 	@echo "make lint          cargo fmt --check, clippy with warnings denied (all features, then each opkit feature alone), the layer check (tests/layers) and rustdoc as docs.rs runs it"
 	@echo "make check-package the published crates from a local registry: a generated project built and tested (part of make test)"
 	@echo "make bench         run the benchmarks and print ratio tables"
@@ -70,7 +71,7 @@ demo: cluster-assets
 # whose names contain "leader", or TEST_ARGS="-E 'test(/^cache_/)'".
 test: cluster-assets registry helm
 	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/opkit-run.XXXXXX"); \
-	OPKIT_RUN_DIR=$$run CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
+	GO=$$(tests/controlplane/ensure-go.sh) OPKIT_RUN_DIR=$$run CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
 	OPKIT_RUN_DIR=$$run tests/check-orphans.sh || rc=1; \
 	rm -rf "$$run"; exit $$rc
 
@@ -112,6 +113,13 @@ check-package: controlplane
 # make test checks it too (templates/tests/it/book.rs, opkit-tests' doc tests).
 book:
 	@book/build.sh >/dev/null && echo "book: book/book/index.html"
+
+# The protobuf decoders, from the generated.proto files and Go structs of
+# the pinned Kubernetes modules (Go module proxy, kept in $(OPKIT_CACHE)/gomod)
+# and the k8s-openapi source; `cargo test -p opkit-protobuf-gen` fails when
+# the checked-in file is out of date.
+generate:
+	GO=$$(tests/controlplane/ensure-go.sh) $(CARGO) run --quiet -p opkit-protobuf-gen -- sdk/src/cache/decode/protobuf/generated.rs
 
 # The layer check: no circle between files or module folders, no import
 # from a lower layer to a higher one (tests/layers/layers.txt names the

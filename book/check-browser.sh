@@ -19,7 +19,7 @@ out=${BOOK_SCREENS:-$root/target/book-screens}
 browser=$(command -v chromium || true)
 if [ -z "$browser" ]; then
   echo "check-browser.sh: installing Debian's chromium (once)" >&2
-  { apt-get update -qq && apt-get install -y -qq chromium; } >/dev/null ||
+  "$root/tests/apt-install.sh" chromium ||
     { echo "check-browser.sh: chromium is missing and could not be installed" >&2; exit 1; }
   browser=$(command -v chromium)
 fi

@@ -12,8 +12,8 @@ use syn::{Attribute, Expr, Ident, LitInt, LitStr, Token, Type, parenthesized};
 const OPTIONS: &str = "`for = Kind` (or `for(Kind, predicates(..))`), `owns(Kind, ..)` (or `owns(Kind, project = View)`), \
      `watches(Kind, map = function)` (or `by_index = \"index\"`), `index(Kind, \"name\", function)`, \
      `reads(Kind, ..)`, `event_filter(expr, ..)`, \
-     `rbac(verb, .. on Kind, ..)`, `status`, `finalizer`, `events`, `name = \"..\"`, \
-     `max_concurrent_reconciles = N`, `throttle(per_second = N, burst = N)`";
+     `rbac(verb, .. on Kind, ..)`, `status`, `finalizer`, `events`, `name = \"..\"`, `field_manager = \"..\"`, \
+     `max_concurrent_reconciles = N`, `throttle(per_second = N, burst = N)`, `multicluster`";
 
 /// The verbs `rbac(...)` accepts, as RBAC spells them, with the
 /// `opkit::rbac::Verb` variant for each.
@@ -96,8 +96,11 @@ pub(crate) struct Declaration {
     pub finalizer: bool,
     pub events: bool,
     pub name: Option<LitStr>,
+    pub field_manager: Option<LitStr>,
     pub max_concurrent_reconciles: Option<LitInt>,
     pub throttle: Option<(LitInt, LitInt)>,
+    /// `multicluster`: where it was written (the generated call's span).
+    pub multicluster: Option<Span>,
 }
 
 impl Declaration {
@@ -213,18 +216,22 @@ impl Declaration {
             "status" => self.status = flag(&meta, "status")?,
             "finalizer" => self.finalizer = flag(&meta, "finalizer")?,
             "events" => self.events = flag(&meta, "events")?,
+            "multicluster" => {
+                if flag(&meta, "multicluster")? {
+                    self.multicluster = Some(path.span());
+                }
+            }
             "name" => {
                 if self.name.is_some() {
                     return Err(meta.error("`name` is given twice"));
                 }
-                let lit: LitStr = meta.value()?.parse()?;
-                if lit.value().is_empty() {
-                    return Err(syn::Error::new_spanned(
-                        lit,
-                        "the controller name must not be empty",
-                    ));
+                self.name = Some(non_empty(&meta, "the controller name must not be empty")?);
+            }
+            "field_manager" => {
+                if self.field_manager.is_some() {
+                    return Err(meta.error("`field_manager` is given twice"));
                 }
-                self.name = Some(lit);
+                self.field_manager = Some(non_empty(&meta, "the field manager must not be empty")?);
             }
             "max_concurrent_reconciles" => {
                 if self.max_concurrent_reconciles.is_some() {
@@ -284,6 +291,15 @@ impl Declaration {
         }
         Ok(())
     }
+}
+
+/// The string of `option = "value"`, which must not be empty.
+fn non_empty(meta: &syn::meta::ParseNestedMeta<'_>, empty: &str) -> syn::Result<LitStr> {
+    let lit: LitStr = meta.value()?.parse()?;
+    if lit.value().is_empty() {
+        return Err(syn::Error::new_spanned(lit, empty));
+    }
+    Ok(lit)
 }
 
 /// A bare flag: `finalizer`, not `finalizer = ..` or `finalizer(..)`.

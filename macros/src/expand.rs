@@ -114,10 +114,18 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
         quote_spanned! {filter.span()=> .with_event_filter(#filter) }
     });
     let name = decl.name.as_ref().map(|name| quote! { .name(#name) });
+    let field_manager = decl
+        .field_manager
+        .as_ref()
+        .map(|manager| quote! { .field_manager(#manager) });
     let workers = decl
         .max_concurrent_reconciles
         .as_ref()
         .map(|n| quote! { .max_concurrent_reconciles(#n) });
+    // Needs opkit's `multicluster` feature: without it, the error points here.
+    let multicluster = decl
+        .multicluster
+        .map(|span| quote_spanned! {span=> .multicluster() });
     let throttle = decl.throttle.as_ref().map(|(per_second, burst)| {
         quote! { .throttle(::opkit::workqueue::Quota::per_second(#per_second).burst(#burst)) }
     });
@@ -189,8 +197,10 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
                     #(#reads)*
                     #(#event_filters)*
                     #name
+                    #field_manager
                     #workers
                     #throttle
+                    #multicluster
             }
 
             fn rbac_rules() -> ::opkit::rbac::Rules {

@@ -5,6 +5,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use crate::owner_error::OwnerError;
+
 /// What to do with a key after a successful reconcile.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 #[must_use = "an Action does nothing unless returned from reconcile"]
@@ -60,8 +62,13 @@ impl Action {
 
 /// A failed reconcile: retryable (the default) or terminal.
 ///
-/// Any error converts into a retryable one with `?`; wrap one in
-/// [`ReconcileError::terminal`] when retrying cannot help (an invalid spec).
+/// Any error converts into one with `?`: retryable, except an error that
+/// another attempt cannot fix, which is terminal. Today that is an
+/// [`OwnerError`](crate::client::OwnerError) (an object already controlled
+/// by another owner, an owner in another namespace, ...), found also as the
+/// source of the error `?` was applied to. Wrap an error in
+/// [`ReconcileError::terminal`] when retrying cannot help (an invalid spec),
+/// or in [`ReconcileError::retryable`] to retry one that would be terminal.
 pub struct ReconcileError {
     source: Box<dyn std::error::Error + Send + Sync + 'static>,
     terminal: bool,
@@ -127,8 +134,26 @@ impl ReconcileError {
 
 impl<E: std::error::Error + Send + Sync + 'static> From<E> for ReconcileError {
     fn from(error: E) -> Self {
-        Self::retryable(error)
+        let terminal = cannot_be_fixed_by_retrying(&error);
+        Self {
+            source: Box::new(error),
+            terminal,
+            retry_after: None,
+        }
     }
+}
+
+/// Whether `error`, or an error in its chain of sources, is one that another
+/// attempt cannot fix.
+fn cannot_be_fixed_by_retrying(error: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(error);
+    while let Some(error) = next {
+        if error.is::<OwnerError>() {
+            return true;
+        }
+        next = error.source();
+    }
+    false
 }
 
 impl fmt::Display for ReconcileError {
@@ -167,5 +192,34 @@ mod tests {
         let t = ReconcileError::terminal("bad spec");
         assert!(t.is_terminal());
         assert_eq!(t.to_string(), "terminal error: bad spec");
+    }
+
+    fn already_owned() -> OwnerError {
+        OwnerError::AlreadyOwned {
+            owned: "ConfigMap shop/web".into(),
+            existing_kind: "Deployment".into(),
+            existing: "other".into(),
+        }
+    }
+
+    #[test]
+    fn an_owner_error_is_terminal_through_question_mark_and_as_a_source() {
+        fn owns() -> Result<(), ReconcileError> {
+            Err(already_owned())?;
+            Ok(())
+        }
+        assert!(owns().unwrap_err().is_terminal());
+
+        #[derive(Debug, thiserror::Error)]
+        #[error("setting up the child")]
+        struct Wrapped(#[source] OwnerError);
+        let wrapped: ReconcileError = Wrapped(already_owned()).into();
+        assert!(wrapped.is_terminal());
+    }
+
+    #[test]
+    fn an_owner_error_wrapped_as_retryable_is_retried() {
+        let e = ReconcileError::retryable(already_owned());
+        assert!(!e.is_terminal());
     }
 }

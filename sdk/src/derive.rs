@@ -113,8 +113,10 @@
 //! | `finalizer` | — | `update`, `patch` on the primary kind and `update` on its `finalizers` (adding and removing a finalizer) |
 //! | `events` | — | `create`, `patch` on `events.k8s.io` `events` (what [`Context::recorder`](crate::reconcile::Context::recorder) writes) |
 //! | `name = "..."` | [`name`](Controller::name) (default: the kind, lower case) | — |
+//! | `field_manager = "..."` | [`field_manager`](Controller::field_manager) of [`Context::apply`](crate::reconcile::Context::apply) (default: the name) | — |
 //! | `max_concurrent_reconciles = N` | [`max_concurrent_reconciles`](Controller::max_concurrent_reconciles) | — |
 //! | `throttle(per_second = N, burst = N)` | [`throttle(Quota::per_second(N).burst(N))`](Controller::throttle) | — |
+//! | `multicluster` (feature `multicluster`) | `multicluster()`: the controller runs in every cluster of the manager's cluster provider (see `opkit::multicluster`); the reconciler does not change | — (the rules are what each member's credentials must allow) |
 //!
 //! Predicates belong to the watch they are written in (several are all
 //! required); `event_filter` applies to every watch and sees objects as

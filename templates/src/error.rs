@@ -59,10 +59,25 @@ pub enum ScaffoldError {
         reason: String,
     },
     /// The kind is already part of the project.
-    #[error("the project already has kind {kind}")]
+    #[error(
+        "the project already has kind {kind}; to serve it in another version too, run \
+         `cargo opkit create webhook --kind {kind} --conversion --spoke <version>`"
+    )]
     KindExists {
         /// The kind.
         kind: String,
+    },
+    /// `create webhook` for a kind that has its admission webhooks already.
+    #[error(
+        "{kind} has its webhooks already, in {}: add validation or defaulting there; \
+         for another version of {kind}, run `cargo opkit create webhook --kind {kind} --conversion --spoke <version>`",
+        path.display()
+    )]
+    WebhookExists {
+        /// The kind.
+        kind: String,
+        /// Its webhook file, relative to the project.
+        path: std::path::PathBuf,
     },
     /// A file `create api` must extend lacks its `opkit:scaffold` marker.
     #[error("{} has no `{marker}` line: restore it so `create api` knows where to add the new kind", path.display())]

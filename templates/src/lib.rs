@@ -30,6 +30,7 @@
 #![deny(missing_docs)]
 #![warn(clippy::unwrap_used)]
 
+mod builtin_kinds;
 mod cargo_env;
 mod error;
 mod features;

@@ -9,7 +9,8 @@ use std::path::PathBuf;
 use crate::error::ScaffoldError;
 use crate::names::{snake_case, validate_version};
 use crate::project::{
-    ProjectFile, format_rust, insert_before_marker, kind_values, read, render_set, write_atomically,
+    ProjectFile, already_formatted, format_rust, insert_before_marker, kind_values, read,
+    render_set, write_atomically,
 };
 use crate::templates;
 
@@ -130,7 +131,14 @@ impl CreateWebhook {
                 .set("spoke_test_api", "Api::all(client)");
         }
         let first = !root.join(MODULE).exists();
-        let admission_exists = root.join(format!("src/webhooks/{snake}.rs")).exists();
+        let admission_file = format!("src/webhooks/{snake}.rs");
+        let admission_exists = root.join(&admission_file).exists();
+        if admission_exists && self.conversion_spoke.is_none() {
+            return Err(ScaffoldError::WebhookExists {
+                kind: self.kind.clone(),
+                path: admission_file.into(),
+            });
+        }
         let crate_name = project.name.replace('-', "_");
 
         let mut files: Vec<(String, String)> = Vec::new();
@@ -237,6 +245,9 @@ impl CreateWebhook {
             }
         }
 
+        // Files it changes are formatted again only if they were formatted:
+        // a file in the user's own style keeps it (issue 38).
+        let formatted = already_formatted(&root, edited.iter().map(|(path, _)| path.as_str()));
         let mut changed = Vec::new();
         for (path, text) in files.iter().chain(edited.iter()) {
             let path = root.join(path);
@@ -247,10 +258,7 @@ impl CreateWebhook {
         // lint` (cargo fmt --check) passes right after.
         format_rust(
             &root,
-            files
-                .iter()
-                .chain(edited.iter())
-                .map(|(path, _)| path.as_str()),
+            files.iter().map(|(path, _)| path.as_str()).chain(formatted),
         )?;
         Ok(changed)
     }

@@ -24,9 +24,7 @@ fi
 
 if ! command -v go >/dev/null 2>&1; then
   echo "ensure-go: no Go on PATH; installing Debian's golang-go to bootstrap" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq golang-go >&2
+  "$(dirname "$0")/../apt-install.sh" golang-go
 fi
 arch=$(go env GOARCH)
 echo "ensure-go: fetching the Go $want toolchain from the Go module proxy" >&2

@@ -58,10 +58,7 @@ ensure_packages() {
   command -v ip >/dev/null || missing+=(iproute2)
   command -v nsenter >/dev/null || missing+=(util-linux)
   [ "${#missing[@]}" -eq 0 ] && return 0
-  echo "build-node.sh: installing Debian packages: ${missing[*]}" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq -o DPkg::Lock::Timeout=600 "${missing[@]}" >&2
+  "$planedir/../apt-install.sh" "${missing[@]}"
 }
 ensure_packages
 

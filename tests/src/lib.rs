@@ -265,3 +265,28 @@ impl RunningController {
             .unwrap_or_else(|e| panic!("the controller: {e}"));
     }
 }
+
+/// A client of `config` that records the `Content-Type` of every response
+/// (which answers were protobuf), with the list it records into.
+pub fn content_type_recording_client(
+    config: &kube::Config,
+) -> (kube::Client, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use kube::client::{ClientBuilder, DynBody};
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let log = std::sync::Arc::clone(&seen);
+    let layer = tower::util::MapResponseLayer::new(move |res: http::Response<Box<DynBody>>| {
+        let ct = res
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        log.lock().expect("not poisoned").push(ct);
+        res
+    });
+    let client = ClientBuilder::try_from(config.clone())
+        .expect("client builder")
+        .with_layer(&layer)
+        .build();
+    (client, seen)
+}

@@ -64,11 +64,12 @@
 //! Whatever the cache holds is [`Cacheable`]: a whole kind, or a
 //! projection that says through its type what it keeps.
 //!
-//! Wire format: `ConfigMap` and `Secret` are listed and watched as
-//! protobuf, as client-go does for built-in kinds (a third of the API
-//! server's CPU of JSON for the same list, and less decoding here); every
-//! other kind, custom resources included, as JSON. A server answering JSON
-//! is read as JSON. [`ReflectorConfig::protobuf`] turns protobuf off.
+//! Wire format: with the `protobuf` feature, every built-in kind is listed
+//! and watched as protobuf, as client-go does (a third of the API server's
+//! CPU of JSON for the same list, and less decoding here); custom
+//! resources, dynamic and metadata-only types as JSON. A server answering
+//! JSON is read as JSON. [`ReflectorConfig::protobuf`] turns protobuf off,
+//! [`ReflectorConfig::json_kinds`] keeps named kinds on JSON.
 //!
 //! # Layout
 //!

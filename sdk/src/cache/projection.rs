@@ -88,8 +88,8 @@ use super::cacheable::{Cacheable, ProjectionInfo};
 /// (`type Object = Projected<K, P>`): the reconciler reads the projection
 /// and writes through the client with the whole type.
 ///
-/// `ConfigMap` and `Secret` projections are read as protobuf, like the
-/// whole kinds (see the [cache docs](crate::cache)).
+/// Projections of built-in kinds are read as protobuf with the `protobuf`
+/// feature, like the whole kinds (see the [cache docs](crate::cache)).
 pub trait Projection<K>: Sized + Send + Sync + 'static {
     /// Keep `metadata.labels` beside the projection (default: yes). Without
     /// them, label predicates and event filters see no labels.

@@ -314,61 +314,6 @@ impl<'a> ForbiddenMessage<'a> {
     }
 }
 
-/// An owner reference could not be set: the rules of controller-runtime's
-/// `SetControllerReference` / `SetOwnerReference`, checked before any write.
-/// Objects are named `Kind namespace/name` (or `Kind name`).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum OwnerError {
-    /// The owner has no name or uid: it was not read from the apiserver.
-    #[error(
-        "the owner {owner} has no {missing}: create it (or read it from the apiserver) before owning objects with it"
-    )]
-    OwnerNotPersisted {
-        /// The owner.
-        owner: String,
-        /// `"metadata.name"` or `"metadata.uid"`.
-        missing: &'static str,
-    },
-    /// A namespaced owner cannot own a cluster-scoped object.
-    #[error(
-        "cluster-scoped {owned} cannot be owned by namespaced {owner}: the garbage collector would ignore the reference"
-    )]
-    ClusterScopedOwned {
-        /// The owned object.
-        owned: String,
-        /// The owner.
-        owner: String,
-    },
-    /// Owner and owned object are in different namespaces.
-    #[error("cross-namespace owner references are not allowed: {owned} cannot be owned by {owner}")]
-    CrossNamespace {
-        /// The owned object.
-        owned: String,
-        /// The owner.
-        owner: String,
-    },
-    /// The owned object is namespaced but its namespace is not set yet.
-    #[error("set metadata.namespace on {owned} before setting its owner {owner}")]
-    OwnedNamespaceUnset {
-        /// The owned object.
-        owned: String,
-        /// The owner.
-        owner: String,
-    },
-    /// The object already has a different controller.
-    #[error(
-        "{owned} is already controlled by {existing_kind} {existing:?}; an object has at most one controller"
-    )]
-    AlreadyOwned {
-        /// The owned object.
-        owned: String,
-        /// The kind of the existing controller.
-        existing_kind: String,
-        /// The name of the existing controller.
-        existing: String,
-    },
-}
-
 /// The event recorder's configuration is invalid.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EventError {

@@ -10,7 +10,10 @@
 //! `finalizer` semantics: add the finalizer before the object's first
 //! apply, run the cleanup when it is being deleted, and release it after
 //! any successful cleanup (`Ok` of any [`Action`]); a failed cleanup keeps
-//! it.
+//! it. Handed the reconcile's read itself (`ctx.object().await`), it also
+//! lets go of an object being deleted whose body no longer decodes into
+//! the Rust type ([`FinalizerEvent::CleanupUndecodable`]), which a `?` on
+//! the read would retry forever.
 //!
 //! ```no_run
 //! use k8s_openapi::api::core::v1::ConfigMap;
@@ -23,11 +26,14 @@
 //!     type Object = ConfigMap;
 //!
 //!     async fn reconcile(&self, _req: Request, ctx: &Context<ConfigMap>) -> Result<Action, ReconcileError> {
-//!         let Some(cm) = ctx.object().await? else { return Ok(Action::done()) };
-//!         finalizer(&ctx.object_api(), "example.com/cleanup", cm, |event| async move {
+//!         // The read itself: a deleted object is done, and an undecodable
+//!         // one being deleted still gets its cleanup.
+//!         finalizer(&ctx.object_api(), "example.com/cleanup", ctx.object().await, |event| async move {
 //!             match event {
 //!                 FinalizerEvent::Apply(_cm) => Ok(Action::done()),   // create or update what it needs
 //!                 FinalizerEvent::Cleanup(_cm) => Ok(Action::done()), // delete what it made; then it goes
+//!                 // Only its metadata is known: clean up by name or labels.
+//!                 FinalizerEvent::CleanupUndecodable(_bad) => Ok(Action::done()),
 //!             }
 //!         })
 //!         .await
@@ -50,6 +56,7 @@ use super::apply::name_of;
 use super::error::{ClientError, Target};
 use super::retry::{RetryPolicy, retry_on_conflict};
 use crate::action::{Action, ReconcileError};
+use crate::cache::{CacheError, UndecodableObject};
 
 /// Adds `finalizer` to the object (no request if `obj` already lists it).
 /// Returns the object as stored.
@@ -304,6 +311,50 @@ pub enum FinalizerEvent<K> {
     /// [`ReconcileError::retryable(..).retry_after(d)`](ReconcileError::retry_after),
     /// not with `Ok(Action::requeue_after(d))`, which would release it.
     Cleanup(Arc<K>),
+    /// The object is being deleted and still carries the finalizer, but
+    /// its body does not deserialize into `K` (a field the Rust type cannot
+    /// read: another version's schema, a third party's new enum value):
+    /// clean up from what is known, its
+    /// [`metadata`](UndecodableObject::metadata) (name, labels,
+    /// annotations, uid) and the [decoding error](UndecodableObject::error).
+    /// `Ok` releases the finalizer by metadata
+    /// ([`remove_finalizer_by_meta`]); `Err` keeps it, as for `Cleanup`.
+    /// Only [`finalizer`] handed the read (`ctx.object().await`), not the
+    /// object, can see this.
+    CleanupUndecodable(Arc<UndecodableObject>),
+}
+
+/// What [`finalizer`] works on: the object (`Arc<K>`), or the reconcile's
+/// read of it (`ctx.object().await`: `Result<Option<Arc<K>>, CacheError>`),
+/// which also covers an object that is gone (nothing to do) or whose body
+/// does not decode ([`FinalizerEvent::CleanupUndecodable`] while it is
+/// being deleted, the read's error otherwise).
+pub trait FinalizerInput<K>: sealed::IntoRead<K> {}
+
+impl<K> FinalizerInput<K> for Arc<K> {}
+impl<K> FinalizerInput<K> for Result<Option<Arc<K>>, CacheError> {}
+
+mod sealed {
+    use std::sync::Arc;
+
+    use crate::cache::CacheError;
+
+    /// The read a [`FinalizerInput`](super::FinalizerInput) stands for.
+    pub trait IntoRead<K> {
+        fn into_read(self) -> Result<Option<Arc<K>>, CacheError>;
+    }
+
+    impl<K> IntoRead<K> for Arc<K> {
+        fn into_read(self) -> Result<Option<Arc<K>>, CacheError> {
+            Ok(Some(self))
+        }
+    }
+
+    impl<K> IntoRead<K> for Result<Option<Arc<K>>, CacheError> {
+        fn into_read(self) -> Result<Option<Arc<K>>, CacheError> {
+            self
+        }
+    }
 }
 
 /// Adds, honours and removes `name` on `obj` in one call, as
@@ -321,6 +372,11 @@ pub enum FinalizerEvent<K> {
 ///   next change).
 /// - An object being deleted without the finalizer is left alone
 ///   (`Ok(Action::done())`; `body` is not called).
+/// - Handed the read (`ctx.object().await`): an object that is gone is
+///   `Ok(Action::done())`; one whose body does not decode runs
+///   [`FinalizerEvent::CleanupUndecodable`] while it is being deleted with
+///   the finalizer (then releases it by metadata), and is otherwise the
+///   read's error (retried; the read recorded a Warning Event on it).
 ///
 /// Writes go through `api` with the conflict handling of [`add_finalizer`];
 /// a write that fails is returned as the error: a failed add runs no apply,
@@ -332,7 +388,7 @@ pub enum FinalizerEvent<K> {
 pub async fn finalizer<K, F, Fut>(
     api: &Api<K>,
     name: &str,
-    obj: Arc<K>,
+    obj: impl FinalizerInput<K>,
     body: F,
 ) -> Result<Action, ReconcileError>
 where
@@ -340,6 +396,12 @@ where
     F: FnOnce(FinalizerEvent<K>) -> Fut,
     Fut: Future<Output = Result<Action, ReconcileError>>,
 {
+    let obj = match obj.into_read() {
+        Ok(Some(obj)) => obj,
+        Ok(None) => return Ok(Action::done()),
+        Err(CacheError::Undecodable(bad)) => return undecodable(api, name, bad, body).await,
+        Err(error) => return Err(error.into()),
+    };
     let listed = obj.finalizers().iter().any(|f| f == name);
     if obj.meta().deletion_timestamp.is_some() {
         if !listed {
@@ -356,4 +418,29 @@ where
         add_finalizer(api, &obj, name).await?
     };
     body(FinalizerEvent::Apply(obj)).await
+}
+
+/// [`finalizer`] for an object whose body does not decode: its cleanup
+/// and release on metadata while it is being deleted with the finalizer,
+/// the read's error otherwise.
+async fn undecodable<K, F, Fut>(
+    api: &Api<K>,
+    name: &str,
+    bad: Arc<UndecodableObject>,
+    body: F,
+) -> Result<Action, ReconcileError>
+where
+    K: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+    F: FnOnce(FinalizerEvent<K>) -> Fut,
+    Fut: Future<Output = Result<Action, ReconcileError>>,
+{
+    let meta = bad.metadata();
+    let listed = meta.finalizers.iter().flatten().any(|f| f == name);
+    if meta.deletion_timestamp.is_none() || !listed {
+        return Err(CacheError::Undecodable(bad).into());
+    }
+    tracing::info!(kind = %K::kind(&()), namespace = ?meta.namespace, name = ?meta.name, finalizer = %name, error = %bad.error(), "cleaning up an undecodable object on its metadata");
+    let action = body(FinalizerEvent::CleanupUndecodable(Arc::clone(&bad))).await?;
+    remove_finalizer_by_meta(api, bad.metadata(), name).await?;
+    Ok(action)
 }

@@ -51,6 +51,7 @@
 //! | [`patch_status`] | merge patch on `/status` | `patch` on `<resource>/status` |
 //! | [`finalizer`] (one call), [`add_finalizer`], [`remove_finalizer`] | merge patch guarded by `resourceVersion`; `get` on conflict | `patch`, `get` |
 //! | [`set_controller_reference`], [`set_owner_reference`] | none (local) | — |
+//! | [`IgnoreNotFound`] on any request's result | — (a 404 becomes `Ok(None)`) | — |
 //! | [`EventRecorder`] | create / merge-patch `events.k8s.io/v1` Events | `create`, `patch` on `events` |
 //!
 //! Every request error is a [`ClientError`]; a 403 is
@@ -61,16 +62,20 @@ mod apply;
 mod error;
 mod events;
 mod finalizer;
+mod not_found;
 mod owner;
 mod retry;
 mod scope;
 
+pub use crate::owner_error::OwnerError;
 pub use apply::{apply, apply_status, patch_status};
-pub use error::{ClientError, EventError, OwnerError};
+pub use error::{ClientError, EventError};
 pub use events::{EventRecorder, EventRecorderBuilder};
 pub use finalizer::{
-    FinalizerEvent, add_finalizer, finalizer, remove_finalizer, remove_finalizer_by_meta,
+    FinalizerEvent, FinalizerInput, add_finalizer, finalizer, remove_finalizer,
+    remove_finalizer_by_meta,
 };
+pub use not_found::IgnoreNotFound;
 pub use owner::{set_controller_reference, set_owner_reference};
 pub use retry::{RetryPolicy, retry_on_conflict};
 pub use scope::ResourceScope;

@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::core::{ClusterResourceScope, NamespaceResourceScope};
 use kube::{Resource, ResourceExt};
 
-use super::error::OwnerError;
+use crate::owner_error::OwnerError;
 
 /// Makes `owner` the controller of `owned`: an owner reference with
 /// `controller: true` and `blockOwnerDeletion: true`, so the garbage

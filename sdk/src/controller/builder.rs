@@ -42,6 +42,14 @@ pub struct Controller<R> {
     pub(super) observers: Option<Arc<dyn ControllerObservers>>,
     /// The reconcile observer, when made before the controller is prepared.
     pub(super) observer: Option<Arc<dyn ReconcileObserver>>,
+    /// Whether it reconciles in every cluster of a fleet
+    /// ([`multicluster`](Self::multicluster)).
+    #[cfg(feature = "multicluster")]
+    pub(super) multicluster: bool,
+    /// Whether a source outside any watch feeds it (it feeds one queue,
+    /// so a multicluster controller refuses it).
+    #[cfg(feature = "multicluster")]
+    pub(super) external_source: bool,
 }
 
 impl<R> std::fmt::Debug for Controller<R> {
@@ -90,8 +98,11 @@ impl<R: Reconcile> Controller<R> {
                 cache_sync_timeout: Duration::from_secs(120),
                 shutdown: ShutdownBound::Own(Duration::from_secs(30)),
                 read_your_writes: Some(crate::cache::read_your_writes::DEFAULT_WAIT),
+                field_manager: None,
                 #[cfg(feature = "shard")]
                 shard: None,
+                #[cfg(feature = "multicluster")]
+                cluster: None,
             },
             reconciler: Arc::new(reconciler),
             indexes: Vec::new(),
@@ -105,6 +116,10 @@ impl<R: Reconcile> Controller<R> {
             stats: Arc::default(),
             observers: None,
             observer: None,
+            #[cfg(feature = "multicluster")]
+            multicluster: false,
+            #[cfg(feature = "multicluster")]
+            external_source: false,
         };
         controller.add_watch::<R::Object>(|_| Ok(the_object::<R::Object>()), predicates);
         controller
@@ -215,7 +230,7 @@ impl<R: Reconcile> Controller<R> {
                         constant: "OWNER_REFERENCES",
                     });
                 }
-                Ok(owner_of(owner))
+                Ok(owner_of(owner.clone()))
             },
             predicates,
         );
@@ -260,9 +275,11 @@ impl<R: Reconcile> Controller<R> {
         W: Cacheable<DynamicType = ()>,
         W::Scope: 'static,
     {
+        let map = Arc::new(map);
         self.add_watch::<W>(
             move |cache| {
                 let store = cache.store::<R::Object>()?;
+                let map = Arc::clone(&map);
                 Ok(Mapper::from_fn(move |obj: &W| map(obj, &store)))
             },
             predicates,
@@ -309,9 +326,10 @@ impl<R: Reconcile> Controller<R> {
                 let store = cache.store::<R::Object>()?;
                 if !store.index_names().contains(&index) {
                     return Err(CacheError::Index(crate::cache::IndexError::UnknownIndex(
-                        index,
+                        index.clone(),
                     )));
                 }
+                let index = index.clone();
                 Ok(Mapper::from_fn(move |obj: &W| {
                     let meta = obj.meta();
                     let Some(name) = meta.name.as_deref() else {
@@ -392,6 +410,10 @@ impl<R: Reconcile> Controller<R> {
         requests: impl futures::Stream<Item = Request> + Send + 'static,
     ) -> Self {
         let controller = self.settings.name.clone();
+        #[cfg(feature = "multicluster")]
+        {
+            self.external_source = true;
+        }
         self.watches.push(watch::stream_watch(controller, requests));
         self
     }
@@ -421,6 +443,18 @@ impl<R: Reconcile> Controller<R> {
     /// The controller's name, in logs and metrics (default: the kind, lower case).
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.settings.name = name.into();
+        self
+    }
+
+    /// The field manager of this controller's server-side applies through
+    /// [`Context::apply`](crate::reconcile::Context::apply) and
+    /// [`Context::apply_status`](crate::reconcile::Context::apply_status)
+    /// (default: the controller's [`name`](Self::name), as
+    /// controller-runtime defaults a client's field owner). Set it when
+    /// several controllers must own the same fields as one manager, or to
+    /// keep the manager an earlier version of the operator used.
+    pub fn field_manager(mut self, manager: impl Into<String>) -> Self {
+        self.settings.field_manager = Some(manager.into());
         self
     }
 
@@ -536,16 +570,13 @@ impl<R: Reconcile> Controller<R> {
     /// when it starts: what a manager does when the controller is added, so
     /// a scrape shows it at once.
     pub(crate) fn create_metric_series(mut self) -> Self {
-        self.observer = self.observers.as_ref().map(|observers| {
-            observers
-                .reconcile_observer(&self.settings.name, self.settings.max_concurrent_reconciles)
-        });
+        self.observer = self.reconcile_observer();
         self
     }
 
     fn add_watch<K>(
         &mut self,
-        mapper: impl FnOnce(&SharedCache) -> Result<Mapper<K>, CacheError> + Send + 'static,
+        mapper: impl Fn(&SharedCache) -> Result<Mapper<K>, CacheError> + Send + Sync + 'static,
         predicates: WatchPredicates<K>,
     ) where
         K: Cacheable<DynamicType = ()>,

@@ -49,4 +49,14 @@ pub enum ControllerError {
         /// How long we waited.
         timeout: Duration,
     },
+    #[cfg(feature = "multicluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "multicluster")))]
+    /// The controller cannot run in every cluster of a fleet as built.
+    #[error("controller {controller} cannot be a multicluster controller: {reason}")]
+    NotMulticluster {
+        /// The controller.
+        controller: String,
+        /// What it uses that a fleet cannot give each cluster.
+        reason: &'static str,
+    },
 }

@@ -70,6 +70,8 @@
 
 mod builder;
 mod error;
+#[cfg(feature = "multicluster")]
+mod multicluster;
 mod observer;
 mod run;
 mod settings;
@@ -82,7 +84,11 @@ mod workers;
 
 pub use builder::Controller;
 pub use error::ControllerError;
+#[cfg(feature = "multicluster")]
+pub(crate) use multicluster::ClusterController;
 pub(crate) use observer::{ControllerObservers, ReconcileObserver, ReconcileResult};
+#[cfg(feature = "multicluster")]
+pub(crate) use run::until_shutdown;
 pub use stats::{ReconcileCounts, ReconcileStats};
 pub(crate) use workers::StartGate;
 

@@ -18,7 +18,7 @@ use super::watch::{RegisteredWatch, WatchTarget};
 use super::workers::{StartGate, Workers};
 use crate::cache::{START_LIST_ATTEMPTS, SharedCache};
 use crate::reconcile::{Reconcile, Request};
-use crate::workqueue::WorkQueue;
+use crate::workqueue::{RateLimiter, WorkQueue};
 
 impl<R: Reconcile> Controller<R> {
     /// Registers the watches on `cache`, starts the cache (if it is not
@@ -30,14 +30,7 @@ impl<R: Reconcile> Controller<R> {
         cache: &SharedCache,
         shutdown: impl Future<Output = ()>,
     ) -> Result<(), ControllerError> {
-        let token = CancellationToken::new();
-        let run = self.run_until_cancelled(cache, token.clone());
-        tokio::pin!(run);
-        tokio::select! {
-            result = &mut run => return result,
-            () = shutdown => token.cancel(),
-        }
-        run.await
+        until_shutdown(shutdown, |token| self.run_until_cancelled(cache, token)).await
     }
 
     /// Like [`run`](Self::run), stopping when `token` is cancelled.
@@ -78,37 +71,54 @@ impl<R: Reconcile> Controller<R> {
     /// Builds the queue and registers every watch on `cache`, so events
     /// start filling the queue; no reconcile runs until
     /// [`Prepared::run`]. On error nothing stays registered.
-    pub(crate) fn prepare(self, cache: &SharedCache) -> Result<Prepared<R>, ControllerError> {
-        let mut builder = WorkQueue::builder().name(self.settings.name.clone());
-        if let Some(limiter) = self.rate_limiter {
+    pub(crate) fn prepare(mut self, cache: &SharedCache) -> Result<Prepared<R>, ControllerError> {
+        let limiter = self.rate_limiter.take();
+        let observer = self.observer.take().or_else(|| self.reconcile_observer());
+        let settings = self.settings.clone();
+        self.prepare_on(cache, settings, limiter, observer)
+    }
+
+    /// The reconcile observer of this controller, made now (its series
+    /// exist from here on), if anything observes it.
+    pub(super) fn reconcile_observer(&self) -> Option<Arc<dyn ReconcileObserver>> {
+        self.observers.as_ref().map(|observers| {
+            observers
+                .reconcile_observer(&self.settings.name, self.settings.max_concurrent_reconciles)
+        })
+    }
+
+    /// [`prepare`](Self::prepare) on `cache` with `settings`, leaving the
+    /// builder as it was: what a multicluster controller does once per
+    /// engaged cluster (each with a queue of its own).
+    pub(super) fn prepare_on(
+        &self,
+        cache: &SharedCache,
+        settings: RunSettings,
+        rate_limiter: Option<Box<dyn RateLimiter<Request>>>,
+        observer: Option<Arc<dyn ReconcileObserver>>,
+    ) -> Result<Prepared<R>, ControllerError> {
+        let mut builder = WorkQueue::builder().name(settings.name.clone());
+        if let Some(limiter) = rate_limiter {
             builder = builder.rate_limiter(limiter);
         }
         if let Some(quota) = self.throttle {
             builder = builder.throttle(quota);
         }
-        let observer = self.observer.or_else(|| {
-            self.observers.as_ref().map(|observers| {
-                observers.reconcile_observer(
-                    &self.settings.name,
-                    self.settings.max_concurrent_reconciles,
-                )
-            })
-        });
         if let Some(observers) = &self.observers {
             builder = builder.metrics_provider(observers.queue_metrics());
         }
         let queue = builder.build();
         let target = WatchTarget {
             queue: queue.clone(),
-            event_filters: Arc::from(self.event_filters),
+            event_filters: Arc::from(self.event_filters.clone()),
         };
         let mut prepared = Prepared {
-            settings: self.settings,
-            reconciler: self.reconciler,
+            settings,
+            reconciler: Arc::clone(&self.reconciler),
             cache: cache.clone(),
             queue,
             watches: Vec::with_capacity(self.watches.len()),
-            stats: self.stats,
+            stats: Arc::clone(&self.stats),
             observer,
         };
         #[cfg(feature = "shard")]
@@ -121,7 +131,7 @@ impl<R: Reconcile> Controller<R> {
                 &prepared.settings.name,
             );
         }
-        for index in self.indexes {
+        for index in &self.indexes {
             if let Err((kind, source)) = index(cache) {
                 return Err(ControllerError::Watch {
                     controller: prepared.settings.name.clone(),
@@ -130,7 +140,7 @@ impl<R: Reconcile> Controller<R> {
                 });
             }
         }
-        for watch in self.watches {
+        for watch in &self.watches {
             match watch(cache, &target) {
                 Ok(registered) => prepared.watches.push(registered),
                 Err((kind, source)) => {
@@ -146,6 +156,23 @@ impl<R: Reconcile> Controller<R> {
         }
         Ok(prepared)
     }
+}
+
+/// Runs `run` with a token cancelled when `shutdown` completes, and
+/// returns its output (what a controller's or a fleet's `run` does with
+/// its `run_until_cancelled`).
+pub(crate) async fn until_shutdown<F: Future>(
+    shutdown: impl Future<Output = ()>,
+    run: impl FnOnce(CancellationToken) -> F,
+) -> F::Output {
+    let token = CancellationToken::new();
+    let run = run(token.clone());
+    tokio::pin!(run);
+    tokio::select! {
+        output = &mut run => return output,
+        () = shutdown => token.cancel(),
+    }
+    run.await
 }
 
 /// A controller whose watches are registered: its queue fills while it

@@ -23,6 +23,13 @@ pub(super) struct RunSettings {
     pub(super) cache_sync_timeout: Duration,
     pub(super) shutdown: ShutdownBound,
     pub(super) read_your_writes: Option<Duration>,
+    /// The field manager of [`Context::apply`](crate::reconcile::Context::apply);
+    /// `None`: the controller's name.
+    pub(super) field_manager: Option<String>,
     #[cfg(feature = "shard")]
     pub(super) shard: Option<crate::shard::ShardHandle>,
+    /// The cluster a multicluster controller's instance reconciles in
+    /// (`None`: a single-cluster controller).
+    #[cfg(feature = "multicluster")]
+    pub(super) cluster: Option<crate::cluster_request::ClusterName>,
 }

@@ -96,6 +96,9 @@ pub(super) fn shared() -> Arc<ControllerShared> {
         cache: SharedCache::new(client),
         read_sync_timeout: Duration::from_secs(1),
         read_your_writes: Some(Duration::from_secs(1)),
+        field_manager: "test".to_owned(),
+        #[cfg(feature = "multicluster")]
+        cluster: None,
     })
 }
 
@@ -168,6 +171,50 @@ async fn error_backoff_grows_per_item_and_resets_on_success() {
     assert_eq!(calls[calls.len() - 1] - begun, Duration::from_millis(5));
     assert_eq!(stats.snapshot().error, 4);
     assert_eq!(stats.snapshot().success, 2);
+}
+
+/// Issue 38 (a fault-injection run saw retry gaps of 6, 10, 20, 82, 80 and
+/// 160 ms): an event for a failing key while it waits out its backoff runs
+/// it at once, and that failure counts too, so the next delay is the one
+/// after it, as client-go's per-item limiter does. The gap after an
+/// event-woken failure is therefore twice the one the failure count
+/// before the event gave; the schedule between failures stays exact.
+#[tokio::test(start_paused = true)]
+async fn an_event_during_backoff_runs_the_key_and_its_failure_counts() {
+    use Step::*;
+    let reconciler = Scripted::new(&[Fail, Fail, Fail, Fail, Fail, Fail]);
+    let queue = WorkQueue::builder().build();
+    let stats = ReconcileStats::default();
+    queue.add(key());
+    let start = Instant::now();
+    // Fails at 0, 5 and 15 ms; waits 20 ms after the third failure (until
+    // 35 ms), but an event wakes the key at 25 ms.
+    let event = {
+        let queue = queue.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+            queue.add(key());
+        })
+    };
+    drive(&reconciler, &queue, &stats, None, 6).await;
+    event.await.unwrap();
+    let at: Vec<Duration> = reconciler
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|t| *t - start)
+        .collect();
+    let ms = Duration::from_millis;
+    // 25: the event (4th failure: its delay of 40, until 65, is later than
+    // the pending wake-up at 35, and a pending delayed add keeps the
+    // earlier time, as client-go's does); 35: that wake-up (5th failure:
+    // next 80, until 115). Gaps: 5, 10, 10, 10, 80: after two quick
+    // failures the gap is 8 times the one before.
+    assert_eq!(&at[..4], [ms(0), ms(5), ms(15), ms(25)]);
+    assert_eq!(at[4], ms(35), "{at:?}");
+    assert_eq!(at[5], ms(115), "{at:?}");
+    assert_eq!(stats.snapshot().error, 6);
 }
 
 #[tokio::test(start_paused = true)]

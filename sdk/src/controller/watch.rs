@@ -1,6 +1,7 @@
 //! How one watch of a controller registers on the shared cache: the
-//! registration functions the builder collects and `prepare` runs, and what
-//! a registered watch leaves behind (its sync wait and its removal).
+//! registration functions the builder collects and `prepare` runs (once,
+//! or once per engaged cluster of a multicluster controller), and what a
+//! registered watch leaves behind (its sync wait and its removal).
 
 use std::sync::Arc;
 
@@ -11,13 +12,18 @@ use crate::predicate::{HasMetadata, Predicate};
 use crate::reconcile::Request;
 use crate::workqueue::WorkQueue;
 
-/// Registers one watch of a controller on the shared cache.
-pub(super) type WatchFn = Box<
-    dyn FnOnce(&SharedCache, &WatchTarget) -> Result<RegisteredWatch, (String, CacheError)> + Send,
+/// Registers one watch of a controller on a shared cache (again on each
+/// cache it is called with: a multicluster controller registers its
+/// watches on every engaged cluster's cache).
+pub(super) type WatchFn = Arc<
+    dyn Fn(&SharedCache, &WatchTarget) -> Result<RegisteredWatch, (String, CacheError)>
+        + Send
+        + Sync,
 >;
 
-/// Registers one index of a controller on the shared cache.
-pub(super) type IndexFn = Box<dyn FnOnce(&SharedCache) -> Result<(), (String, CacheError)> + Send>;
+/// Registers one index of a controller on a shared cache.
+pub(super) type IndexFn =
+    Arc<dyn Fn(&SharedCache) -> Result<(), (String, CacheError)> + Send + Sync>;
 
 #[cfg(feature = "shard")]
 /// Makes the cache of one kind list only this replica's shard.
@@ -47,16 +53,18 @@ pub(super) struct WatchTarget {
 /// controller's event filters), and `mapper` (made when the watch
 /// registers) turns each into requests.
 pub(super) fn kind_watch<K>(
-    mapper: impl FnOnce(&SharedCache) -> Result<Mapper<K>, CacheError> + Send + 'static,
-    mut predicates: WatchPredicates<K>,
+    mapper: impl Fn(&SharedCache) -> Result<Mapper<K>, CacheError> + Send + Sync + 'static,
+    predicates: WatchPredicates<K>,
 ) -> WatchFn
 where
     K: Cacheable<DynamicType = ()>,
     K::Scope: 'static,
 {
-    Box::new(move |cache: &SharedCache, target: &WatchTarget| {
+    Arc::new(move |cache: &SharedCache, target: &WatchTarget| {
         let kind = K::kind(&()).into_owned();
-        predicates = predicates.with_event_filters(Arc::clone(&target.event_filters));
+        let predicates = predicates
+            .clone()
+            .with_event_filters(Arc::clone(&target.event_filters));
         let mapper = mapper(cache).map_err(|e| (kind.clone(), e))?;
         let handler = EnqueueHandler::new(mapper, predicates, target.queue.clone());
         let informer = cache.informer::<K>().map_err(|e| (kind.clone(), e))?;
@@ -85,13 +93,30 @@ where
 }
 
 /// A source of requests outside any watch, forwarded into the queue from
-/// registration until it ends or the watch is removed.
+/// registration until it ends or the watch is removed. It feeds one
+/// queue: a multicluster controller, which registers its watches once per
+/// cluster, refuses it (`Fleet::add`); a second registration forwards
+/// nothing.
 pub(super) fn stream_watch(
     controller: String,
     requests: impl futures::Stream<Item = Request> + Send + 'static,
 ) -> WatchFn {
-    Box::new(move |_: &SharedCache, target: &WatchTarget| {
+    let requests = parking_lot::Mutex::new(Some(Box::pin(requests)));
+    Arc::new(move |_: &SharedCache, target: &WatchTarget| {
         let kind = "(external source)".to_owned();
+        let Some(requests) = requests.lock().take() else {
+            tracing::error!(
+                controller,
+                "an external source registered twice; it feeds its first queue only"
+            );
+            let synced: SyncWait = Box::new(|| Box::pin(async { true }));
+            return Ok(RegisteredWatch {
+                kind,
+                synced,
+                remove: Box::new(|| {}),
+            });
+        };
+        let controller = controller.clone();
         let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
             (
                 kind.clone(),
@@ -101,7 +126,7 @@ pub(super) fn stream_watch(
         let queue = target.queue.clone();
         let forward = runtime.spawn(async move {
             use futures::StreamExt;
-            let mut requests = std::pin::pin!(requests);
+            let mut requests = requests;
             while let Some(request) = requests.next().await {
                 if queue.is_shutting_down() {
                     break;
@@ -126,7 +151,7 @@ where
     K: Cacheable<DynamicType = ()>,
     K::Scope: 'static,
 {
-    Box::new(|cache: &SharedCache, _: &WatchTarget| {
+    Arc::new(|cache: &SharedCache, _: &WatchTarget| {
         let kind = K::kind(&()).into_owned();
         let informer = cache.informer::<K>().map_err(|e| (kind.clone(), e))?;
         let synced: SyncWait = Box::new(move || {
@@ -151,8 +176,12 @@ where
     T: Cacheable<DynamicType = ()>,
     T::Scope: 'static,
 {
-    Box::new(move |cache: &SharedCache| {
+    let values = Arc::new(values);
+    Arc::new(move |cache: &SharedCache| {
         let kind = T::kind(&()).into_owned();
-        cache.add_index::<T>(name, values).map_err(|e| (kind, e))
+        let values = Arc::clone(&values);
+        cache
+            .add_index::<T>(name.clone(), move |obj: &T| values(obj))
+            .map_err(|e| (kind, e))
     })
 }

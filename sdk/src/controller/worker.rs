@@ -46,7 +46,12 @@ pub(crate) async fn process_observed<R: Reconcile>(
         namespace = request.namespace.as_deref().unwrap_or(""),
         name = %request.name,
         reconcile_id = %reconcile_id,
+        cluster = tracing::field::Empty,
     );
+    #[cfg(feature = "multicluster")]
+    if let Some(cluster) = &shared.cluster {
+        span.record("cluster", cluster.as_str());
+    }
     let ctx = Context::<R::Object>::new(Arc::clone(shared), request.clone());
     let active = Active::start(stats, observer);
     let started = tokio::time::Instant::now();

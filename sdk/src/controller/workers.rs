@@ -92,6 +92,13 @@ impl<R: Reconcile> Workers<'_, R> {
             recorder,
             read_sync_timeout: self.settings.cache_sync_timeout,
             read_your_writes: self.settings.read_your_writes,
+            field_manager: self
+                .settings
+                .field_manager
+                .clone()
+                .unwrap_or_else(|| self.settings.name.clone()),
+            #[cfg(feature = "multicluster")]
+            cluster: self.settings.cluster.clone(),
         });
         let mut tasks = tokio::task::JoinSet::new();
         #[cfg(feature = "shard")]
@@ -173,10 +180,18 @@ impl<R: Reconcile> Workers<'_, R> {
         tokio::select! {
             () = token.cancelled() => {}
             () = scope.cancelled() => {
-                tracing::warn!(
-                    controller = %self.settings.name,
-                    "leadership lost; abandoning running reconciles"
-                );
+                // The fleet logs a disengaged cluster; only a lost
+                // leadership is this controller's own news.
+                #[cfg(feature = "multicluster")]
+                let disengaged = self.settings.cluster.is_some();
+                #[cfg(not(feature = "multicluster"))]
+                let disengaged = false;
+                if !disengaged {
+                    tracing::warn!(
+                        controller = %self.settings.name,
+                        "leadership lost; abandoning running reconciles"
+                    );
+                }
                 tasks.abort_all();
                 while tasks.join_next().await.is_some() {}
                 return Ok(());

@@ -64,6 +64,9 @@ pub struct Manager {
     pub(super) graceful_shutdown_timeout: Duration,
     pub(super) cache_sync_timeout: Duration,
     pub(super) leading: Arc<watch::Sender<bool>>,
+    /// The multicluster controllers and the provider of their clusters.
+    #[cfg(feature = "multicluster")]
+    pub(super) fleet: crate::multicluster::Fleet,
 }
 
 impl std::fmt::Debug for Manager {
@@ -180,10 +183,30 @@ impl Manager {
     /// (in place of the controller's own shutdown timeout).
     ///
     /// Fails if a controller of the same [name](Controller::name) was added.
+    ///
+    /// A [multicluster](Controller::multicluster) controller (feature
+    /// `multicluster`) runs in every cluster of the manager's
+    /// [cluster provider](Self::set_cluster_provider) instead, while this
+    /// replica leads.
     pub fn add<R: Reconcile>(&mut self, controller: Controller<R>) -> Result<(), ManagerError> {
         let name = controller.controller_name().to_owned();
         if self.controllers.iter().any(|c| c.name == name) {
             return Err(ManagerError::DuplicateController { name });
+        }
+        #[cfg(feature = "multicluster")]
+        if self.fleet.has_controller(&name) {
+            return Err(ManagerError::DuplicateController { name });
+        }
+        #[cfg(feature = "multicluster")]
+        if controller.is_multicluster() {
+            let controller = controller
+                .shutdown_bounded_by_runner()
+                .metrics(&self.metrics)
+                .create_metric_series();
+            return self
+                .fleet
+                .add(controller)
+                .map_err(ManagerError::MultiCluster);
         }
         // The manager's graceful shutdown timeout bounds the controller's
         // drain (and reports what it abandons): the controller has no bound
@@ -205,6 +228,24 @@ impl Manager {
         });
         self.controllers.push(ControllerEntry { name, prepare });
         Ok(())
+    }
+
+    #[cfg(feature = "multicluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "multicluster")))]
+    /// The provider of the clusters the [multicluster](Controller::multicluster)
+    /// controllers run in (see [`crate::multicluster`]); it runs, and the
+    /// clusters it engages are reconciled, while this replica leads (from
+    /// when the hub's cache synced). Replaces one set before.
+    pub fn set_cluster_provider(&mut self, provider: impl crate::multicluster::Provider) {
+        self.fleet.set_provider(provider);
+    }
+
+    #[cfg(feature = "multicluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "multicluster")))]
+    /// The clusters engaged now (sorted by name), current and after every
+    /// change, also once [`run`](Self::run) took the manager.
+    pub fn engaged_clusters(&self) -> watch::Receiver<Vec<crate::multicluster::ClusterName>> {
+        self.fleet.engaged()
     }
 
     /// Adds a task to run beside the controllers (see [`Runnable`]).

@@ -387,6 +387,8 @@ impl ManagerBuilder {
             graceful_shutdown_timeout: self.graceful_shutdown_timeout,
             cache_sync_timeout: self.cache_sync_timeout,
             leading,
+            #[cfg(feature = "multicluster")]
+            fleet: crate::multicluster::Fleet::without_provider(),
         })
     }
 }

@@ -40,6 +40,12 @@ pub enum ManagerError {
     /// every replica reconciles its share, so there is no leader to elect.
     #[error("sharding and leader election exclude each other: choose one")]
     ShardingWithLeaderElection,
+    #[cfg(feature = "multicluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "multicluster")))]
+    /// A multicluster controller could not be added, or the fleet of
+    /// clusters stopped with an error.
+    #[error(transparent)]
+    MultiCluster(crate::multicluster::MultiClusterError),
     /// An HTTP server address could not be bound.
     #[error(
         "cannot listen on {address} for the {server} server: {source}; \

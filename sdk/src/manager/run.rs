@@ -103,7 +103,11 @@ async fn run(
         graceful_shutdown_timeout,
         cache_sync_timeout,
         leading,
+        #[cfg(feature = "multicluster")]
+        fleet,
     } = manager;
+    #[cfg(feature = "multicluster")]
+    let runnables = with_fleet(runnables, fleet);
 
     // 1. Leader election, on every replica.
     let leader = elector.map(|(elector, lease)| (elector.spawn(), lease));
@@ -409,6 +413,21 @@ async fn run_runnable(
     (runnable.run)(token)
         .await
         .map_err(|source| ManagerError::Runnable { name, source })
+}
+
+/// `runnables` and, if it has controllers, the fleet as one more: it runs
+/// while this replica leads, once the hub's cache synced.
+#[cfg(feature = "multicluster")]
+fn with_fleet(mut runnables: Vec<Runnable>, fleet: crate::multicluster::Fleet) -> Vec<Runnable> {
+    if !fleet.is_empty() {
+        runnables.push(Runnable::new("multicluster", move |stop| async move {
+            fleet
+                .run_until_cancelled(stop)
+                .await
+                .map_err(|e| Box::new(ManagerError::MultiCluster(e)) as super::runnable::BoxError)
+        }));
+    }
+    runnables
 }
 
 /// The controllers and runnables, by name.

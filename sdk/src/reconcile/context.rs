@@ -1,14 +1,17 @@
 //! [`Context`]: what a reconcile can read and write through.
 
+use std::fmt::Debug;
 use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
 use kube::Resource;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::cache::Cacheable;
 use crate::cache::{CacheError, SharedCache, Store};
-use crate::client::{EventRecorder, ResourceScope};
+use crate::client::{ClientError, EventRecorder, ResourceScope};
 use crate::request::Request;
 
 /// Shared by every reconcile of one controller.
@@ -22,6 +25,12 @@ pub(crate) struct ControllerShared {
     /// How long a read waits for the cache to show this process's writes;
     /// `None`: read-your-writes is off for this controller.
     pub read_your_writes: Option<Duration>,
+    /// The field manager of [`Context::apply`] and [`Context::apply_status`].
+    pub field_manager: String,
+    /// The cluster of a multicluster controller's instance (whose cache,
+    /// client and recorder these are); `None` for a single-cluster one.
+    #[cfg(feature = "multicluster")]
+    pub cluster: Option<crate::cluster_request::ClusterName>,
 }
 
 /// Handed to each [`reconcile`](super::Reconcile::reconcile) of a
@@ -307,5 +316,77 @@ impl<K> Context<K> {
     /// The controller's name.
     pub fn controller_name(&self) -> &str {
         &self.shared.name
+    }
+
+    /// The field manager this controller's server-side applies use: the
+    /// controller's name unless set with
+    /// [`Controller::field_manager`](crate::controller::Controller::field_manager).
+    pub fn field_manager(&self) -> &str {
+        &self.shared.field_manager
+    }
+
+    /// Server-side applies `obj` as this controller's
+    /// [`field_manager`](Self::field_manager), forcing conflicts, through
+    /// [`api`](Self::api) of `obj`'s namespace (so the write is read back by
+    /// this controller's next reads): [`client::apply`](crate::client::apply)
+    /// without naming the manager on every call.
+    ///
+    /// ```no_run
+    /// use k8s_openapi::api::core::v1::ConfigMap;
+    /// use kube::api::ObjectMeta;
+    /// # async fn doc(ctx: &opkit::reconcile::Context<ConfigMap>) -> Result<(), opkit::client::ClientError> {
+    /// let child = ConfigMap {
+    ///     metadata: ObjectMeta {
+    ///         name: Some("web-config".into()),
+    ///         namespace: Some("shop".into()),
+    ///         ..ObjectMeta::default()
+    ///     },
+    ///     data: Some([("colour".to_owned(), "blue".to_owned())].into()),
+    ///     ..ConfigMap::default()
+    /// };
+    /// let stored = ctx.apply(&child).await?;
+    /// # let _ = stored;
+    /// # Ok(()) }
+    /// ```
+    pub async fn apply<T>(&self, obj: &T) -> Result<T, ClientError>
+    where
+        T: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+        T::Scope: ResourceScope,
+    {
+        let api = self.api::<T>(obj.meta().namespace.as_deref());
+        crate::client::apply(&api, obj, self.field_manager()).await
+    }
+
+    /// Server-side applies the `status` of `obj` as this controller's
+    /// [`field_manager`](Self::field_manager), forcing conflicts:
+    /// [`client::apply_status`](crate::client::apply_status) through
+    /// [`api`](Self::api).
+    pub async fn apply_status<T>(&self, obj: &T) -> Result<T, ClientError>
+    where
+        T: Resource<DynamicType = ()> + Serialize + DeserializeOwned + Clone + Debug,
+        T::Scope: ResourceScope,
+    {
+        let api = self.api::<T>(obj.meta().namespace.as_deref());
+        crate::client::apply_status(&api, obj, self.field_manager()).await
+    }
+
+    #[cfg(feature = "multicluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "multicluster")))]
+    /// The cluster this reconcile is for, in a multicluster controller
+    /// ([`crate::multicluster`]): every read, the client, and the recorder
+    /// of this `Context` are that cluster's. `None` for a single-cluster
+    /// controller.
+    pub fn cluster(&self) -> Option<&crate::cluster_request::ClusterName> {
+        self.shared.cluster.as_ref()
+    }
+
+    #[cfg(feature = "multicluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "multicluster")))]
+    /// The request being reconciled with its cluster (multicluster-runtime's
+    /// `mcreconcile.Request`); `None` for a single-cluster controller.
+    pub fn cluster_request(&self) -> Option<crate::cluster_request::ClusterRequest> {
+        self.cluster().map(|cluster| {
+            crate::cluster_request::ClusterRequest::new(cluster.clone(), self.request.clone())
+        })
     }
 }

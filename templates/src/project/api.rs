@@ -3,10 +3,13 @@
 
 use std::path::PathBuf;
 
+use super::external_module::plan_modules;
 use super::files::{
-    format_rust, insert_before_marker, kind_values, read, render_set, write_atomically,
+    already_formatted, format_rust, insert_before_marker, kind_values, read, render_set,
+    write_atomically,
 };
 use super::project_file::{ProjectFile, ProjectResource, find_project};
+use crate::builtin_kinds::{builtin_kind, is_builtin_group};
 use crate::error::ScaffoldError;
 use crate::names::{snake_case, validate_group, validate_kind, validate_version};
 use crate::templates;
@@ -87,6 +90,9 @@ type Edit = (&'static str, &'static str, String);
 /// Files as (path relative to the project, text).
 type Files = Vec<(String, String)>;
 
+/// The marker of `src/lib.rs`'s `test_crds` where an external kind's CRD goes.
+const EXTERNAL_CRDS: &str = "// opkit:scaffold:external-crds";
+
 /// The line of `src/lib.rs` the trait imports `create api` needs go
 /// before (rustfmt sorts them into place).
 const IMPORT_ANCHOR: &str = "use opkit::manager::{Manager, ManagerError};";
@@ -161,6 +167,17 @@ pub(super) fn plan_api(
             format!("api::{snake}::{kind}::crd(),"),
         ));
     }
+    // A kind of another project: its CRD for the tests (a built-in kind
+    // needs none). A project made before `test_crds` has no marker for it.
+    let external_crd = match spec.external.as_deref() {
+        Some(path) if !path.starts_with("k8s_openapi::") => {
+            read("src/lib.rs")?.contains(EXTERNAL_CRDS).then_some(path)
+        }
+        _ => None,
+    };
+    if let Some(path) = external_crd {
+        edits.push(("src/lib.rs", EXTERNAL_CRDS, format!("{path}::crd(),")));
+    }
     edits.push((
         "src/lib.rs",
         "// opkit:scaffold:rbac",
@@ -183,7 +200,7 @@ pub(super) fn plan_api(
     // The traits the lines above call, imported with the first kind that
     // needs them (a project made without a kind has neither).
     let mut imports = vec!["use opkit::ControllerWiring;"];
-    if owned {
+    if owned || external_crd.is_some() {
         imports.push("use kube::CustomResourceExt;");
     }
     if let Some((_, lib)) = edited.iter_mut().find(|(f, _)| f == "src/lib.rs") {
@@ -211,27 +228,6 @@ pub(super) fn plan_api(
 /// Inserts `line` before the first line equal to `anchor`.
 fn insert_before_line(text: &str, anchor: &str, line: &str) -> Option<String> {
     insert_before_marker(text, anchor, line)
-}
-
-/// The groups of Kubernetes' own kinds that are not `*.k8s.io`.
-const BUILTIN_PLAIN_GROUPS: &[&str] = &["core", "apps", "batch", "autoscaling", "policy"];
-
-/// The `k8s_openapi` path of built-in `kind` in `group`/`version`, or
-/// `None` if `group` is not one of Kubernetes' own.
-pub(super) fn builtin_path(group: &str, version: &str, kind: &str) -> Option<String> {
-    let module = if group == "apiextensions.k8s.io" {
-        return Some(format!(
-            "k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::{version}::{kind}"
-        ));
-    } else if group == "apiregistration.k8s.io" {
-        return None;
-    } else if BUILTIN_PLAIN_GROUPS.contains(&group) {
-        group
-    } else {
-        let stem = group.strip_suffix(".k8s.io")?;
-        stem.split('.').next()?
-    };
-    Some(format!("k8s_openapi::api::{module}::{version}::{kind}"))
 }
 
 /// Whether `path` is a Rust path of a type: `crate::a::B`, `some_crate::B`.
@@ -316,14 +312,18 @@ impl CreateApi {
                 }
                 path.clone()
             }
-            None => builtin_path(group, version, &self.kind).ok_or_else(|| {
-                bad(format!(
+            None if !is_builtin_group(group) => {
+                return Err(bad(format!(
                     "{group} is not a group of Kubernetes' built-in kinds: for a kind defined \
                      elsewhere, pass --external-api-path with the Rust path of its type \
                      (e.g. crate::external::{})",
                     self.kind
-                ))
-            })?,
+                )));
+            }
+            None => builtin_kind(group, version, &self.kind)
+                .map_err(bad)?
+                .path
+                .to_owned(),
         };
         Ok(ApiSpec {
             kind: self.kind.clone(),
@@ -358,24 +358,41 @@ impl CreateApi {
             });
         }
         let spec = self.spec(&project)?;
-        let (files, edited) =
-            plan_api(&spec, &project, |file| read(&dir.join(file))).map_err(|e| match e {
+        let (mut files, mut edited) = plan_api(&spec, &project, |file| read(&dir.join(file)))
+            .map_err(|e| match e {
                 ScaffoldError::MissingMarker { path, marker } => ScaffoldError::MissingMarker {
                     path: dir.join(path),
                     marker,
                 },
                 e => e,
             })?;
+        if let Some(path) = &spec.external {
+            let (modules, declared) = plan_modules(&dir, path, |file| {
+                match edited.iter().find(|(f, _)| f == file) {
+                    Some((_, text)) => Ok(Some(text.clone())),
+                    None if dir.join(file).is_file() => read(&dir.join(file)).map(Some),
+                    None => Ok(None),
+                }
+            })?;
+            files.extend(modules);
+            for (file, text) in declared {
+                match edited.iter_mut().find(|(f, _)| *f == file) {
+                    Some(slot) => slot.1 = text,
+                    None => edited.push((file, text)),
+                }
+            }
+        }
         for (path, _) in &files {
             let path = dir.join(path);
             if path.exists() {
                 return Err(ScaffoldError::Exists { path });
             }
         }
-        let mut edited = edited;
         project.resources.push(spec.into_resource());
         edited.push(("PROJECT".to_owned(), project.render()));
 
+        // Files it changes are formatted again only if they were formatted.
+        let formatted = already_formatted(&dir, edited.iter().map(|(path, _)| path.as_str()));
         let mut changed = Vec::new();
         for (path, text) in files.iter().chain(edited.iter()) {
             let path = dir.join(path);
@@ -384,10 +401,7 @@ impl CreateApi {
         }
         format_rust(
             &dir,
-            files
-                .iter()
-                .chain(edited.iter())
-                .map(|(path, _)| path.as_str()),
+            files.iter().map(|(path, _)| path.as_str()).chain(formatted),
         )?;
         Ok(changed)
     }

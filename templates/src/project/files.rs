@@ -68,6 +68,30 @@ pub(crate) fn format_rust<'a>(
     }
 }
 
+/// The `.rs` files among `files` (relative to `root`) that rustfmt would
+/// leave as they are now: those a scaffold may format again after adding
+/// its lines. A file the user keeps in a style of their own is not
+/// reformatted (only the scaffold's lines change in it). rustfmt checks
+/// (and formats) a file with the modules it declares out of line, so a
+/// file counts only when its whole module tree is formatted: formatting it
+/// again then touches no other file. Without rustfmt, none.
+pub(crate) fn already_formatted<'a>(
+    root: &Path,
+    files: impl Iterator<Item = &'a str>,
+) -> Vec<&'a str> {
+    let rustfmt = std::env::var_os("RUSTFMT").unwrap_or_else(|| "rustfmt".into());
+    files
+        .filter(|path| path.ends_with(".rs") && root.join(path).is_file())
+        .filter(|path| {
+            Command::new(&rustfmt)
+                .args(["--edition", "2024", "--check"])
+                .arg(root.join(path))
+                .output()
+                .is_ok_and(|output| output.status.success())
+        })
+        .collect()
+}
+
 pub(crate) fn kind_values(name: &str, group: &str, version: &str, kind: &str) -> Values {
     let mut values = Values::default();
     values

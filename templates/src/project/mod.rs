@@ -3,6 +3,7 @@
 
 mod api;
 mod dependency;
+mod external_module;
 mod files;
 mod manifests;
 mod new;
@@ -14,7 +15,8 @@ mod tests;
 pub use api::CreateApi;
 pub use dependency::OpkitDependency;
 pub(crate) use files::{
-    format_rust, insert_before_marker, kind_values, read, render_set, write_atomically,
+    already_formatted, format_rust, insert_before_marker, kind_values, read, render_set,
+    write_atomically,
 };
 pub use manifests::{manifests, shared_target_dir};
 pub use new::NewProject;

@@ -2,8 +2,9 @@
 
 use std::path::Path;
 
-use super::api::{builtin_path, is_rust_path};
+use super::api::is_rust_path;
 use super::*;
+use crate::builtin_kinds::builtin_kind;
 use crate::error::ScaffoldError;
 
 fn project(dir: &Path) -> NewProject {
@@ -387,6 +388,28 @@ fn resource_false_scaffolds_only_a_controller() {
     assert!(lib.contains("controllers::deployment::DeploymentReconciler.add_to(manager)?;"));
     assert!(!lib.contains("Deployment::crd()"), "{lib}");
 
+    // The external type's module file must exist (kopium writes it); its
+    // module is declared by `create api`, kept out of rustfmt.
+    let external = || CreateApi {
+        group: Some("cert-manager.io".into()),
+        version: Some("v1".into()),
+        resource: false,
+        external_api_path: Some("crate::external::Certificate".into()),
+        external_api_domain: Some("cert-manager.io".into()),
+        ..CreateApi::new(dir.clone(), "Certificate")
+    };
+    let before = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+    let missing = external().create().unwrap_err().to_string();
+    assert!(
+        missing.contains("src/external.rs") && missing.contains("kopium"),
+        "{missing}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dir.join("src/lib.rs")).unwrap(),
+        before
+    );
+    assert!(!dir.join("src/controllers/certificate.rs").exists());
+    std::fs::write(dir.join("src/external.rs"), "pub struct Certificate;\n").unwrap();
     CreateApi {
         group: Some("cert-manager.io".into()),
         version: Some("v1".into()),
@@ -402,6 +425,28 @@ fn resource_false_scaffolds_only_a_controller() {
         controller.contains("use crate::external::Certificate;"),
         "{controller}"
     );
+    let lib = std::fs::read_to_string(dir.join("src/lib.rs")).unwrap();
+    assert!(
+        lib.contains("#[rustfmt::skip] // generated code, kept as written\npub mod external;"),
+        "{lib}"
+    );
+    // Issue 38: the external kind's CRD is installed by the generated
+    // tests (`test_crds`), not shipped in deploy/ (`crds`); a built-in
+    // kind needs none.
+    let test_crds = lib.split("pub fn test_crds()").nth(1).unwrap();
+    assert!(
+        test_crds.contains("crate::external::Certificate::crd(),"),
+        "{lib}"
+    );
+    assert!(!lib.contains("Deployment::crd()"), "{lib}");
+    let crds = lib
+        .split("pub fn crds()")
+        .nth(1)
+        .unwrap()
+        .split("pub fn")
+        .next()
+        .unwrap();
+    assert!(!crds.contains("Certificate"), "{lib}");
     let project = ProjectFile::read(&dir).unwrap();
     let certificate = project.resource("Certificate").unwrap();
     assert_eq!(
@@ -453,6 +498,16 @@ fn flags_that_do_not_go_together_are_refused_before_any_write() {
                 ..builtin("Deployment")
             },
             "needs the kind's own --group and --version",
+        ),
+        // Issue 38: a misspelt built-in kind was accepted, failed to
+        // compile and left its files.
+        (builtin("Deploymnet"), "did you mean Deployment?"),
+        (
+            CreateApi {
+                group: Some("core".into()),
+                ..builtin("Deployment")
+            },
+            "--group apps --version v1 --kind Deployment",
         ),
         (
             CreateApi {
@@ -594,10 +649,10 @@ fn built_in_kinds_map_to_their_k8s_openapi_types() {
             "k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition",
         ),
     ] {
-        assert_eq!(builtin_path(group, version, kind).as_deref(), Some(path));
+        assert_eq!(builtin_kind(group, version, kind).map(|b| b.path), Ok(path));
     }
-    for group in ["cert-manager.io", "example.com", "apiregistration.k8s.io"] {
-        assert_eq!(builtin_path(group, "v1", "Thing"), None, "{group}");
+    for group in ["cert-manager.io", "example.com"] {
+        assert!(builtin_kind(group, "v1", "Thing").is_err(), "{group}");
     }
     assert!(is_rust_path("crate::external::Certificate"));
     assert!(!is_rust_path("Certificate") && !is_rust_path("crate::a b::C"));
@@ -616,5 +671,68 @@ fn create_api_outside_a_project_is_a_clear_error() {
     assert!(
         err.to_string().contains("not inside an opkit project"),
         "{err}"
+    );
+}
+
+/// Issue 38: a second `create webhook` for a kind said "choose another
+/// name", `create api` for an existing kind did not point at conversion,
+/// and `create webhook` reformatted the user's own files.
+#[test]
+fn second_scaffolds_say_what_to_do_and_own_formatting_is_kept() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path()).create().unwrap();
+    let lib = dir.join("src/lib.rs");
+    let styled = "fn   kept_as_written( ) -> u8 { 1 }";
+    let text = std::fs::read_to_string(&lib).unwrap();
+    std::fs::write(&lib, format!("{text}\n#[allow(dead_code)]\n{styled}\n")).unwrap();
+    let webhook = || crate::CreateWebhook {
+        dir: dir.clone(),
+        kind: "Widget".into(),
+        conversion_spoke: None,
+    };
+    webhook().create().unwrap();
+    let after = std::fs::read_to_string(&lib).unwrap();
+    assert!(after.contains(styled), "{after}");
+    assert!(after.contains("pub mod webhooks;"), "{after}");
+
+    let again = webhook().create().unwrap_err().to_string();
+    assert!(
+        again.contains("has its webhooks already") && again.contains("--conversion --spoke"),
+        "{again}"
+    );
+    let exists = CreateApi::new(dir.clone(), "Widget")
+        .create()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        exists.contains("create webhook --kind Widget --conversion --spoke"),
+        "{exists}"
+    );
+}
+
+/// Issue 38: `make run` bound metrics and probes on every interface.
+#[test]
+fn make_run_listens_on_loopback_unless_told_otherwise() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path()).create().unwrap();
+    let makefile = std::fs::read_to_string(dir.join("Makefile")).unwrap();
+    assert!(
+        makefile.contains("METRICS_ADDR ?= 127.0.0.1:8443"),
+        "{makefile}"
+    );
+    assert!(
+        makefile.contains("PROBE_ADDR ?= 127.0.0.1:8081"),
+        "{makefile}"
+    );
+    let run = makefile
+        .split("\nrun: ")
+        .nth(1)
+        .and_then(|rest| rest.split("\n\n").next())
+        .unwrap();
+    assert!(
+        run.contains(
+            "--metrics-bind-address=$(METRICS_ADDR) --health-probe-bind-address=$(PROBE_ADDR)"
+        ),
+        "{run}"
     );
 }

@@ -229,14 +229,9 @@ fn new_without_a_kind_then_every_form_of_create_api() {
         );
     }
 
-    // An external kind: its type in the project, given by path.
+    // An external kind: its type in the project, given by path. `create
+    // api` declares the module (`pub mod external;`) itself.
     std::fs::write(project.join("src/external.rs"), EXTERNAL).expect("write");
-    let lib = read(&project.join("src/lib.rs")).replacen(
-        "pub mod controllers;\n",
-        "pub mod controllers;\npub mod external;\n",
-        1,
-    );
-    std::fs::write(project.join("src/lib.rs"), lib).expect("write");
     create_api(
         &project,
         &[
@@ -253,12 +248,80 @@ fn new_without_a_kind_then_every_form_of_create_api() {
             "cert-manager.io",
         ],
     );
-    let project = built(&project, "certificate", true).dir;
+
+    // Issue 38: kopium's output, kept as written (the guide says so), in a
+    // module of its own; `create api` declares it with `#[rustfmt::skip]`
+    // so that `cargo fmt --check` passes on the project.
+    std::fs::create_dir_all(project.join("src/external")).expect("mkdir");
+    std::fs::copy(
+        workspace.join("tests/kopium/widget.rs"),
+        project.join("src/external/widget.rs"),
+    )
+    .expect("copy kopium's output");
+    create_api(
+        &project,
+        &[
+            "--kind",
+            "Widget",
+            "--group",
+            "thirdparty.example.com",
+            "--version",
+            "v1",
+            "--resource=false",
+            "--external-api-path",
+            "crate::external::widget::Widget",
+        ],
+    );
+    let external = read(&project.join("src/external.rs"));
+    assert!(external.contains("#[rustfmt::skip]"), "{external}");
+    // Both external kinds built as one state: the last, so it keeps the
+    // project's name.
+    let external = built(&project, "external", true);
+    let project = &external.dir;
+    assert_eq!(
+        read(&project.join("src/external/widget.rs")),
+        read(&workspace.join("tests/kopium/widget.rs")),
+        "kopium's output is left as written"
+    );
     let rbac = read(&project.join("deploy/03-rbac.yaml"));
     assert!(
         rbac.contains("certificates") && rbac.contains("cert-manager.io"),
         "{rbac}"
     );
-    assert!(!read(&project.join("deploy/01-crds.yaml")).contains("certificates"));
-    lint(&project);
+    assert!(
+        rbac.contains("widgets") && rbac.contains("thirdparty.example.com"),
+        "{rbac}"
+    );
+    let crds = read(&project.join("deploy/01-crds.yaml"));
+    assert!(
+        !crds.contains("certificates") && !crds.contains("widgets"),
+        "{crds}"
+    );
+    lint(project);
+
+    // Issue 38: the generated tests install the external kinds' CRDs
+    // (`test_crds`), so the manager's informers for Certificate and Widget
+    // list them at once. Before, the first list of each was a 404, retried
+    // until the manager gave up about 10 s in (after these tests ended).
+    let output = cargo_opkit::cargo_command()
+        .args(["test", "--test", "zone_controller", "--", "--nocapture"])
+        .current_dir(project)
+        .env("CARGO_TARGET_DIR", super::support::target_dir())
+        .env("RUST_LOG", "opkit=debug")
+        .output()
+        .expect("run cargo test");
+    assert!(
+        output.status.success(),
+        "the project's tests:\n{}",
+        text(&output)
+    );
+    let logs = text(&output);
+    for kind in ["certificate", "widget"] {
+        assert!(
+            !logs
+                .lines()
+                .any(|line| line.contains("retrying") && line.to_lowercase().contains(kind)),
+            "a list of {kind} failed: its CRD was not installed:\n{logs}"
+        );
+    }
 }

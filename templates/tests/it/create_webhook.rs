@@ -64,8 +64,11 @@ fn created_webhooks_are_served_rendered_and_tested() {
         &project,
     );
     assert!(!output.status.success());
+    // Issue 38: a second `create webhook` for a kind says what to do
+    // instead (before: "already exists; choose another name").
+    let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        String::from_utf8_lossy(&output.stderr).contains("already exists"),
+        stderr.contains("has its webhooks already") && stderr.contains("--conversion --spoke"),
         "{}",
         text(&output)
     );
@@ -409,7 +412,8 @@ fn make_run_works_with_webhooks(project: &Path) {
     let log_file = std::fs::File::create(&log).expect("log file");
     let mut run = make(&[
         "run",
-        &format!("ARGS=--metrics-bind-address=0 --health-probe-bind-address={probes_address}"),
+        "METRICS_ADDR=0",
+        &format!("PROBE_ADDR={probes_address}"),
     ]);
     std::os::unix::process::CommandExt::process_group(&mut run, 0);
     let child = run

@@ -3,11 +3,7 @@
 //! exactly what it decodes from JSON, and the responses really were
 //! protobuf; custom resources stay JSON.
 
-use std::{
-    collections::BTreeMap,
-    sync::{Arc, Mutex},
-    time::Duration,
-};
+use std::{collections::BTreeMap, time::Duration};
 
 use k8s_openapi::{
     ByteString,
@@ -16,34 +12,12 @@ use k8s_openapi::{
 use kube::{
     Client, Resource,
     api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams},
-    client::{ClientBuilder, DynBody},
 };
 use opkit::cache::{Cacheable, ReflectorConfig, SharedCache, SharedIndexInformer, StreamingList};
 use opkit_envtest::ControlPlane;
-use opkit_tests::{create_namespace, eventually, init_tracing};
+use opkit_tests::{content_type_recording_client, create_namespace, eventually, init_tracing};
 
 const WAIT: Duration = Duration::from_secs(30);
-
-/// A client that records the `Content-Type` of every response.
-fn recording_client(config: &kube::Config) -> (Client, Arc<Mutex<Vec<String>>>) {
-    let seen = Arc::new(Mutex::new(Vec::new()));
-    let log = Arc::clone(&seen);
-    let layer = tower::util::MapResponseLayer::new(move |res: http::Response<Box<DynBody>>| {
-        let ct = res
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        log.lock().unwrap().push(ct);
-        res
-    });
-    let client = ClientBuilder::try_from(config.clone())
-        .expect("client builder")
-        .with_layer(&layer)
-        .build();
-    (client, seen)
-}
 
 /// An informer over `ns` keeping objects exactly as received (managedFields
 /// too), with the cache that runs it (the informer stops with the cache).
@@ -178,8 +152,8 @@ async fn protobuf_decodes_what_json_decodes() {
     .await
     .expect("apply");
 
-    let (pb_client, pb_seen) = recording_client(&config);
-    let (json_client, json_seen) = recording_client(&config);
+    let (pb_client, pb_seen) = content_type_recording_client(&config);
+    let (json_client, json_seen) = content_type_recording_client(&config);
     let (_pb_stream_cache, pb_stream) = informer::<ConfigMap>(pb_client.clone(), ns, true, true);
     let (_pb_list_cache, pb_list) = informer::<ConfigMap>(pb_client.clone(), ns, true, false);
     let (_json_cache, json) = informer::<ConfigMap>(json_client.clone(), ns, false, true);

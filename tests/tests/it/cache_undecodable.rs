@@ -238,3 +238,159 @@ async fn an_undecodable_object_is_an_error_never_a_deletion_and_its_finalizer_ca
     token.cancel();
     run.await.unwrap().unwrap();
 }
+
+/// A third party's kind whose status the Rust type cannot read: the Rust
+/// type knows the phases `Ready` and `Pending`, the other party's
+/// controller writes `Degraded`.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
+#[kube(
+    group = "undecodable.opkit.dev",
+    version = "v1",
+    kind = "Gauge",
+    namespaced,
+    status = "GaugeStatus"
+)]
+struct GaugeSpec {
+    size: u32,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, JsonSchema)]
+struct GaugeStatus {
+    phase: GaugePhase,
+}
+
+#[derive(Deserialize, Serialize, Clone, Debug, JsonSchema)]
+enum GaugePhase {
+    Ready,
+    Pending,
+}
+
+/// Gauge's CRD with a status the apiserver takes whatever its phase.
+fn gauge_crd()
+-> k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition {
+    let mut crd = serde_json::to_value(Gauge::crd()).unwrap();
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"] = serde_json::json!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+    });
+    serde_json::from_value(crd).unwrap()
+}
+
+const GAUGE_FINALIZER: &str = "undecodable.opkit.dev/gauge";
+
+/// Runs `client::finalizer` on the reconcile's read, recording each event.
+struct GaugeReconciler(Arc<Seen>);
+
+impl Reconcile for GaugeReconciler {
+    type Object = Gauge;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        ctx: &Context<Gauge>,
+    ) -> Result<Action, ReconcileError> {
+        let seen = &self.0;
+        let record = |what: &str| {
+            seen.0
+                .lock()
+                .unwrap()
+                .entry(req.name.clone())
+                .or_default()
+                .push(what.to_owned());
+        };
+        opkit::client::finalizer(
+            &ctx.object_api(),
+            GAUGE_FINALIZER,
+            ctx.object().await,
+            |event| async {
+                match event {
+                    opkit::client::FinalizerEvent::Apply(_) => record("apply"),
+                    opkit::client::FinalizerEvent::Cleanup(_) => record("cleanup"),
+                    opkit::client::FinalizerEvent::CleanupUndecodable(bad) => {
+                        assert!(bad.metadata().deletion_timestamp.is_some());
+                        assert!(bad.error().contains("Degraded"), "{}", bad.error());
+                        record("cleanup undecodable");
+                    }
+                }
+                Ok(Action::done())
+            },
+        )
+        .await
+    }
+}
+
+/// Issue 38: a reconciler that used `ctx.object().await?` retried an
+/// undecodable object being deleted forever, and its finalizer was never
+/// released. `client::finalizer` handed the read runs the cleanup on
+/// metadata, once, and releases the finalizer; while the object is not
+/// being deleted, the read's error is returned (no cleanup).
+#[tokio::test]
+async fn the_finalizer_helper_releases_an_undecodable_object_being_deleted() {
+    init_tracing();
+    let ns = "undecodable-gauges";
+    let (plane, client) = opkit_tests::plane_with_namespace(ns).await;
+    plane.install_crds(&[gauge_crd()]).await.unwrap();
+    let gauges: Api<Gauge> = Api::namespaced(client.clone(), ns);
+    let raw: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), ns, &ApiResource::erase::<Gauge>(&()));
+
+    let seen = Arc::new(Seen::default());
+    let cache = SharedCache::builder(client.clone()).namespace(ns).build();
+    cache.start().unwrap();
+    let running =
+        opkit_tests::spawn_controller(Controller::new(GaugeReconciler(Arc::clone(&seen))), &cache);
+
+    gauges
+        .create(
+            &PostParams::default(),
+            &Gauge::new("g", GaugeSpec { size: 1 }),
+        )
+        .await
+        .unwrap();
+    eventually("the finalizer added", WAIT, || async {
+        let g = gauges.get("g").await.unwrap();
+        g.metadata
+            .finalizers
+            .unwrap_or_default()
+            .iter()
+            .any(|f| f == GAUGE_FINALIZER)
+            .then_some(())
+    })
+    .await;
+    // The other party writes a phase the Rust type does not know.
+    raw.patch_status(
+        "g",
+        &PatchParams::default(),
+        &Patch::Merge(serde_json::json!({"status": {"phase": "Degraded"}})),
+    )
+    .await
+    .unwrap();
+    opkit_tests::wait_for_event(&client, ns, "a Warning Event Undecodable on g", WAIT, |e| {
+        e.reason.as_deref() == Some("Undecodable")
+            && e.regarding.as_ref().and_then(|r| r.name.as_deref()) == Some("g")
+    })
+    .await;
+    assert!(
+        !seen.of("g").iter().any(|s| s.starts_with("cleanup")),
+        "{:?}",
+        seen.of("g")
+    );
+
+    raw.delete("g", &DeleteParams::default()).await.unwrap();
+    eventually(
+        "the finalizer released and the object gone",
+        WAIT,
+        || async { raw.get_opt("g").await.unwrap().is_none().then_some(()) },
+    )
+    .await;
+    let g = seen.of("g");
+    assert_eq!(
+        g.iter()
+            .filter(|s| s.starts_with("cleanup"))
+            .collect::<Vec<_>>(),
+        ["cleanup undecodable"],
+        "{g:?}"
+    );
+
+    running.stop().await;
+}

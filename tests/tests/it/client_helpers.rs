@@ -317,6 +317,9 @@ async fn run_finalizer(
         let saw = match &event {
             FinalizerEvent::Apply(o) => Seen::Apply(o.finalizers().to_vec()),
             FinalizerEvent::Cleanup(o) => Seen::Cleanup(o.finalizers().to_vec()),
+            FinalizerEvent::CleanupUndecodable(o) => {
+                Seen::Cleanup(o.metadata().finalizers.clone().unwrap_or_default())
+            }
         };
         *seen.lock().unwrap() = Some(saw);
         async move { answer }

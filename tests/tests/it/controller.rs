@@ -64,13 +64,8 @@ impl Reconcile for GadgetReconciler {
             ])),
             ..ConfigMap::default()
         };
-        let api: Api<ConfigMap> = Api::namespaced(ctx.client(), &ns);
-        api.patch(
-            &format!("{}-cm", req.name),
-            &PatchParams::apply("gadget-controller").force(),
-            &Patch::Apply(&cm),
-        )
-        .await?;
+        // Server-side apply as the controller's field manager: its name.
+        ctx.apply(&cm).await?;
         ctx.recorder()
             .normal(&*gadget, "Synced", "Reconcile", "ConfigMap applied");
         Ok(Action::done())
@@ -147,6 +142,17 @@ async fn owned_and_mapped_objects_converge() {
     assert_eq!(
         (owner.kind.as_str(), owner.name.as_str(), owner.controller),
         ("Gadget", "red", Some(true))
+    );
+    let managers: Vec<_> = owned
+        .managed_fields()
+        .iter()
+        .filter(|entry| entry.operation.as_deref() == Some("Apply"))
+        .filter_map(|entry| entry.manager.clone())
+        .collect();
+    assert_eq!(
+        managers,
+        ["gadget"],
+        "ctx.apply applies as the controller's name"
     );
 
     // Update the primary: the owned object follows.
@@ -498,4 +504,140 @@ async fn a_channel_source_wakes_the_controller() {
     run.await.unwrap().unwrap();
     // The controller is gone: nobody reads the channel any more.
     tokio::time::timeout(WAIT, wake.closed()).await.unwrap();
+}
+
+/// Keeps a Secret `<name>-child` owned by each ConfigMap it reconciles,
+/// behind a finalizer whose cleanup deletes the child (so the child's
+/// deletion wakes the key again while the cleanup runs) and counts.
+struct CleansUpOnce(Arc<CleanupLog>);
+
+/// Cleanups per name, and each reconcile's name and whether it read the
+/// object being deleted.
+#[derive(Default)]
+struct CleanupLog {
+    cleanups: Mutex<HashMap<String, usize>>,
+    reconciles: Mutex<Vec<(String, bool)>>,
+}
+
+const ONCE_FINALIZER: &str = "ctl.opkit.dev/once";
+
+impl Reconcile for CleansUpOnce {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        req: Request,
+        ctx: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
+        use k8s_openapi::api::core::v1::Secret;
+        use opkit::client::{FinalizerEvent, IgnoreNotFound};
+        let read = ctx.object().await;
+        let deleting = matches!(&read, Ok(Some(cm)) if cm.metadata.deletion_timestamp.is_some());
+        self.0
+            .reconciles
+            .lock()
+            .unwrap()
+            .push((req.name.clone(), deleting));
+        let ns = req.namespace.clone().unwrap_or_default();
+        let child = format!("{}-child", req.name);
+        opkit::client::finalizer(&ctx.object_api(), ONCE_FINALIZER, read, |event| async {
+            match event {
+                FinalizerEvent::Apply(cm) => {
+                    let mut secret = Secret {
+                        metadata: ObjectMeta {
+                            name: Some(child.clone()),
+                            namespace: Some(ns.clone()),
+                            ..ObjectMeta::default()
+                        },
+                        ..Secret::default()
+                    };
+                    opkit::client::set_controller_reference(&*cm, &mut secret)?;
+                    ctx.apply(&secret).await?;
+                }
+                FinalizerEvent::Cleanup(_) | FinalizerEvent::CleanupUndecodable(_) => {
+                    *self
+                        .0
+                        .cleanups
+                        .lock()
+                        .unwrap()
+                        .entry(req.name.clone())
+                        .or_default() += 1;
+                    ctx.api::<Secret>(Some(&ns))
+                        .delete(&child, &Default::default())
+                        .await
+                        .ignore_not_found()?;
+                }
+            }
+            Ok(Action::done())
+        })
+        .await
+    }
+}
+
+/// Issue 38: a new user's finalizer cleanup ran twice on one delete. The
+/// cleanup here deletes an owned child, whose deletion wakes the key again
+/// right after the finalizer's release: that reconcile must see the object
+/// gone (or at least released), not the cache's copy from before the
+/// release, and run no second cleanup.
+#[tokio::test]
+async fn one_delete_runs_the_finalizer_cleanup_once() {
+    use k8s_openapi::api::core::v1::Secret;
+    init_tracing();
+    let ns = "ctl-cleanup-once";
+    let (_, client) = opkit_tests::plane_with_namespace(ns).await;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), ns);
+    let reconciler = Arc::new(CleanupLog::default());
+    let cache = SharedCache::builder(client.clone()).namespace(ns).build();
+    cache.start().unwrap();
+    let running = opkit_tests::spawn_controller(
+        Controller::new(CleansUpOnce(Arc::clone(&reconciler))).owns::<Secret>(),
+        &cache,
+    );
+
+    let names: Vec<String> = (0..5).map(|i| format!("once-{i}")).collect();
+    for name in &names {
+        let cm = ConfigMap {
+            metadata: ObjectMeta {
+                name: Some(name.clone()),
+                ..ObjectMeta::default()
+            },
+            ..ConfigMap::default()
+        };
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+    }
+    for name in &names {
+        eventually("the child created", WAIT, || async {
+            secrets
+                .get_opt(&format!("{name}-child"))
+                .await
+                .unwrap()
+                .map(|_| ())
+        })
+        .await;
+    }
+    for name in &names {
+        cms.delete(name, &Default::default()).await.unwrap();
+    }
+    for name in &names {
+        eventually("the ConfigMap gone", WAIT, || async {
+            cms.get_opt(name).await.unwrap().is_none().then_some(())
+        })
+        .await;
+        // The child's deletion woke the key once more after the cleanup:
+        // wait for that reconcile (it sees no object, or one no longer
+        // being deleted with the finalizer).
+        eventually("the reconcile after the release", WAIT, || async {
+            let seen = reconciler.reconciles.lock().unwrap().clone();
+            let mine: Vec<_> = seen.iter().filter(|(n, _)| n == name).collect();
+            let first_deleting = mine.iter().position(|(_, deleting)| *deleting)?;
+            (mine.len() > first_deleting + 1).then_some(())
+        })
+        .await;
+    }
+    let cleanups = reconciler.cleanups.lock().unwrap().clone();
+    for name in &names {
+        assert_eq!(cleanups.get(name), Some(&1), "cleanups: {cleanups:?}");
+    }
+    running.stop().await;
 }

@@ -13,8 +13,9 @@
 //!    reconciles a Memcached; `helm upgrade --set replicas=2` scales the
 //!    manager; `--set replicas=three` fails on the chart's schema, naming
 //!    the value and the type, and changes nothing; `make helm-uninstall`
-//!    removes the Deployment, ServiceAccount, RBAC and Service, and keeps
-//!    the CRD (`crd.keep`, `helm.sh/resource-policy: keep`).
+//!    removes the Deployment, ServiceAccount, RBAC and Service, and the
+//!    namespace with what the operator made in it (Lease, certificate
+//!    Secret), and keeps the CRD (`crd.keep`, `helm.sh/resource-policy: keep`).
 //!
 //! Prints the figures (make build-installer, make helm-deploy to the
 //! manager Available). Needs root, the node assets (`make cluster-assets`),
@@ -366,9 +367,11 @@ async fn helm_journey(
         "make helm-uninstall:\n{}",
         text(&output)
     );
-    // Of everything the installer holds (the same manifests), only the
-    // namespace (`--create-namespace` made it; helm never deletes it) and
-    // the CRD (`crd.keep`) are left.
+    // Of everything the installer holds (the same manifests), only the CRD
+    // (`crd.keep`) is left: the Makefile deletes the namespace, which
+    // `--create-namespace` made and helm never deletes, and with it the
+    // Lease and the webhook certificate's Secret the operator made there
+    // (issue 38).
     let install = MEMCACHED.dir().join("dist/install.yaml");
     let left = tools.kubectl_ok(&[
         "get",
@@ -381,10 +384,7 @@ async fn helm_journey(
     let left: Vec<&str> = left.lines().collect();
     assert_eq!(
         left,
-        [
-            format!("namespace/{ns}"),
-            "customresourcedefinition.apiextensions.k8s.io/memcacheds.cache.example.com".to_owned()
-        ],
+        ["customresourcedefinition.apiextensions.k8s.io/memcacheds.cache.example.com".to_owned()],
         "helm uninstall left more"
     );
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
@@ -401,14 +401,19 @@ async fn helm_journey(
         "{}",
         text(&output)
     );
-    // What helm leaves by design: the kept CRD, the namespace --create-namespace made.
+    // `make helm-uninstall` deleted the namespace and waited for it.
+    assert!(
+        Api::<Namespace>::all(client.clone())
+            .get_opt(ns)
+            .await
+            .expect("get the namespace")
+            .is_none(),
+        "make helm-uninstall left the namespace {ns}"
+    );
+    // What helm leaves by design: the kept CRD.
     crds.delete("memcacheds.cache.example.com", &DeleteParams::default())
         .await
         .expect("delete the CRD");
-    Api::<Namespace>::all(client.clone())
-        .delete(ns, &DeleteParams::default())
-        .await
-        .expect("delete the namespace");
 }
 
 /// Both on one cluster (starting one takes a while): the installer, then

@@ -12,7 +12,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, ObjectMeta, PostParams, PropagationPolicy};
 use kube::{Resource, ResourceExt};
 use opkit::Controller;
-use opkit::client::{self, FinalizerEvent};
+use opkit::client::{self, FinalizerEvent, IgnoreNotFound};
 use opkit::conditions::{self, ConditionStatus};
 use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 
@@ -120,17 +120,25 @@ impl Reconcile for BackupReconciler {
         req: Request,
         ctx: &Context<Backup>,
     ) -> Result<Action, ReconcileError> {
-        let Some(backup) = ctx.object().await? else {
-            return Ok(Action::done()); // deleted: nothing left to do
-        };
         // Adds the finalizer before the first apply; on deletion runs the
-        // cleanup, then removes the finalizer.
-        client::finalizer(&ctx.object_api(), FINALIZER, backup, |event| async {
-            match event {
-                FinalizerEvent::Apply(backup) => self.apply(&req, &backup, ctx).await,
-                FinalizerEvent::Cleanup(backup) => self.cleanup(&req, &backup, ctx).await,
-            }
-        })
+        // cleanup, then removes the finalizer. Handed the read itself: a
+        // Backup that is gone needs nothing, and one being deleted whose
+        // body no longer decodes is cleaned up by its name.
+        client::finalizer(
+            &ctx.object_api(),
+            FINALIZER,
+            ctx.object().await,
+            |event| async {
+                match event {
+                    FinalizerEvent::Apply(backup) => self.apply(&req, &backup, ctx).await,
+                    FinalizerEvent::Cleanup(backup) => self.cleanup(&req, &backup, ctx).await,
+                    FinalizerEvent::CleanupUndecodable(_) => {
+                        self.delete_jobs(&req, ctx).await?;
+                        Ok(Action::done())
+                    }
+                }
+            },
+        )
         .await
     }
     // ANCHOR_END: reconcile
@@ -323,7 +331,25 @@ impl BackupReconciler {
         backup: &Backup,
         ctx: &Context<Backup>,
     ) -> Result<Action, ReconcileError> {
-        let namespace = backup.namespace().unwrap_or_default();
+        let deleted = self.delete_jobs(req, ctx).await?;
+        ctx.recorder().normal(
+            backup,
+            "Finalizing",
+            "DeleteJobs",
+            &format!("deleted {deleted} Job(s); removing the finalizer"),
+        );
+        Ok(Action::done())
+    }
+    // ANCHOR_END: cleanup
+
+    /// Deletes the Jobs of the Backup `req` names (by the owner index, so
+    /// its name is all it needs); how many this call deleted.
+    async fn delete_jobs(
+        &self,
+        req: &Request,
+        ctx: &Context<Backup>,
+    ) -> Result<usize, ReconcileError> {
+        let namespace = req.namespace.clone().unwrap_or_default();
         let jobs_api: Api<Job> = Api::namespaced(ctx.client(), &namespace);
         let jobs = ctx
             .by_index::<Job>(OWNER_INDEX, &format!("{namespace}/{}", req.name))
@@ -334,15 +360,8 @@ impl BackupReconciler {
                 deleted += 1;
             }
         }
-        ctx.recorder().normal(
-            backup,
-            "Finalizing",
-            "DeleteJobs",
-            &format!("deleted {deleted} Job(s); removing the finalizer"),
-        );
-        Ok(Action::done())
+        Ok(deleted)
     }
-    // ANCHOR_END: cleanup
 }
 
 // ANCHOR: job
@@ -402,11 +421,6 @@ async fn delete_job(api: &Api<Job>, name: &str) -> Result<bool, ReconcileError> 
         propagation_policy: Some(PropagationPolicy::Background),
         ..DeleteParams::default()
     };
-    match api.delete(name, &params).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(false),
-        Err(e) => Err(ReconcileError::retryable(format!(
-            "deleting Job {name}: {e}"
-        ))),
-    }
+    let deleted = api.delete(name, &params).await.ignore_not_found()?;
+    Ok(deleted.is_some())
 }

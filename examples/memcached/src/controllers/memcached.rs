@@ -27,7 +27,7 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::{DeleteParams, ObjectMeta};
 use kube::{Resource, ResourceExt};
 use opkit::Controller;
-use opkit::client::{self, ClientError, FinalizerEvent};
+use opkit::client::{self, FinalizerEvent, IgnoreNotFound};
 use opkit::conditions::{self, ConditionStatus};
 use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 
@@ -64,7 +64,8 @@ pub const PORT: i32 = 11211;
     rbac(create, update, patch, delete on Deployment, Service),
     status,
     finalizer,
-    events
+    events,
+    field_manager = "memcached-operator"
 )]
 pub struct MemcachedReconciler;
 
@@ -76,20 +77,27 @@ impl Reconcile for MemcachedReconciler {
         req: Request,
         ctx: &Context<Memcached>,
     ) -> Result<Action, ReconcileError> {
-        let Some(memcached) = ctx.object().await? else {
-            return Ok(Action::done()); // gone: nothing to do
-        };
         // Adds the finalizer before the first apply; on deletion runs the
-        // cleanup, then removes it.
-        client::finalizer(&ctx.object_api(), FINALIZER, memcached, |event| async {
-            match event {
-                FinalizerEvent::Apply(memcached) => apply(&req, &memcached, ctx).await,
-                FinalizerEvent::Cleanup(memcached) => {
-                    finalize(&memcached, ctx).await?;
-                    Ok(Action::done())
+        // cleanup, then removes it. Handed the read itself: a Memcached
+        // that is gone needs nothing, and one being deleted whose body no
+        // longer decodes still lets go.
+        client::finalizer(
+            &ctx.object_api(),
+            FINALIZER,
+            ctx.object().await,
+            |event| async {
+                match event {
+                    FinalizerEvent::Apply(memcached) => apply(&req, &memcached, ctx).await,
+                    FinalizerEvent::Cleanup(memcached) => {
+                        finalize(&memcached, ctx).await?;
+                        Ok(Action::done())
+                    }
+                    // Its Deployment and Service are owned: the garbage
+                    // collector removes them with it.
+                    FinalizerEvent::CleanupUndecodable(_) => Ok(Action::done()),
                 }
-            }
-        })
+            },
+        )
         .await
     }
 
@@ -130,16 +138,14 @@ async fn apply(
     memcached: &Memcached,
     ctx: &Context<Memcached>,
 ) -> Result<Action, ReconcileError> {
-    let namespace = memcached.namespace();
-    let deployments = ctx.api::<Deployment>(namespace.as_deref());
-    let services = ctx.api::<Service>(namespace.as_deref());
+    // Server-side applies as the controller's field manager; an
+    // OwnerError from `?` is terminal (another owner will not let go).
     let mut deployment = desired_deployment(memcached);
-    client::set_controller_reference(memcached, &mut deployment)
-        .map_err(ReconcileError::terminal)?;
-    let deployment = client::apply(&deployments, &deployment, crate::NAME).await?;
+    client::set_controller_reference(memcached, &mut deployment)?;
+    let deployment = ctx.apply(&deployment).await?;
     let mut service = desired_service(memcached);
-    client::set_controller_reference(memcached, &mut service).map_err(ReconcileError::terminal)?;
-    client::apply(&services, &service, crate::NAME).await?;
+    client::set_controller_reference(memcached, &mut service)?;
+    ctx.apply(&service).await?;
 
     let status = observed_status(memcached, &deployment);
     if memcached.status.as_ref() != Some(&status) {
@@ -160,16 +166,14 @@ async fn apply(
 async fn finalize(memcached: &Memcached, ctx: &Context<Memcached>) -> Result<(), ReconcileError> {
     let namespace = memcached.namespace();
     let name = memcached.name_any();
-    ignore_not_found(
-        ctx.api::<Deployment>(namespace.as_deref())
-            .delete(&name, &DeleteParams::default())
-            .await,
-    )?;
-    ignore_not_found(
-        ctx.api::<Service>(namespace.as_deref())
-            .delete(&name, &DeleteParams::default())
-            .await,
-    )?;
+    ctx.api::<Deployment>(namespace.as_deref())
+        .delete(&name, &DeleteParams::default())
+        .await
+        .ignore_not_found()?;
+    ctx.api::<Service>(namespace.as_deref())
+        .delete(&name, &DeleteParams::default())
+        .await
+        .ignore_not_found()?;
     tracing::info!(namespace, name, "finalized: Deployment and Service deleted");
     ctx.recorder().normal(
         memcached,
@@ -178,15 +182,6 @@ async fn finalize(memcached: &Memcached, ctx: &Context<Memcached>) -> Result<(),
         &format!("deleted Deployment and Service {name}; removing the finalizer"),
     );
     Ok(())
-}
-
-/// `Ok` for a deleted object or one that was already gone.
-fn ignore_not_found<T>(result: Result<T, kube::Error>) -> Result<(), ReconcileError> {
-    match result.map_err(ClientError::from) {
-        Ok(_) => Ok(()),
-        Err(e) if e.is_not_found() => Ok(()),
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// The labels of a Memcached's pods (and the Deployment's selector).

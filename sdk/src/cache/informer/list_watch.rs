@@ -132,8 +132,8 @@ impl<K: Cacheable> ListWatch<K> {
     /// resources, an [`ApiResource`](kube::core::ApiResource) for
     /// `DynamicObject`) in all namespaces.
     ///
-    /// Built-in kinds opkit decodes from protobuf (`ConfigMap`, `Secret`)
-    /// are requested as protobuf, with JSON accepted too; everything else,
+    /// Built-in kinds (every kind with a generated protobuf decoder) are
+    /// requested as protobuf, with JSON accepted too; everything else,
     /// custom resources included, as JSON (see
     /// [`ReflectorConfig::protobuf`](super::ReflectorConfig::protobuf)). A
     /// projection is requested as its whole kind is.
@@ -198,6 +198,15 @@ impl<K> ListWatch<K> {
     /// still decides, so a JSON answer is read as JSON.
     pub(crate) fn is_protobuf(&self) -> bool {
         self.format.is_protobuf()
+    }
+
+    /// Whether `name` names this kind: its kind (`Pod`) or its
+    /// `apiVersion/kind` (`v1/Pod`, `apps/v1/Deployment`).
+    pub(crate) fn is_kind(&self, name: &str) -> bool {
+        match name.rsplit_once('/') {
+            Some((api_version, kind)) => api_version == self.api_version && kind == self.kind,
+            None => name == self.kind,
+        }
     }
 
     /// Asks for JSON only, even for kinds opkit decodes from protobuf.
@@ -470,6 +479,11 @@ pub(crate) mod tests {
         assert!(
             ListWatch::<k8s_openapi::api::core::v1::Secret>::new(test_client(), &()).is_protobuf()
         );
+        let deployment =
+            ListWatch::<k8s_openapi::api::apps::v1::Deployment>::new(test_client(), &());
+        assert!(deployment.is_protobuf());
+        assert!(deployment.is_kind("Deployment") && deployment.is_kind("apps/v1/Deployment"));
+        assert!(!deployment.is_kind("v1/Deployment") && !deployment.is_kind("Pod"));
     }
 
     pub(crate) fn test_client() -> Client {

@@ -105,8 +105,28 @@ where
     /// A reflector from `lw` into `store`, with the default transform
     /// (strip `metadata.managedFields`).
     pub fn new(lw: ListWatch<K>, store: S, config: ReflectorConfig) -> Self {
-        let lw = if config.protobuf { lw } else { lw.json_only() };
+        let decodable = lw.is_protobuf();
+        let excluded = config.json_kinds.iter().any(|k| lw.is_kind(k));
+        let lw = if config.protobuf && !excluded {
+            lw
+        } else {
+            lw.json_only()
+        };
         let name = lw.describe();
+        let reason = match (decodable, config.protobuf, excluded) {
+            (false, ..) => {
+                "no protobuf codec for this type (a custom resource, dynamic or metadata-only type, or the protobuf feature is off)"
+            }
+            (true, false, _) => "protobuf turned off (ReflectorConfig::protobuf)",
+            (true, true, true) => "kind listed in ReflectorConfig::json_kinds",
+            (true, true, false) => "built-in kind",
+        };
+        tracing::debug!(
+            reflector = %name,
+            format = if lw.is_protobuf() { "protobuf" } else { "json" },
+            reason,
+            "wire format chosen"
+        );
         let backoff = Backoff::new(config.backoff);
         Self {
             lw,

@@ -53,12 +53,17 @@ pub struct ReflectorConfig {
     pub min_watch_timeout: Duration,
     /// Backoff between failed rounds.
     pub backoff: BackoffConfig,
-    /// Ask for protobuf for the built-in kinds opkit decodes from it
-    /// (`ConfigMap`, `Secret`), as client-go does for built-in kinds (true).
-    /// The request accepts JSON as well and the response's content type
-    /// decides; other kinds and custom resources always use JSON. False:
-    /// JSON for everything.
+    /// Ask for protobuf for the built-in kinds (every listable kind of
+    /// k8s-openapi, `CustomResourceDefinition` and `APIService` included),
+    /// as client-go does for built-in kinds (true; needs the `protobuf`
+    /// feature). The request accepts JSON as well and the response's
+    /// content type decides; custom resources, `DynamicObject` and
+    /// metadata-only informers always use JSON. False: JSON for everything.
     pub protobuf: bool,
+    /// Kinds read as JSON even when [`protobuf`](Self::protobuf) is on, by
+    /// kind (`Pod`) or by `apiVersion/kind` (`apps/v1/Deployment`,
+    /// `v1/Pod`). Empty by default.
+    pub json_kinds: Vec<String>,
 }
 
 impl Default for ReflectorConfig {
@@ -69,6 +74,7 @@ impl Default for ReflectorConfig {
             min_watch_timeout: Duration::from_secs(300),
             backoff: BackoffConfig::default(),
             protobuf: true,
+            json_kinds: Vec::new(),
         }
     }
 }

@@ -132,12 +132,22 @@ fn json_and_protobuf_decoding_project_each_object_once() {
     assert_eq!(p.0.as_deref(), Some("green"));
     assert_eq!(p.metadata().resource_version.as_deref(), Some("10"));
     assert_eq!(COLOUR_CALLS.load(Ordering::SeqCst) - before, 3);
-    // a kind without a protobuf codec has none projected
+    // every built-in kind's projection has its kind's codec
     struct Phase;
     impl Projection<k8s_openapi::api::core::v1::Pod> for Phase {
         fn project(_: k8s_openapi::api::core::v1::Pod) -> Self {
             Phase
         }
     }
-    assert!(protobuf_codec::<Projected<k8s_openapi::api::core::v1::Pod, Phase>>().is_none());
+    assert!(protobuf_codec::<Projected<k8s_openapi::api::core::v1::Pod, Phase>>().is_some());
+    // a type without a protobuf codec has none projected
+    struct Name;
+    impl Projection<kube::core::PartialObjectMeta<ConfigMap>> for Name {
+        fn project(_: kube::core::PartialObjectMeta<ConfigMap>) -> Self {
+            Name
+        }
+    }
+    assert!(
+        protobuf_codec::<Projected<kube::core::PartialObjectMeta<ConfigMap>, Name>>().is_none()
+    );
 }

@@ -42,8 +42,15 @@ impl InformerWrites {
             &self.plural,
             namespace,
             Arc::new(move |key: &WriteKey, written: &Written| {
-                let current = store.get(key.namespace.as_deref(), &key.name);
-                written.observed_in(current.as_deref().map(Resource::meta))
+                // An object whose current version does not decode is held
+                // as its metadata: that is what the cache shows of it.
+                match store.try_get(key.namespace.as_deref(), &key.name) {
+                    Ok(current) => written.observed_in(current.as_deref().map(Resource::meta)),
+                    Err(crate::cache::CacheError::Undecodable(bad)) => {
+                        written.observed_in(Some(bad.metadata()))
+                    }
+                    Err(_) => false,
+                }
             }),
         );
     }

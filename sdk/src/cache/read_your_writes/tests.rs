@@ -111,6 +111,31 @@ fn deletions_are_observed_when_absent_or_replaced_by_another_uid() {
     assert!(object("7").observed_in(Some(cm("a", "8", "u1").meta())));
 }
 
+/// Issue 38 (a finalizer's cleanup ran twice on one delete): the answer to
+/// the write that released the last finalizer carries the resourceVersion
+/// the object had before it (the apiserver deletes it within the update),
+/// so the cached copy still listing the finalizer is not the write.
+#[test]
+fn a_release_of_the_last_finalizer_is_observed_only_once_the_object_is_gone() {
+    let released = Written::Object {
+        resource_version: "7".into(),
+        uid: Some("u1".into()),
+        vanishing: true,
+    };
+    let mut held = (*cm("a", "7", "u1")).clone();
+    held.metadata.finalizers = Some(vec!["example.com/cleanup".into()]);
+    assert!(!released.observed_in(Some(held.meta())));
+    held.metadata.resource_version = Some("8".into());
+    assert!(!released.observed_in(Some(held.meta())));
+    assert!(released.observed_in(None));
+    // A newer object of the same name shows it too.
+    held.metadata.uid = Some("u2".into());
+    assert!(released.observed_in(Some(held.meta())));
+    // Without finalizers (a Pod's graceful deletion), versions compare.
+    assert!(released.observed_in(Some(cm("a", "7", "u1").meta())));
+    assert!(!released.observed_in(Some(cm("a", "6", "u1").meta())));
+}
+
 #[test]
 fn records_only_watched_kinds_and_keeps_the_newest_version() {
     let t = tracker();

@@ -114,6 +114,22 @@ impl Written {
     /// least as new as this write.
     pub(crate) fn observed_in(&self, current: Option<&ObjectMeta>) -> bool {
         match (self, current) {
+            // A write that released an object's last finalizer is answered
+            // with the object as it was last stored (the apiserver deletes
+            // it in the same update), so the cached copy from before the
+            // write carries the same resourceVersion: while that copy still
+            // lists finalizers, only its absence (or a newer object of the
+            // name) shows the write.
+            (
+                Written::Object {
+                    vanishing: true,
+                    uid,
+                    ..
+                },
+                Some(meta),
+            ) if meta.finalizers.as_ref().is_some_and(|f| !f.is_empty()) => {
+                uid.is_some() && meta.uid.is_some() && meta.uid != *uid
+            }
             (
                 Written::Object {
                     resource_version, ..

@@ -1,14 +1,17 @@
 //! Protobuf response bodies: the `runtime.Unknown` envelope, LIST bodies,
 //! watch events and error statuses.
 
-use k8s_pb::apimachinery::pkg::apis::meta::v1 as pb_meta;
-use prost::Message;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::{
     codec::{Codec, Decode},
-    convert::{non_empty, non_empty_map, object_meta},
     error::ProtobufError,
-    fields::field,
+    generated::{
+        d_apimachinery_pkg_apis_meta_v1_ListMeta as list_meta,
+        d_apimachinery_pkg_apis_meta_v1_ObjectMeta as object_meta,
+        d_apimachinery_pkg_apis_meta_v1_Status as status,
+    },
+    wire::{self, Value},
 };
 use crate::cache::{
     decode::output::{ListPage, SkippedObject, WatchLine},
@@ -18,9 +21,31 @@ use crate::cache::{
 /// The magic every enveloped object or list body starts with.
 pub(super) const MAGIC: &[u8; 4] = b"k8s\0";
 
+/// One field: its number and, for length-delimited fields, its bytes
+/// (other wire types are reported as `None`).
+fn field<'a>(buf: &mut &'a [u8]) -> Result<(u32, Option<&'a [u8]>), ProtobufError> {
+    let (number, value) = wire::next(buf)?;
+    Ok(match value {
+        Value::Bytes(bytes) => (number, Some(bytes)),
+        _ => (number, None),
+    })
+}
+
+/// The `kind` (field 2) of a `runtime.TypeMeta`, borrowed: read on every
+/// watch event, looked at only for `Status` and in errors.
+fn type_meta_kind(mut buf: &[u8]) -> Result<Option<&[u8]>, ProtobufError> {
+    let mut kind = None;
+    while !buf.is_empty() {
+        if let (2, value) = wire::next(&mut buf)? {
+            kind = Some(wire::bytes(value)?);
+        }
+    }
+    Ok(kind)
+}
+
 /// The parts of a `runtime.Unknown` envelope opkit reads.
 struct Envelope<'a> {
-    kind: Option<String>,
+    kind: Option<&'a [u8]>,
     raw: &'a [u8],
 }
 
@@ -35,9 +60,7 @@ fn envelope(body: &[u8]) -> Result<Envelope<'_>, ProtobufError> {
         match field(&mut buf)? {
             // runtime.TypeMeta (apiVersion = 1, kind = 2)
             (1, Some(type_meta)) => {
-                kind = k8s_pb::apimachinery::pkg::runtime::TypeMeta::decode(type_meta)
-                    .ok()
-                    .and_then(|t| t.kind);
+                kind = type_meta_kind(type_meta).ok().flatten();
             }
             (2, Some(bytes)) => raw = bytes,
             (3, Some(encoding)) if !encoding.is_empty() => {
@@ -65,10 +88,10 @@ pub(crate) fn decode_list<K>(codec: &Codec<K>, body: &[u8]) -> Result<ListPage<K
     };
     while !buf.is_empty() {
         match field(&mut buf)? {
-            (1, Some(list_meta)) => {
-                let m = pb_meta::ListMeta::decode(list_meta)?;
+            (1, Some(list_meta_bytes)) => {
+                let m = list_meta(list_meta_bytes, Decode::default())?;
                 page.resource_version = m.resource_version.unwrap_or_default();
-                page.continue_token = m.r#continue.filter(|c| !c.is_empty());
+                page.continue_token = m.continue_;
             }
             (2, Some(item)) => match codec.object(item) {
                 Ok(obj) => page.items.push(obj),
@@ -83,11 +106,15 @@ pub(crate) fn decode_list<K>(codec: &Codec<K>, body: &[u8]) -> Result<ListPage<K
 /// The `ObjectMeta` of an object, read on its own: every built-in kind has
 /// it as field 1. Reads up to the first broken field, so the key of an
 /// object that does not decode is still found.
-fn metadata_only(object: &[u8]) -> Option<pb_meta::ObjectMeta> {
+/// `metadata.managedFields` is left out.
+fn metadata_only(object: &[u8]) -> Option<ObjectMeta> {
     let mut buf = object;
+    let options = Decode {
+        managed_fields: false,
+    };
     while !buf.is_empty() {
         match field(&mut buf) {
-            Ok((1, Some(meta))) => return pb_meta::ObjectMeta::decode(meta).ok(),
+            Ok((1, Some(meta))) => return object_meta(meta, options).ok(),
             Ok(_) => {}
             Err(_) => return None,
         }
@@ -97,19 +124,12 @@ fn metadata_only(object: &[u8]) -> Option<pb_meta::ObjectMeta> {
 
 fn skipped(object: &[u8], error: ProtobufError) -> SkippedObject {
     let m = metadata_only(object).unwrap_or_default();
-    let metadata = object_meta(
-        m.clone(),
-        Decode {
-            managed_fields: false,
-        },
-    )
-    .unwrap_or_default();
     SkippedObject {
-        namespace: non_empty(m.namespace),
-        name: non_empty(m.name),
-        resource_version: non_empty(m.resource_version),
+        namespace: m.namespace.clone(),
+        name: m.name.clone(),
+        resource_version: m.resource_version.clone(),
         error: format!("protobuf: {error}"),
-        metadata: Box::new(metadata),
+        metadata: Box::new(m),
     }
 }
 
@@ -157,22 +177,22 @@ pub(crate) fn decode_event<K>(
         b"BOOKMARK" => {
             let m = metadata_only(env.raw).unwrap_or_default();
             Ok(WatchLine::bookmark(
-                non_empty(m.resource_version),
-                non_empty_map(m.annotations).as_ref(),
+                m.resource_version,
+                m.annotations.as_ref(),
             ))
         }
         b"ERROR" => Ok(WatchLine::Error(api_status(env.raw)?)),
         other => Err(ProtobufError(format!(
             "unknown watch event type {:?} (object kind {:?})",
             String::from_utf8_lossy(other),
-            env.kind.as_deref().unwrap_or("")
+            String::from_utf8_lossy(env.kind.unwrap_or_default())
         ))),
     }
 }
 
 /// Reads a `metav1.Status` (the object's bytes, envelope removed).
 fn api_status(raw: &[u8]) -> Result<ApiStatus, ProtobufError> {
-    let s = pb_meta::Status::decode(raw)?;
+    let s = status(raw, Decode::default())?;
     Ok(ApiStatus {
         code: s
             .code
@@ -188,7 +208,7 @@ fn api_status(raw: &[u8]) -> Result<ApiStatus, ProtobufError> {
 /// inside the envelope, or `None` if the body is not one.
 pub(crate) fn decode_error_status(body: &[u8]) -> Option<ApiStatus> {
     let env = envelope(body).ok()?;
-    if env.kind.as_deref().is_some_and(|k| k != "Status") {
+    if env.kind.is_some_and(|k| k != b"Status") {
         return None;
     }
     api_status(env.raw).ok()

@@ -10,10 +10,3 @@ impl ProtobufError {
         Self(what.to_string())
     }
 }
-
-#[cfg(feature = "protobuf")]
-impl From<prost::DecodeError> for ProtobufError {
-    fn from(e: prost::DecodeError) -> Self {
-        Self(e.to_string())
-    }
-}

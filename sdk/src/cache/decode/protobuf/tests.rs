@@ -1,5 +1,5 @@
 use super::body::{MAGIC, decode_error_status, decode_event, decode_list};
-use super::convert::codec;
+use super::generated::codec;
 use super::*;
 use crate::cache::decode::output::WatchLine;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -179,4 +179,179 @@ fn bad_object_is_skipped_with_its_key() {
     // a broken envelope is an error of the stream, not a skipped object
     assert!(decode_event(&cm_codec(), b"\x0a\x05ADDED\x12\x03\x0a\x01x").is_err());
     assert!(decode_list(&cm_codec(), b"{\"kind\":\"List\"}").is_err());
+}
+
+#[test]
+fn codecs_exist_for_built_ins_only() {
+    use k8s_openapi::api::{
+        apps::v1::Deployment, coordination::v1::Lease, core::v1::Pod, core::v1::Secret,
+    };
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    assert!(codec::<ConfigMap>().is_some());
+    assert!(codec::<Secret>().is_some());
+    assert!(codec::<Pod>().is_some());
+    assert!(codec::<Deployment>().is_some());
+    assert!(codec::<Lease>().is_some());
+    assert!(codec::<CustomResourceDefinition>().is_some());
+    assert!(codec::<kube::core::DynamicObject>().is_none());
+    assert!(codec::<kube::core::PartialObjectMeta<ConfigMap>>().is_none());
+    // not a kind (no list or watch of its own)
+    assert!(codec::<k8s_openapi::api::core::v1::PodSpec>().is_none());
+    assert!(generated::KINDS.len() > 80, "{}", generated::KINDS.len());
+}
+
+#[test]
+fn secret_bytes_and_type() {
+    let s = pb_core::Secret {
+        metadata: Some(pb_meta::ObjectMeta {
+            name: Some("s".into()),
+            ..Default::default()
+        }),
+        data: [("k".to_string(), vec![0, 159, 146, 150])].into(),
+        r#type: Some("Opaque".into()),
+        ..Default::default()
+    };
+    let got = codec::<k8s_openapi::api::core::v1::Secret>()
+        .unwrap()
+        .object(&s.encode_to_vec())
+        .unwrap();
+    assert_eq!(got.type_.as_deref(), Some("Opaque"));
+    assert_eq!(got.data.unwrap()["k"].0, vec![0, 159, 146, 150]);
+    assert_eq!(got.string_data, None);
+}
+
+/// A field this version does not know (from a newer server) is skipped;
+/// a field of the wrong wire type makes the object undecodable, kept with
+/// its key, and the next object still decodes.
+#[test]
+fn unknown_fields_are_skipped_and_a_malformed_object_is_its_own_error() {
+    use k8s_openapi::api::core::v1::Pod;
+    let pod_codec = codec::<Pod>().expect("a Pod codec");
+    let pod = |name: &str| pb_core::Pod {
+        metadata: Some(pb_meta::ObjectMeta {
+            name: Some(name.into()),
+            namespace: Some("ns".into()),
+            resource_version: Some("3".into()),
+            ..Default::default()
+        }),
+        spec: Some(pb_core::PodSpec {
+            containers: vec![pb_core::Container {
+                name: Some("c".into()),
+                image: Some("nginx".into()),
+                ..Default::default()
+            }],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    // field 999 (varint) and field 1000 (bytes) appended to the Pod
+    let mut newer = pod("newer").encode_to_vec();
+    newer.extend([0xb8, 0x3e, 0x01, 0xc2, 0x3e, 0x02, b'h', b'i']);
+    let decoded = pod_codec.object(&newer).unwrap();
+    assert_eq!(decoded.metadata.name.as_deref(), Some("newer"));
+    assert_eq!(
+        decoded.spec.unwrap().containers[0].image.as_deref(),
+        Some("nginx")
+    );
+
+    // the Pod's spec (field 2) sent as a varint: wrong wire type
+    let mut broken = pod("broken").encode_to_vec();
+    broken.extend([0x10, 0x01]);
+    assert!(pod_codec.object(&broken).is_err());
+    let list = pb_core::PodList {
+        metadata: Some(pb_meta::ListMeta {
+            resource_version: Some("9".into()),
+            ..Default::default()
+        }),
+        items: vec![],
+    };
+    let mut raw = list.encode_to_vec();
+    for item in [broken, pod("fine").encode_to_vec()] {
+        raw.push(0x12);
+        let mut len = item.len();
+        while len >= 0x80 {
+            raw.push((len as u8) | 0x80);
+            len >>= 7;
+        }
+        raw.push(len as u8);
+        raw.extend(item);
+    }
+    let page = decode_list(&pod_codec, &enveloped("PodList", raw)).unwrap();
+    assert_eq!(page.resource_version, "9");
+    assert_eq!(page.items.len(), 1);
+    assert_eq!(page.items[0].metadata.name.as_deref(), Some("fine"));
+    assert_eq!(page.skipped.len(), 1);
+    assert_eq!(page.skipped[0].name.as_deref(), Some("broken"));
+    assert_eq!(page.skipped[0].metadata.namespace.as_deref(), Some("ns"));
+}
+
+/// What JSON shows, the protobuf decode shows: zero values of fields Go
+/// leaves out (`omitempty`) are absent, zero values behind a pointer are
+/// set, structs JSON always writes are there even when empty, and the
+/// special types read as JSON reads them.
+#[test]
+fn zero_values_follow_json() {
+    use k8s_openapi::api::{apps::v1::Deployment, core::v1::Pod};
+    use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+    let pod = pb_core::Pod {
+        metadata: Some(pb_meta::ObjectMeta {
+            name: Some("p".into()),
+            generate_name: Some(String::new()),
+            generation: Some(0),
+            ..Default::default()
+        }),
+        spec: Some(pb_core::PodSpec {
+            // a pointer: false and 0 are set
+            automount_service_account_token: Some(false),
+            termination_grace_period_seconds: Some(0),
+            // omitempty, not a pointer: "" is left out
+            service_account_name: Some(String::new()),
+            host_network: Some(false),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let got = codec::<Pod>()
+        .unwrap()
+        .object(&pod.encode_to_vec())
+        .unwrap();
+    assert_eq!(got.metadata.generate_name, None);
+    assert_eq!(got.metadata.generation, None);
+    let spec = got.spec.expect("spec");
+    assert_eq!(spec.automount_service_account_token, Some(false));
+    assert_eq!(spec.termination_grace_period_seconds, Some(0));
+    assert_eq!(spec.service_account_name, None);
+    assert_eq!(spec.host_network, None);
+    assert_eq!(spec.containers, Vec::new());
+    // `status` is a struct JSON always writes: present though not sent
+    assert!(got.status.is_some());
+
+    let d = k8s_pb::api::apps::v1::Deployment {
+        spec: Some(k8s_pb::api::apps::v1::DeploymentSpec {
+            strategy: Some(k8s_pb::api::apps::v1::DeploymentStrategy {
+                r#type: Some("RollingUpdate".into()),
+                rolling_update: Some(k8s_pb::api::apps::v1::RollingUpdateDeployment {
+                    max_surge: Some(k8s_pb::apimachinery::pkg::util::intstr::IntOrString {
+                        r#type: Some(1),
+                        int_val: Some(0),
+                        str_val: Some("25%".into()),
+                    }),
+                    max_unavailable: Some(k8s_pb::apimachinery::pkg::util::intstr::IntOrString {
+                        r#type: Some(0),
+                        int_val: Some(1),
+                        str_val: Some(String::new()),
+                    }),
+                }),
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let got = codec::<Deployment>()
+        .unwrap()
+        .object(&d.encode_to_vec())
+        .unwrap();
+    let rolling = got.spec.unwrap().strategy.unwrap().rolling_update.unwrap();
+    assert_eq!(rolling.max_surge, Some(IntOrString::String("25%".into())));
+    assert_eq!(rolling.max_unavailable, Some(IntOrString::Int(1)));
 }

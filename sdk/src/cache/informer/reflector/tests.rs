@@ -682,3 +682,40 @@ mod retry_log {
         );
     }
 }
+
+/// Protobuf per kind: on for a built-in kind, off for a kind named in
+/// `json_kinds` (by kind or apiVersion/kind) and for every kind when
+/// `protobuf` is false.
+#[cfg(feature = "protobuf")]
+#[tokio::test]
+async fn json_kinds_and_protobuf_false_keep_a_kind_on_json() {
+    let client = super::super::list_watch::tests::test_client;
+    let with = |config: ReflectorConfig| {
+        Reflector::new(
+            ListWatch::<ConfigMap>::new(client(), &()),
+            Arc::new(Recorder::default()),
+            config,
+        )
+        .lw
+        .is_protobuf()
+    };
+    assert!(with(ReflectorConfig::default()));
+    for kinds in [["ConfigMap"], ["v1/ConfigMap"]] {
+        let config = ReflectorConfig {
+            json_kinds: kinds.iter().map(|k| (*k).to_owned()).collect(),
+            ..ReflectorConfig::default()
+        };
+        assert!(!with(config), "{kinds:?}");
+    }
+    for other in ["Secret", "apps/v1/ConfigMap"] {
+        let config = ReflectorConfig {
+            json_kinds: vec![other.to_owned()],
+            ..ReflectorConfig::default()
+        };
+        assert!(with(config), "{other}");
+    }
+    assert!(!with(ReflectorConfig {
+        protobuf: false,
+        ..ReflectorConfig::default()
+    }));
+}

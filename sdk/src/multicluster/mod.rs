@@ -1,0 +1,97 @@
+//! Multicluster controllers (feature `multicluster`): one operator
+//! reconciling across a fleet of clusters that join and leave at run time,
+//! as Go's multicluster-runtime does for controller-runtime.
+//!
+//! A [`Provider`] discovers the clusters and tells the fleet, through a
+//! [`ClusterSink`], when one appears (engage: a name and a `kube::Client`),
+//! changes credentials (engage again) or goes (disengage). Every
+//! multicluster controller runs in every engaged cluster:
+//!
+//! - **engaged**: the cluster gets its own [`SharedCache`](crate::cache::SharedCache),
+//!   with informers for every controller's watches, and each controller
+//!   its own queue and workers there; its objects are reconciled once its
+//!   caches synced. A member that cannot be reached backs off on its own
+//!   (its informers retry with jittered backoff; a warning is logged each
+//!   cache-sync timeout) and never holds up another cluster.
+//! - **disengaged**: its running reconciles are cancelled at once (their
+//!   futures dropped, as a lapsed shard permit does), its queued keys are
+//!   dropped with its queues, its watches removed and its informers
+//!   stopped, and [`ClusterSink::disengage`] returns only then: no
+//!   reconcile of the cluster runs after its removal is acknowledged.
+//! - **new credentials** (engaged again under the same name): the old
+//!   engagement is disengaged, and the cluster engaged afresh over the new
+//!   client.
+//!
+//! The reconciler does not change: it implements [`Reconcile`](crate::reconcile::Reconcile)
+//! as for one cluster, and its [`Context`](crate::reconcile::Context) is
+//! the cluster's (reads from that cluster's cache, its client, an Event
+//! recorder writing there, read-your-own-writes) and names it
+//! ([`Context::cluster`](crate::reconcile::Context::cluster),
+//! [`Context::cluster_request`](crate::reconcile::Context::cluster_request)).
+//! The controller differs by one builder call, [`Controller::multicluster`](crate::controller::Controller::multicluster)
+//! (`#[controller(for = Kind, multicluster)]` with the derive).
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use opkit::controller::Controller;
+//! use opkit::manager::{Manager, ManagerError};
+//! use opkit::multicluster::KubeconfigSecrets;
+//! use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
+//!
+//! struct Audit;
+//!
+//! impl Reconcile for Audit {
+//!     type Object = ConfigMap;
+//!
+//!     async fn reconcile(&self, req: Request, ctx: &Context<ConfigMap>) -> Result<Action, ReconcileError> {
+//!         let cluster = ctx.cluster().map(|c| c.as_str()).unwrap_or("local");
+//!         if let Some(cm) = ctx.object().await? { // from that cluster's cache
+//!             tracing::info!(cluster, %req, keys = cm.data.as_ref().map_or(0, |d| d.len()), "audited");
+//!         }
+//!         Ok(Action::done())
+//!     }
+//! }
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), ManagerError> {
+//!     let mut manager = Manager::builder().build().await?;
+//!     // members: kubeconfig Secrets in the hub's `fleet` namespace
+//!     let hub = manager.client().clone();
+//!     manager.set_cluster_provider(KubeconfigSecrets::new(hub, "fleet"));
+//!     manager.add(Controller::new(Audit).multicluster())?;
+//!     manager.run().await
+//! }
+//! ```
+//!
+//! Providers: [`StaticClusters`] (configs, kubeconfig files and
+//! contexts), [`KubeconfigSecrets`] (Secrets in a hub namespace), and
+//! [`ClusterSet`] (added and removed by the program: tests over several
+//! control planes). Any other source implements [`Provider`].
+//!
+//! A [`Manager`](crate::manager::Manager) runs the fleet while it leads;
+//! [`Fleet`] runs one on its own.
+//!
+//! Not yet: one queue and worker pool shared by every cluster (each
+//! cluster has its own, of `max_concurrent_reconciles` workers); watches on
+//! the hub mapped to member objects; a `cluster` label on metrics (every
+//! cluster's reconciles count under the controller's series); keeping a
+//! cache over new credentials to the same server; sharding clusters over
+//! replicas.
+
+mod cluster_set;
+mod error;
+mod fleet;
+mod kubeconfig_secrets;
+mod provider;
+mod static_clusters;
+
+pub use crate::cluster_request::{ClusterName, ClusterRequest};
+pub use cluster_set::{ClusterSet, ClusterSetHandle};
+pub use error::{MultiClusterError, ProviderError};
+pub use fleet::Fleet;
+pub use kubeconfig_secrets::{KUBECONFIG_SECRET_KEY, KUBECONFIG_SECRET_LABEL, KubeconfigSecrets};
+pub use provider::{ClusterSink, Provider};
+pub use static_clusters::StaticClusters;
+
+#[cfg(test)]
+mod tests;
