@@ -11,7 +11,8 @@
 #   tests/api/feature-items-used.sh            # every optional feature
 #   tests/api/feature-items-used.sh webhook    # one
 #
-# A method counts as used when `.name(` or `::name` appears (names such as
+# A method counts as used when `.name`, `::name` or `fn name` (a trait's
+# method implemented) appears (names such as
 # `new` are common, so the check is generous: a miss is certain, a hit is
 # likely). rustdoc's JSON output is unstable; RUSTC_BOOTSTRAP lets the
 # stable toolchain emit it (for this check only, never for builds).
@@ -109,7 +110,8 @@ corpus = "\n".join(texts)
 def used(entry):
     kind, owner, name = entry
     if kind == "method":
-        return re.search(rf"(\.|::){re.escape(name)}\b", corpus) is not None
+        # called, named by path, or implemented (a trait's method)
+        return re.search(rf"(\.|::|\bfn ){re.escape(name)}\b", corpus) is not None
     return re.search(rf"\b{re.escape(name)}\b", corpus) is not None
 
 base = items(tmp / "default.json")
