@@ -32,6 +32,7 @@
 
 mod builtin_kinds;
 mod cargo_env;
+mod cargo_toml;
 mod error;
 mod features;
 pub mod image;

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use serde::Deserialize;
 
 use super::package::{Project, Target};
-use super::profile::Profile;
+use super::profile::{Lto, Profile};
 
 /// How long cargo may be silent before a progress line.
 const HEARTBEAT: Duration = Duration::from_secs(10);
@@ -36,6 +36,8 @@ struct Message {
 struct State<'a> {
     project: &'a Project,
     profile: Profile,
+    /// The release build's LTO (unused for dev builds).
+    lto: Lto,
     started: Instant,
     built: usize,
     last: Option<String>,
@@ -69,10 +71,13 @@ impl State<'_> {
             eprintln!(
                 "image: compiling and linking {}{}",
                 self.project.bin,
-                match self.profile {
-                    Profile::Release =>
-                        " (release, fat LTO: the link alone takes a minute or more)",
-                    Profile::Dev => "",
+                match (self.profile, &self.lto) {
+                    (Profile::Release, Lto::Fat) => format!(
+                        " (release, {}: the link alone takes a minute or more)",
+                        self.lto.describe()
+                    ),
+                    (Profile::Release, lto) => format!(" (release, {})", lto.describe()),
+                    (Profile::Dev, _) => String::new(),
                 }
             );
         }
@@ -103,13 +108,17 @@ pub(crate) fn run(
     project: &Project,
     profile: Profile,
 ) -> Result<PathBuf, String> {
+    let lto = Lto::of(
+        &project.workspace_root,
+        std::env::var("CARGO_PROFILE_RELEASE_LTO").ok().as_deref(),
+    );
     eprintln!(
         "image: building {} with the {} profile{}",
         project.bin,
         profile.name(),
         match profile {
-            Profile::Dev => " (dependencies shared with cargo build, run and test)",
-            Profile::Release => " (static, fat LTO)",
+            Profile::Dev => " (dependencies shared with cargo build, run and test)".to_owned(),
+            Profile::Release => format!(" (static, {})", lto.describe()),
         }
     );
     let mut child = command
@@ -134,6 +143,7 @@ pub(crate) fn run(
     let mut state = State {
         project,
         profile,
+        lto,
         started: Instant::now(),
         built: 0,
         last: None,
@@ -187,6 +197,7 @@ mod tests {
         let mut state = State {
             project: &project,
             profile: Profile::Dev,
+            lto: Lto::Off,
             started: Instant::now(),
             built: 0,
             last: None,

@@ -38,17 +38,7 @@ pub(super) struct Values {
 impl Values {
     pub(super) fn new(manifests: &Manifests) -> Self {
         let cargo = std::fs::read_to_string(manifests.root.join("Cargo.toml")).unwrap_or_default();
-        let version = cargo
-            .lines()
-            .skip_while(|l| l.trim() != "[package]")
-            .take_while(|l| !l.trim().starts_with('[') || l.trim() == "[package]")
-            .find_map(|l| {
-                l.trim()
-                    .strip_prefix("version")
-                    .map(|v| v.trim_start())
-                    .and_then(|v| v.strip_prefix('='))
-                    .map(|v| v.trim().trim_matches('"').to_owned())
-            })
+        let version = crate::cargo_toml::table_value(&cargo, "package", "version")
             .filter(|v| {
                 !v.is_empty()
                     && v.chars()

@@ -89,16 +89,25 @@ async fn a_denied_create_update_or_delete_returns_the_webhooks_message() {
         status.message
     );
 
-    // Delete: protected objects stay.
-    let status = api_error(
-        gadgets
-            .delete("protected-a", &DeleteParams::default())
-            .await,
+    // Delete: protected objects stay. The refusal's own code and reason
+    // (`Denied::with_code`) and its warning (`Denied::with_warning`) reach
+    // the client.
+    let (status, warnings) = delete_with_warnings(&gadgets, "protected-a").await;
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (409, "Conflict"),
+        "{status:?}"
     );
     assert!(
         status.message.contains("protected-a is protected"),
         "{}",
         status.message
+    );
+    assert!(
+        warnings
+            .iter()
+            .any(|w| w.contains("remove the protected label first")),
+        "{warnings:?}"
     );
     assert!(gadgets.get_opt("protected-a").await.unwrap().is_some());
 
@@ -133,6 +142,28 @@ async fn create_with_warnings(client: &kube::Client, ns: &str, g: &Gadget) -> Ve
         .iter()
         .map(|v| v.to_str().unwrap().to_owned())
         .collect()
+}
+
+/// Sends a delete that a webhook refuses through the raw client and
+/// returns the refusal and the `Warning` headers of the answer.
+async fn delete_with_warnings(
+    gadgets: &Api<Gadget>,
+    name: &str,
+) -> (kube::core::Status, Vec<String>) {
+    let request = kube::core::Request::new(gadgets.resource_url())
+        .delete(name, &DeleteParams::default())
+        .unwrap()
+        .map(kube::client::Body::from);
+    let response = gadgets.clone().into_client().send(request).await.unwrap();
+    let warnings = response
+        .headers()
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_owned())
+        .collect();
+    assert!(!response.status().is_success(), "{:?}", response.status());
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (serde_json::from_slice(&body).unwrap(), warnings)
 }
 
 #[tokio::test]

@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
 use super::tracker::{WriteKey, WriteTracker, Written};
+use super::wait::shown_in;
 use crate::cache::{
     informer::{Store, WriteObserver},
     key::ObjectKey,
@@ -41,17 +42,7 @@ impl InformerWrites {
             &self.api_version,
             &self.plural,
             namespace,
-            Arc::new(move |key: &WriteKey, written: &Written| {
-                // An object whose current version does not decode is held
-                // as its metadata: that is what the cache shows of it.
-                match store.try_get(key.namespace.as_deref(), &key.name) {
-                    Ok(current) => written.observed_in(current.as_deref().map(Resource::meta)),
-                    Err(crate::cache::CacheError::Undecodable(bad)) => {
-                        written.observed_in(Some(bad.metadata()))
-                    }
-                    Err(_) => false,
-                }
-            }),
+            Arc::new(move |key: &WriteKey, written: &Written| shown_in(written, &store, key)),
         );
     }
 

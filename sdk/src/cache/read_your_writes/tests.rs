@@ -395,3 +395,57 @@ async fn nothing_pending_returns_at_once() {
         .unwrap();
     assert_eq!(started.elapsed(), Duration::ZERO);
 }
+
+/// Issue 38: a reconciler released the last finalizer of an object whose
+/// body does not decode, and its next read found the record "absent" (the
+/// decodable view has no object there) and ran the cleanup again. The
+/// cache holds such an object as its metadata: the write is shown only
+/// once the record is gone.
+#[tokio::test(start_paused = true)]
+async fn a_release_of_the_last_finalizer_of_an_undecodable_object_waits_until_it_is_gone() {
+    let t = tracker();
+    let f = Arc::new(Fixture::new());
+    let held = ObjectMeta {
+        name: Some("a".into()),
+        namespace: Some("ns".into()),
+        resource_version: Some("5".into()),
+        uid: Some("u1".into()),
+        finalizers: Some(vec!["example.com/cleanup".into()]),
+        deletion_timestamp: Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+        )),
+        ..Default::default()
+    };
+    f.indexer.set_undecodable(
+        ObjectKey::new(Some("ns"), "a"),
+        Arc::new(crate::cache::UndecodableObject::new(
+            "ConfigMap".into(),
+            ObjectKey::new(Some("ns"), "a"),
+            held,
+            "unknown variant `Degraded`".into(),
+        )),
+    );
+    // The apiserver answers the release with the object as sent: same
+    // resourceVersion, no finalizers, being deleted.
+    t.record(
+        key("a"),
+        Written::Object {
+            resource_version: "5".into(),
+            uid: Some("u1".into()),
+            vanishing: true,
+        },
+    );
+    let pending = t.pending_of_kind("v1", "configmaps", None);
+    let wait = tokio::spawn({
+        let (t, observed) = (Arc::clone(&t), f.observed());
+        async move { wait_observed(&t, observed, pending, deadline(10)).await }
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert!(
+        !wait.is_finished(),
+        "the read went on with the object still cached"
+    );
+    f.indexer.remove("ns/a");
+    t.observe(&key("a"), None, None, false);
+    wait.await.unwrap().unwrap();
+}

@@ -17,6 +17,21 @@ pub(crate) struct Observed<K> {
     pub informer: String,
 }
 
+/// Whether `store` shows `written` of `key`. An object whose current
+/// version does not decode is held as its metadata: that is what the cache
+/// shows of it (never "absent", which would count a write that removes the
+/// last finalizer as caught up while the cache still holds the object).
+pub(crate) fn shown_in<K>(written: &Written, store: &Store<K>, key: &WriteKey) -> bool
+where
+    K: Resource + Send + Sync + 'static,
+{
+    match store.try_get(key.namespace.as_deref(), &key.name) {
+        Ok(current) => written.observed_in(current.as_deref().map(Resource::meta)),
+        Err(CacheError::Undecodable(bad)) => written.observed_in(Some(bad.metadata())),
+        Err(_) => false,
+    }
+}
+
 /// Waits until the cache shows every write in `pending` (see the module
 /// docs), at most until `deadline`; each write caught up is forgotten, and
 /// so is the one that timed out.
@@ -35,8 +50,7 @@ where
     let mut resolved = tracker.subscribe_resolved();
     for (key, written, seq) in pending {
         loop {
-            let current = observed.store.get(key.namespace.as_deref(), &key.name);
-            if written.observed_in(current.as_deref().map(Resource::meta)) {
+            if shown_in(&written, &observed.store, &key) {
                 tracker.forget(&key, seq);
                 break;
             }

@@ -54,7 +54,7 @@ pub fn gadget(name: &str, size: Option<i32>, color: Option<&str>) -> Gadget {
 }
 
 /// Sizes above 10 are refused, above 5 warned about; `protected` objects
-/// cannot be deleted; objects named `slow-*` are answered only once the
+/// cannot be deleted (409 Conflict, with a warning); objects named `slow-*` are answered only once the
 /// gate opens.
 #[derive(Clone, Default)]
 pub struct GadgetRules {
@@ -91,7 +91,9 @@ impl Validator<Gadget> for GadgetRules {
             return Err(Denied::new(format!(
                 "{} is protected",
                 g.metadata.name.as_deref().unwrap_or_default()
-            )));
+            ))
+            .with_code(409, "Conflict")
+            .with_warning("remove the protected label first"));
         }
         Ok(vec![])
     }
