@@ -668,14 +668,26 @@ async fn a_view_change_pauses_only_the_keys_that_move() {
     sampler.abort();
     // The reconciles started by now are logged when they end.
     sleep(RECONCILE * 2).await;
-    assert!(active - joined >= RETRY * 2, "the handover took {:?}", active - joined);
+    assert!(
+        active - joined >= RETRY * 2,
+        "the handover took {:?}",
+        active - joined
+    );
     let moved_in = owned_by(&c, "d").len();
     assert!(moved_in > 0);
     for name in ["a", "b", "c"] {
         assert_largest_gap_between_starts(&c, name, joined, active);
-        assert_eq!(paused.lock().get(name).copied().unwrap_or(0), 0, "{name}: nothing moves in");
+        assert_eq!(
+            paused.lock().get(name).copied().unwrap_or(0),
+            0,
+            "{name}: nothing moves in"
+        );
     }
-    assert_eq!(paused.lock()["d"], moved_in, "d pauses exactly the keys moving in");
+    assert_eq!(
+        paused.lock()["d"],
+        moved_in,
+        "d pauses exactly the keys moving in"
+    );
 
     // A graceful leave: d's keys go back to their owners before the join.
     paused.lock().clear();
@@ -690,11 +702,18 @@ async fn a_view_change_pauses_only_the_keys_that_move() {
     sampler.abort();
     sleep(RECONCILE * 2).await;
     for name in ["a", "b", "c"] {
-        assert_eq!(owned_by(&c, name), before[name], "{name} owns what it owned before the join");
+        assert_eq!(
+            owned_by(&c, name),
+            before[name],
+            "{name} owns what it owned before the join"
+        );
         assert_largest_gap_between_starts(&c, name, left, active);
     }
     let paused_total: usize = paused.lock().values().sum();
-    assert!(paused_total > 0 && paused_total <= moved_in, "paused {paused_total} of {moved_in} moving back");
+    assert!(
+        paused_total > 0 && paused_total <= moved_in,
+        "paused {paused_total} of {moved_in} moving back"
+    );
     sleep(Duration::from_secs(1)).await;
     c.assert_no_overlap();
 }
