@@ -209,6 +209,17 @@ impl Model {
         r.read = Some((view, all_acked));
     }
 
+    /// Writes replica `i`'s Lease acknowledging `ack`; returns its version.
+    fn put(&mut self, i: usize, ack: Option<String>) -> u64 {
+        let version = self.bump();
+        self.leases[i] = Some(Lease {
+            ack,
+            valid: true,
+            version,
+        });
+        version
+    }
+
     /// As `Runner::round` after the read, and `Runner::write`.
     fn write(&mut self, i: usize) {
         let Some(r) = self.running(i) else { return };
@@ -226,13 +237,7 @@ impl Model {
         let written = match (own, self.leases[i].as_ref()) {
             // Renew: conditional on the version it last wrote.
             (Some(version), Some(lease)) if lease.version == version => {
-                let version = self.bump();
-                self.leases[i] = Some(Lease {
-                    ack: ack.clone(),
-                    valid: true,
-                    version,
-                });
-                Some(version)
+                Some(self.put(i, ack.clone()))
             }
             // Gone or changed (404 / 409): expelled.
             (Some(_), _) => {
@@ -250,15 +255,7 @@ impl Model {
                 }
                 None
             }
-            (None, None) => {
-                let version = self.bump();
-                self.leases[i] = Some(Lease {
-                    ack: ack.clone(),
-                    valid: true,
-                    version,
-                });
-                Some(version)
-            }
+            (None, None) => Some(self.put(i, ack.clone())),
         };
         let Some(version) = written else { return };
         let r = self.running(i).expect("running");
