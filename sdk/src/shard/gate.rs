@@ -1,16 +1,31 @@
 //! [`Gate`]: the only place that decides whether this replica may start
 //! reconciling a key now, and that knows which keys it is reconciling.
 //!
-//! A key may start only when all of these hold (the protocol in the
-//! [module docs](super)):
-//! - the gate is *open*: every live member acknowledged the gate's view;
-//! - this replica owns the key in that view;
-//! - this replica's own Lease was renewed recently enough (`now <
-//!   fresh_until`, the last successful renew's send time + renew deadline).
+//! A key may start only when this replica's own Lease was renewed recently
+//! enough (`now < fresh_until`, the last successful renew's send time +
+//! renew deadline), this replica owns the key in the gate's current view,
+//! and either
+//! - the gate is *open*: every live member acknowledged the current view
+//!   (the protocol in the [module docs](super)); or
+//! - the gate is *closed* (a view change is being acknowledged) and this
+//!   replica also owns the key in every view that may still be open on
+//!   another replica: the last view this gate was open on, and every view
+//!   this replica has acknowledged since ([`Gate::acknowledged`]). Another
+//!   replica can only be open on a view whose members all acknowledged it,
+//!   this replica included, so a key this replica owns in all of those is
+//!   owned by no one else in any of them: only keys that move wait for the
+//!   handover. (Owning the key in the new view and the last open one is not
+//!   enough: a view acknowledged in between may have given it to a replica
+//!   that opened on it and is still reconciling it.)
 //!
 //! A started key holds a [`ShardPermit`] until its reconcile ends; the
 //! membership loop acknowledges a new view only after every permit on a key
 //! it no longer owns has been dropped.
+//!
+//! A key this replica owns in its current view but may not start yet is
+//! *paused*: the gate counts the distinct paused keys until it opens
+//! ([`Gate::paused`], the `opkit_shard_paused_keys` gauge), which are only
+//! the keys that move.
 //!
 //! A permit *lapses* (see [`ShardPermit::revoked`]) as soon as its key could
 //! no longer start: the renew deadline passed, the replica left the ring,
@@ -22,8 +37,9 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::Poll;
 
-use hashbrown::HashMap;
+use hashbrown::{HashMap, HashSet};
 use parking_lot::Mutex;
+use prometheus_client::metrics::gauge::Gauge;
 use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 
@@ -33,8 +49,33 @@ use super::view::View;
 struct State {
     view: Option<View>,
     open: bool,
+    /// The view this gate was last open on (`None`: never, since joining
+    /// or since it stopped).
+    last_open: Option<View>,
+    /// The views this replica acknowledged since it was last open (in
+    /// the order acknowledged, each once): with `last_open`, every view
+    /// that may be open on another replica.
+    acked_since: Vec<View>,
     fresh_until: Option<Instant>,
     in_flight: HashMap<String, usize>,
+    /// Keys owned in the current view but refused since the gate closed.
+    paused: HashSet<String>,
+}
+
+impl State {
+    /// Whether `identity` owns `key` in every view that may be open on
+    /// another replica while this gate is closed.
+    fn owns_in_every_open_view(&self, identity: &str, key: &str) -> bool {
+        self.last_open
+            .as_ref()
+            .is_some_and(|last| last.owns(identity, key))
+            && self.acked_since.iter().all(|v| v.owns(identity, key))
+    }
+
+    fn clear_paused(&mut self, gauge: &Gauge) {
+        self.paused.clear();
+        gauge.set(0);
+    }
 }
 
 /// Why a permit lapsed.
@@ -67,6 +108,8 @@ pub(crate) struct Gate {
     /// Signalled when a view is entered or left, for permits awaiting
     /// their lapse (the renew deadline they watch on the clock).
     changed: watch::Sender<()>,
+    /// The number of paused keys, for `opkit_shard_paused_keys`.
+    paused_gauge: Gauge,
 }
 
 impl Gate {
@@ -75,6 +118,7 @@ impl Gate {
             identity,
             state: Mutex::new(State::default()),
             changed: watch::Sender::new(()),
+            paused_gauge: Gauge::default(),
         })
     }
 
@@ -125,7 +169,8 @@ impl Gate {
         }
     }
 
-    /// A permit to reconcile `key` now, or `None` if this replica may not.
+    /// A permit to reconcile `key` now, or `None` if this replica may not
+    /// (see the [module docs](self) for when it may).
     pub(crate) fn try_start(self: &Arc<Self>, key: &str) -> Option<ShardPermit> {
         let mut state = self.state.lock();
         let fresh = state.fresh_until.is_some_and(|t| Instant::now() < t);
@@ -133,7 +178,15 @@ impl Gate {
             .view
             .as_ref()
             .is_some_and(|v| v.owns(&self.identity, key));
-        if !(state.open && fresh && owns) {
+        if !(fresh && owns) {
+            return None;
+        }
+        if !state.open && !state.owns_in_every_open_view(&self.identity, key) {
+            // Owned here, but it moves: wait until every member acknowledged.
+            if state.paused.insert(key.to_owned()) {
+                self.paused_gauge
+                    .set(i64::try_from(state.paused.len()).unwrap_or(i64::MAX));
+            }
             return None;
         }
         *state.in_flight.entry_ref(key).or_insert(0) += 1;
@@ -153,7 +206,8 @@ impl Gate {
             .is_some_and(|v| v.owns(&self.identity, key))
     }
 
-    /// Moves to `view`, closed: no key starts until [`open`](Self::open).
+    /// Moves to `view`, closed: until [`open`](Self::set_open), only keys
+    /// this replica owns in every view that may be open elsewhere start.
     /// Returns whether the view changed.
     pub(crate) fn enter(&self, view: &View) -> bool {
         let mut state = self.state.lock();
@@ -162,10 +216,23 @@ impl Gate {
         }
         state.view = Some(view.clone());
         state.open = false;
+        // A key paused on the old view may be startable (or not owned) now.
+        state.clear_paused(&self.paused_gauge);
         drop(state);
         // Permits on keys the new view gives away lapse now.
         self.changed.send_replace(());
         true
+    }
+
+    /// Records that this replica is about to acknowledge `view` in its
+    /// Lease. Called *before* the write: a write whose reply is lost may
+    /// still have been applied, and from then on another replica may open
+    /// on `view`.
+    pub(crate) fn acknowledged(&self, view: &View) {
+        let mut state = self.state.lock();
+        if !state.acked_since.iter().any(|v| v.id() == view.id()) {
+            state.acked_since.push(view.clone());
+        }
     }
 
     /// Closes the gate and forgets the view (this replica is out): every
@@ -174,14 +241,37 @@ impl Gate {
         let mut state = self.state.lock();
         state.view = None;
         state.open = false;
+        state.last_open = None;
+        state.acked_since.clear();
         state.fresh_until = None;
+        state.clear_paused(&self.paused_gauge);
         drop(state);
         self.changed.send_replace(());
     }
 
-    /// Opens or closes the gate on its current view.
-    pub(crate) fn set_open(&self, open: bool) {
-        self.state.lock().open = open;
+    /// Stops granting permits on any key (a graceful shutdown), keeping
+    /// the view: held permits stay good until they lapse as usual.
+    pub(crate) fn stop(&self) {
+        let mut state = self.state.lock();
+        state.open = false;
+        state.last_open = None;
+        state.acked_since.clear();
+    }
+
+    /// Opens or closes the gate on its current view. Opening makes the
+    /// current view the last open one; returns how many paused keys it
+    /// releases.
+    pub(crate) fn set_open(&self, open: bool) -> usize {
+        let mut state = self.state.lock();
+        state.open = open;
+        if !open {
+            return 0;
+        }
+        state.last_open = state.view.clone();
+        state.acked_since.clear();
+        let released = state.paused.len();
+        state.clear_paused(&self.paused_gauge);
+        released
     }
 
     /// The latest instant a key may start, from the last successful renew.
@@ -218,6 +308,19 @@ impl Gate {
     /// Keys reconciling now.
     pub(crate) fn in_flight(&self) -> usize {
         self.state.lock().in_flight.len()
+    }
+
+    /// Keys this replica owns in its current view that were refused since
+    /// the gate closed because they move (none while it is open). The
+    /// metric reads the gauge; the tests read this.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn paused(&self) -> usize {
+        self.state.lock().paused.len()
+    }
+
+    /// The gauge kept at [`paused`](Self::paused), to register.
+    pub(crate) fn paused_gauge(&self) -> Gauge {
+        self.paused_gauge.clone()
     }
 
     fn finish(&self, key: &str) {

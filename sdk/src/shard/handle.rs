@@ -15,8 +15,11 @@ use super::view::{KeyScheme, View};
 /// Where this replica stands in its ring, for metrics, logs and `/readyz`.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ShardStatus {
-    /// Whether this replica may start reconciles now: its Lease is fresh
-    /// and every member acknowledged the current member set.
+    /// Whether this replica may start every key it owns now: its Lease is
+    /// fresh and every member acknowledged the current member set. While
+    /// it is not (a member-set change being acknowledged), the keys it
+    /// owns in both the old and the new set still start; only keys that
+    /// move wait.
     pub active: bool,
     /// The members (identities) of the current view, sorted.
     pub members: Vec<String>,

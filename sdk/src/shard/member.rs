@@ -179,6 +179,9 @@ impl<S: LeaseStore> Runner<S> {
         // Acknowledge the new view only when nothing it takes away is
         // still reconciling here; until then keep acknowledging the old one.
         let ack = if self.gate.drained_for(Some(&observed.view)) {
+            // Recorded before the write: once it reaches the server another
+            // replica may open on this view, reply or not.
+            self.gate.acknowledged(&observed.view);
             Some(observed.view.id().to_owned())
         } else {
             self.acked.clone()
@@ -191,7 +194,15 @@ impl<S: LeaseStore> Runner<S> {
             // acknowledgement too: then any replica that joined later reads
             // this one's Lease and waits for its acknowledgement in turn.
             let open = self.acked.as_deref() == Some(observed.view.id()) && observed.all_acked;
-            self.gate.set_open(open);
+            let released = self.gate.set_open(open);
+            if released > 0 {
+                tracing::info!(
+                    ring = %self.member.ring,
+                    view = %observed.view.id(),
+                    paused_keys = released,
+                    "every member acknowledged the view; the keys that moved here may start"
+                );
+            }
         }
     }
 
@@ -549,7 +560,7 @@ impl<S: LeaseStore> Runner<S> {
     /// lapse: nothing renews them any more); then delete the Lease so
     /// others need not wait for expiry.
     async fn leave(&mut self) {
-        self.gate.set_open(false);
+        self.gate.stop();
         self.publish(false);
         let deadline = Instant::now() + self.member.timing.renew_deadline;
         while self.gate.in_flight() > 0 && Instant::now() < deadline {

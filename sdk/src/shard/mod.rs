@@ -138,14 +138,15 @@
 //!
 //! A replica reconciles a key only under a [`ShardPermit`], granted when
 //! (a) the replica owns the key in its current *view* (member set), (b)
-//! *every* member of that view has acknowledged it, and (c) the replica's
-//! last successful renew was *sent* less than the *renew deadline* ago.
+//! *every* member of that view has acknowledged it, or the key does not
+//! move (below), and (c) the replica's last successful renew was *sent*
+//! less than the *renew deadline* ago.
 //!
 //! - **Acknowledging.** Each replica writes, in its own Lease's annotation
 //!   `shard.opkit.dev/view`, the id of the view it acts on. On seeing a new
-//!   view it closes its gate (no new permits), waits until no permit is
-//!   held for a key the new view gives to someone else, and only then
-//!   writes the new id. The gate reopens only when one consistent read
+//!   view it closes its gate (only keys that do not move start), waits
+//!   until no permit is held for a key the new view gives to someone
+//!   else, and only then writes the new id. The gate reopens only when one consistent read
 //!   shows *every* member's acknowledgement of the same view, this
 //!   replica's own Lease (exactly as it last wrote it) included, and this
 //!   round's renew succeeded. Requiring its own acknowledgement in the
@@ -159,6 +160,32 @@
 //!   reads are consistent (quorum) and every write is conditional on the
 //!   Lease's `resourceVersion`, two replicas cannot both have read the
 //!   other's acknowledgement of different views that give them the same key.
+//! - **Only keys that move wait.** While its gate is closed, a replica
+//!   still starts a key it owns in the new view *and* in every view that
+//!   may be open on another replica: the last view its gate was open on,
+//!   and every view it has acknowledged since (recorded before each
+//!   acknowledging write is sent, since a write whose reply is lost may
+//!   have been applied). A held key stays owned in all of them: a
+//!   replica acknowledges no view that gives away a key it holds. Why no
+//!   two replicas then hold one key: of two, take the one that last
+//!   opened its gate, on view *V*. That read showed the other's
+//!   acknowledgement of *V*, written after the other last opened (or in
+//!   that same read), so *V* is among the other's possibly open views,
+//!   and both would own the key in *V*. (A replica missing from *V*
+//!   while its Lease exists has an invalid Lease, which blocks every
+//!   opening; a deleted one has passed its renew deadline.) Owning the
+//!   key in the new view and the last open one is not enough: a view
+//!   acknowledged in between may have given the key to a replica that
+//!   opened on it and still reconciles it (for instance when that
+//!   replica's Lease is then edited by hand, so that the new view leaves
+//!   it out while it keeps its reconciles). Keys that
+//!   move wait as before; the gate counts them (`opkit_shard_paused_keys`)
+//!   and the membership loop logs how many when it reopens. The model
+//!   test `handover_proptests.rs` checks the rule over any interleaving
+//!   of joins, leaves, crashes, edited Leases, reads, acknowledgements
+//!   and starts. A replica that has not been open since it joined (or
+//!   rejoined) starts nothing until it is, and one shutting down starts
+//!   nothing.
 //! - **Death and pauses.** A member that stops renewing (crashed, paused
 //!   with SIGSTOP, partitioned) is not acknowledged by anyone's wait: the
 //!   others remove its Lease once it was unchanged for the lease duration
@@ -281,6 +308,8 @@ mod shares;
 mod store;
 mod view;
 
+#[cfg(test)]
+mod handover_proptests;
 #[cfg(test)]
 mod proptests;
 #[cfg(test)]

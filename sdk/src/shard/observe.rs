@@ -11,7 +11,8 @@ use super::shares::ShareFamilies;
 use crate::metrics::Metrics;
 
 /// Registers `opkit_shard_members`, `opkit_shard_active`,
-/// `opkit_shard_rebalances_total`, `opkit_shard_owned_objects{controller}`
+/// `opkit_shard_rebalances_total`, `opkit_shard_paused_keys` (kept by the
+/// gate itself), `opkit_shard_owned_objects{controller}`
 /// `opkit_shard_moved_in_objects_total{controller}` and
 /// `opkit_shard_cancelled_reconciles_total{controller}` on `metrics`, and
 /// keeps the first three current until the membership ends.
@@ -44,13 +45,20 @@ pub(crate) fn export_metrics(shard: &ShardHandle, metrics: &Metrics) {
     );
     metrics.register(
         "opkit_shard_active",
-        "1 while this replica may start reconciles of its share, else 0",
+        "1 while every member acknowledged this replica's member set and its Lease is fresh, \
+         else 0 (while 0, keys moving here wait: opkit_shard_paused_keys)",
         active.clone(),
     );
     metrics.register(
         "opkit_shard_rebalances",
         "Member set changes this replica has seen since it joined",
         rebalances.clone(),
+    );
+    metrics.register(
+        "opkit_shard_paused_keys",
+        "Keys this replica owns in the member set it sees but may not start until every \
+         member acknowledged that set: the keys moving here (0 while active)",
+        shard.gate.paused_gauge(),
     );
     let mut status = shard.subscribe();
     tokio::spawn(async move {

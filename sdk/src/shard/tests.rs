@@ -537,7 +537,8 @@ async fn a_member_lease_edited_by_hand_holds_its_keys_until_its_reconciles_end()
     let (logs, _guard) = crate::test_log::capture();
     let c = Cluster::converged(&["a", "b", "c"]).await;
     // b is in a long reconcile of one of its keys ...
-    let key = owned_by(&c, "b")[0].clone();
+    let b_keys = owned_by(&c, "b");
+    let key = b_keys[0].clone();
     let permit = c.replica("b").handle.try_start(&key).unwrap();
     // ... when its Lease's holder is edited by hand.
     {
@@ -550,8 +551,9 @@ async fn a_member_lease_edited_by_hand_holds_its_keys_until_its_reconciles_end()
     }
     let edited = Instant::now();
     // Far past the lease duration: b keeps the edited Lease fresh while it
-    // reconciles, so nobody takes its keys (nor starts any key at all: the
-    // edited Lease is no member, and it is fresh).
+    // reconciles, so nobody takes its keys (the edited Lease is no member,
+    // but while it is fresh no view opens, and keys moving out of b wait
+    // for one). The others' own keys keep running.
     sleep(LEASE * 3).await;
     let started_since: Vec<_> = c
         .log
@@ -560,7 +562,17 @@ async fn a_member_lease_edited_by_hand_holds_its_keys_until_its_reconciles_end()
         .filter(|(r, _, start, _)| r != "b" && *start > edited + RETRY * 2)
         .cloned()
         .collect();
-    assert!(started_since.is_empty(), "{started_since:?}");
+    let taken: Vec<_> = started_since
+        .iter()
+        .filter(|(_, key, _, _)| b_keys.contains(key))
+        .collect();
+    assert!(taken.is_empty(), "{taken:?}");
+    for name in ["a", "c"] {
+        assert!(
+            started_since.iter().any(|(r, ..)| r == name),
+            "{name}'s own keys kept running"
+        );
+    }
     assert!(!c.replica("b").handle.status().active);
     let invalid = logs.with_message("is not a valid member Lease");
     assert!(
@@ -612,4 +624,122 @@ async fn a_rebalance_is_never_published_as_active_on_the_old_members() {
             assert_eq!(s.members, ["a", "b", "c", "d"], "{seen:?}");
         }
     }
+}
+
+/// Issue 38: a view change pauses only the keys that move. While a join and
+/// then a graceful leave are acknowledged, the replicas keep starting the
+/// keys they own before and after (each worker starts one every 40 ms; a
+/// pause of every key lasted the whole handover, two or more retry
+/// periods), and the gate counts as paused exactly the keys moving in.
+#[tokio::test(start_paused = true)]
+async fn a_view_change_pauses_only_the_keys_that_move() {
+    let mut c = Cluster::converged(&["a", "b", "c"]).await;
+    let before: BTreeMap<String, Vec<String>> = ["a", "b", "c"]
+        .iter()
+        .map(|n| (n.to_string(), owned_by(&c, n)))
+        .collect();
+    let paused = Arc::new(Mutex::new(BTreeMap::<String, usize>::new()));
+    let sample = |c: &Cluster| {
+        let handles: Vec<(String, ShardHandle)> = c
+            .replicas
+            .iter()
+            .map(|r| (r.name.clone(), r.handle.clone()))
+            .collect();
+        let paused = paused.clone();
+        tokio::spawn(async move {
+            loop {
+                for (name, handle) in &handles {
+                    let now = handle.gate.paused();
+                    let mut max = paused.lock();
+                    let seen = max.entry(name.clone()).or_default();
+                    *seen = (*seen).max(now);
+                }
+                sleep(Duration::from_millis(10)).await;
+            }
+        })
+    };
+
+    // A join: d gains about a quarter of the keys.
+    let joined = Instant::now();
+    c.start("d");
+    let sampler = sample(&c);
+    c.converge(Duration::from_secs(10)).await;
+    let active = Instant::now();
+    sampler.abort();
+    // The reconciles started by now are logged when they end.
+    sleep(RECONCILE * 2).await;
+    assert!(
+        active - joined >= RETRY * 2,
+        "the handover took {:?}",
+        active - joined
+    );
+    let moved_in = owned_by(&c, "d").len();
+    assert!(moved_in > 0);
+    for name in ["a", "b", "c"] {
+        assert_largest_gap_between_starts(&c, name, joined, active);
+        assert_eq!(
+            paused.lock().get(name).copied().unwrap_or(0),
+            0,
+            "{name}: nothing moves in"
+        );
+    }
+    assert_eq!(
+        paused.lock()["d"],
+        moved_in,
+        "d pauses exactly the keys moving in"
+    );
+
+    // A graceful leave: d's keys go back to their owners before the join.
+    paused.lock().clear();
+    let at = c.replicas.iter().position(|r| r.name == "d").unwrap();
+    let leaving = c.replicas.remove(at);
+    let sampler = sample(&c);
+    let left = Instant::now();
+    leaving.handle.shutdown().await;
+    leaving.worker.abort();
+    c.converge(Duration::from_secs(10)).await;
+    let active = Instant::now();
+    sampler.abort();
+    sleep(RECONCILE * 2).await;
+    for name in ["a", "b", "c"] {
+        assert_eq!(
+            owned_by(&c, name),
+            before[name],
+            "{name} owns what it owned before the join"
+        );
+        assert_largest_gap_between_starts(&c, name, left, active);
+    }
+    let paused_total: usize = paused.lock().values().sum();
+    assert!(
+        paused_total > 0 && paused_total <= moved_in,
+        "paused {paused_total} of {moved_in} moving back"
+    );
+    sleep(Duration::from_secs(1)).await;
+    c.assert_no_overlap();
+}
+
+/// Between `from` and `to`, `name` started a reconcile at least every
+/// 200 ms (its worker starts one every 40 ms, with a 100 ms rest after
+/// each pass over the keys).
+fn assert_largest_gap_between_starts(c: &Cluster, name: &str, from: Instant, to: Instant) {
+    let mut starts: Vec<Instant> = c
+        .log
+        .lock()
+        .iter()
+        .filter(|(r, _, start, _)| r == name && *start >= from && *start <= to)
+        .map(|(_, _, start, _)| *start)
+        .collect();
+    starts.sort_unstable();
+    let mut points = vec![from];
+    points.extend(starts);
+    points.push(to);
+    let largest = points
+        .windows(2)
+        .map(|w| w[1] - w[0])
+        .max()
+        .unwrap_or_default();
+    assert!(
+        largest <= Duration::from_millis(200),
+        "{name} started nothing for {largest:?} during the handover"
+    );
 }
