@@ -199,10 +199,10 @@ impl Manager {
         }
         #[cfg(feature = "multicluster")]
         if controller.is_multicluster() {
+            // Its series are made per member cluster, labelled with it.
             let controller = controller
                 .shutdown_bounded_by_runner()
-                .metrics(&self.metrics)
-                .create_metric_series();
+                .metrics(&self.metrics);
             return self
                 .fleet
                 .add(controller)
