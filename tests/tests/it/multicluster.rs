@@ -449,10 +449,10 @@ async fn kubeconfig_secrets_join_rotate_and_leave_under_a_manager() {
         .unwrap();
     create_labelled(&admins[2], ns, "c").await;
     wait_seen(&admins[2], ns, "c", "m3").await;
-    assert_eq!(
-        log.started_after("m3", rotated),
-        ["c"],
-        "the rotation kept m3's cache: \"a\" was not reconciled again"
+    let since = log.started_after("m3", rotated);
+    assert!(
+        !since.contains(&"a".to_owned()),
+        "the rotation kept m3's cache: \"a\" was not reconciled again ({since:?})"
     );
     assert_eq!(names(&engaged.borrow()), ["m1", "m2", "m3", "unreachable"]);
 
