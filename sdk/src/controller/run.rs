@@ -73,7 +73,10 @@ impl<R: Reconcile> Controller<R> {
     /// [`Prepared::run`]. On error nothing stays registered.
     pub(crate) fn prepare(mut self, cache: &SharedCache) -> Result<Prepared<R>, ControllerError> {
         let limiter = self.rate_limiter.take();
-        let observer = self.observer.take().or_else(|| self.reconcile_observer(None));
+        let observer = self
+            .observer
+            .take()
+            .or_else(|| self.reconcile_observer(None));
         let settings = self.settings.clone();
         let sources = std::mem::take(&mut self.sources);
         let mut prepared = self.prepare_on(cache, settings, limiter, observer)?;

@@ -149,10 +149,13 @@ async fn multicluster_controllers_without_a_provider_fail_before_the_election() 
         .await
         .unwrap();
     manager.add(Controller::new(Noop).multicluster()).unwrap();
-    let err = tokio::time::timeout(Duration::from_secs(10), manager.run_until(std::future::pending()))
-        .await
-        .expect("the run fails at once, not after leading")
-        .unwrap_err();
+    let err = tokio::time::timeout(
+        Duration::from_secs(10),
+        manager.run_until(std::future::pending()),
+    )
+    .await
+    .expect("the run fails at once, not after leading")
+    .unwrap_err();
     assert!(
         matches!(
             err,

@@ -156,7 +156,9 @@ async fn member_series_carry_the_cluster_and_go_with_it() {
         "{text}"
     );
     assert!(
-        text.contains(r#"controller_runtime_reconcile_total{controller="gadget",result="success"} 0"#),
+        text.contains(
+            r#"controller_runtime_reconcile_total{controller="gadget",result="success"} 0"#
+        ),
         "{text}"
     );
 }

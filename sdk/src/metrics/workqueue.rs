@@ -182,23 +182,17 @@ impl MetricsProvider for WorkqueueMetrics {
     }
 
     fn new_queue_duration_metric(&self, name: &str) -> Box<dyn HistogramMetric> {
-        let histogram = self
-            .queue_duration
-            .get_or_create_owned(&self.labels(name));
+        let histogram = self.queue_duration.get_or_create_owned(&self.labels(name));
         Box::new(Durations(histogram))
     }
 
     fn new_work_duration_metric(&self, name: &str) -> Box<dyn HistogramMetric> {
-        let histogram = self
-            .work_duration
-            .get_or_create_owned(&self.labels(name));
+        let histogram = self.work_duration.get_or_create_owned(&self.labels(name));
         Box::new(Durations(histogram))
     }
 
     fn new_unfinished_work_seconds_metric(&self, name: &str) -> Box<dyn SettableGaugeMetric> {
-        let gauge = self
-            .unfinished_work
-            .get_or_create_owned(&self.labels(name));
+        let gauge = self.unfinished_work.get_or_create_owned(&self.labels(name));
         Box::new(Seconds(gauge))
     }
 
@@ -206,15 +200,11 @@ impl MetricsProvider for WorkqueueMetrics {
         &self,
         name: &str,
     ) -> Box<dyn SettableGaugeMetric> {
-        let gauge = self
-            .longest_running
-            .get_or_create_owned(&self.labels(name));
+        let gauge = self.longest_running.get_or_create_owned(&self.labels(name));
         Box::new(Seconds(gauge))
     }
 
     fn new_retries_metric(&self, name: &str) -> Box<dyn CounterMetric> {
-        Box::new(Count(
-            self.retries.get_or_create_owned(&self.labels(name)),
-        ))
+        Box::new(Count(self.retries.get_or_create_owned(&self.labels(name))))
     }
 }

@@ -23,7 +23,13 @@ pub(super) async fn config_of(
     };
     kube::Config::from_custom_kubeconfig(kubeconfig, &options)
         .await
-        .map_err(|e| credentials(cluster, origin, format!("the kubeconfig does not load: {e}")))
+        .map_err(|e| {
+            credentials(
+                cluster,
+                origin,
+                format!("the kubeconfig does not load: {e}"),
+            )
+        })
 }
 
 /// The client of `cluster` over `config`.
@@ -38,7 +44,11 @@ pub(super) fn client_of(
 
 /// [`MultiClusterError::Credentials`] for `cluster`, its reason prefixed
 /// with `origin` (if any).
-pub(super) fn credentials(cluster: &ClusterName, origin: &str, reason: String) -> MultiClusterError {
+pub(super) fn credentials(
+    cluster: &ClusterName,
+    origin: &str,
+    reason: String,
+) -> MultiClusterError {
     let reason = if origin.is_empty() {
         reason
     } else {
@@ -87,7 +97,10 @@ pub(super) fn swappable(client: kube::Client) -> (kube::Client, CredentialSwap) 
         let client = through.read().clone();
         async move { client.send(request).await }
     });
-    (kube::Client::new(service, namespace), CredentialSwap(current))
+    (
+        kube::Client::new(service, namespace),
+        CredentialSwap(current),
+    )
 }
 
 /// Swaps the client under a [`swappable`] one.

@@ -227,7 +227,11 @@ impl Member {
     /// ended (no reconcile of it runs any more, its queues are shut down),
     /// then stops its informers and waits for their tasks, and drops what
     /// its controllers reported there (their metric series).
-    async fn disengage(mut self, cluster: &ClusterName, controllers: &[Arc<dyn ClusterController>]) {
+    async fn disengage(
+        mut self,
+        cluster: &ClusterName,
+        controllers: &[Arc<dyn ClusterController>],
+    ) {
         self.disengaged.cancel();
         while self.runs.join_next().await.is_some() {}
         self.cache.stop_and_wait().await;

@@ -196,8 +196,14 @@ impl KubeconfigSecrets {
                 return Err(error);
             }
         };
-        let same_server = engaged.get(&cluster).is_some_and(|e| e.endpoint == endpoint);
-        if !same_server || !clusters.update_credentials(&cluster, client.clone()).await? {
+        let same_server = engaged
+            .get(&cluster)
+            .is_some_and(|e| e.endpoint == endpoint);
+        if !same_server
+            || !clusters
+                .update_credentials(&cluster, client.clone())
+                .await?
+        {
             clusters.engage(cluster.clone(), client).await?;
         }
         engaged.insert(

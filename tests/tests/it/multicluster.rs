@@ -525,7 +525,11 @@ struct HubConfigMaps;
 impl Reconcile for HubConfigMaps {
     type Object = ConfigMap;
 
-    async fn reconcile(&self, _: Request, _: &Context<ConfigMap>) -> Result<Action, ReconcileError> {
+    async fn reconcile(
+        &self,
+        _: Request,
+        _: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
         Ok(Action::done())
     }
 }
@@ -585,7 +589,10 @@ async fn metrics_carry_the_cluster_and_readyz_shows_each_members_state() {
     let running = tokio::spawn(manager.run_until(stop.clone().cancelled_owned()));
     handle.add("m1", m1.clone()).await.unwrap();
     handle.add("m3", m3.clone()).await.unwrap();
-    handle.add("gone", unreachable_client(&planes[0]).await).await.unwrap();
+    handle
+        .add("gone", unreachable_client(&planes[0]).await)
+        .await
+        .unwrap();
     for (name, admin) in [("m1", &m1), ("m3", &m3)] {
         create_labelled(admin, ns, "a").await;
         wait_seen(admin, ns, "a", name).await;
