@@ -66,6 +66,8 @@ impl<R: Reconcile> Workers<'_, R> {
             Start::Member { disengaged } => disengaged.clone(),
         };
         for watch in watches {
+            // Only a member's wait goes round (at each sync timeout).
+            #[cfg_attr(not(feature = "multicluster"), allow(clippy::never_loop))]
             loop {
                 let synced = tokio::select! {
                     () = token.cancelled() => return Ok(()),
