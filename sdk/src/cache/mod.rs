@@ -116,6 +116,8 @@ pub use scope::Scope;
 pub(crate) use scope::is_namespaced;
 pub use shared_cache::SharedCache;
 pub use start::START_LIST_ATTEMPTS;
+#[cfg(feature = "multicluster")]
+pub(crate) use start::SyncState;
 pub use undecodable::UndecodableObject;
 
 #[cfg(test)]

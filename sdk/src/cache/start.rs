@@ -134,4 +134,44 @@ impl SharedCache {
             pending.join("; ")
         ))
     }
+
+    /// How the informers stand: what a member cluster's line on the hub's
+    /// `/readyz` says.
+    #[cfg(feature = "multicluster")]
+    pub(crate) fn sync_state(&self) -> SyncState {
+        let informers: Vec<Arc<dyn AnyInformer>> =
+            self.inner.informers.lock().values().cloned().collect();
+        let unreachable = informers.iter().find_map(|informer| {
+            let failures = informer.subscribe_list_failures().borrow().clone();
+            match failures.last {
+                Some(ListFailure::Unreachable(_)) if failures.consecutive > 0 => Some(
+                    informer
+                        .last_error()
+                        .unwrap_or_else(|| "the API server cannot be reached".to_owned()),
+                ),
+                _ => None,
+            }
+        });
+        if let Some(error) = unreachable {
+            return SyncState::Unreachable(error);
+        }
+        match self.readiness() {
+            Ok(()) => SyncState::Synced,
+            Err(pending) => SyncState::Syncing(pending),
+        }
+    }
+}
+
+/// How a cache's informers stand ([`SharedCache::sync_state`]).
+#[cfg(feature = "multicluster")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SyncState {
+    /// Every informer synced, and none fails to reach the API server.
+    Synced,
+    /// Some informers have not synced yet: which, and why (as `/readyz`
+    /// says of the hub's).
+    Syncing(String),
+    /// An informer's last list or watch could not reach the API server:
+    /// that error.
+    Unreachable(String),
 }

@@ -46,10 +46,9 @@ pub struct Controller<R> {
     /// ([`multicluster`](Self::multicluster)).
     #[cfg(feature = "multicluster")]
     pub(super) multicluster: bool,
-    /// Whether a source outside any watch feeds it (it feeds one queue,
-    /// so a multicluster controller refuses it).
-    #[cfg(feature = "multicluster")]
-    pub(super) external_source: bool,
+    /// Sources of requests outside any watch ([`watches_channel`](Self::watches_channel)):
+    /// taken by the one queue the controller is prepared with.
+    pub(super) sources: Vec<watch::Source>,
 }
 
 impl<R> std::fmt::Debug for Controller<R> {
@@ -118,8 +117,7 @@ impl<R: Reconcile> Controller<R> {
             observer: None,
             #[cfg(feature = "multicluster")]
             multicluster: false,
-            #[cfg(feature = "multicluster")]
-            external_source: false,
+            sources: Vec::new(),
         };
         controller.add_watch::<R::Object>(|_| Ok(the_object::<R::Object>()), predicates);
         controller
@@ -409,12 +407,8 @@ impl<R: Reconcile> Controller<R> {
         mut self,
         requests: impl futures::Stream<Item = Request> + Send + 'static,
     ) -> Self {
-        let controller = self.settings.name.clone();
-        #[cfg(feature = "multicluster")]
-        {
-            self.external_source = true;
-        }
-        self.watches.push(watch::stream_watch(controller, requests));
+        self.sources
+            .push(parking_lot::Mutex::new(Box::pin(requests)));
         self
     }
 
@@ -570,7 +564,7 @@ impl<R: Reconcile> Controller<R> {
     /// when it starts: what a manager does when the controller is added, so
     /// a scrape shows it at once.
     pub(crate) fn create_metric_series(mut self) -> Self {
-        self.observer = self.reconcile_observer();
+        self.observer = self.reconcile_observer(None);
         self
     }
 

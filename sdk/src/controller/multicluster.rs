@@ -1,7 +1,7 @@
 //! A multicluster controller's side of [`crate::multicluster`]: the one
 //! builder's controller, prepared again on each engaged cluster's cache
 //! (its watches, its indexes, a queue of its own), whose workers start once
-//! that cluster's caches synced and stop at once when it is disengaged, as
+//! its own watches synced in that cluster and stop at once when it is disengaged, as
 //! the shard permit cancels a reconcile: their futures are dropped and no
 //! reconcile of the cluster starts after.
 
@@ -12,9 +12,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::builder::Controller;
 use super::error::ControllerError;
-use super::observer::ReconcileObserver;
-use super::workers::StartGate;
-use crate::cache::{CacheError, SharedCache};
+use crate::cache::SharedCache;
 use crate::cluster_request::ClusterName;
 use crate::reconcile::Reconcile;
 
@@ -30,10 +28,12 @@ pub(crate) trait ClusterController: Send + Sync {
 
     /// Registers the controller's watches on `cache` (the cluster's, not
     /// started yet or started) and returns its run: it waits, as long as it
-    /// takes, for the cluster's caches to sync (an unreachable member's
-    /// informers back off on their own), then reconciles until `stop`
-    /// (graceful) or `disengaged` (at once). When the run ends, no
-    /// reconcile of the cluster runs and its queue is shut down.
+    /// takes, for its own watches to sync there (an unreachable member's
+    /// informers back off on their own; a kind of another controller that
+    /// never syncs there holds this one up in nothing), then reconciles
+    /// until `stop` (graceful) or `disengaged` (at once). When the run
+    /// ends, no reconcile of the cluster runs and its queue is shut down.
+    /// Its metrics carry the cluster's `cluster` label.
     fn engage(
         &self,
         cluster: &ClusterName,
@@ -41,6 +41,10 @@ pub(crate) trait ClusterController: Send + Sync {
         stop: CancellationToken,
         disengaged: CancellationToken,
     ) -> Result<MemberRun, ControllerError>;
+
+    /// Drops what the controller's instance in `cluster` reported (its
+    /// metric series), once that instance's run ended (disengaged).
+    fn forget(&self, cluster: &ClusterName);
 }
 
 impl<R: Reconcile> Controller<R> {
@@ -80,7 +84,7 @@ impl<R: Reconcile> Controller<R> {
                  default one",
             ));
         }
-        if self.external_source {
+        if !self.sources.is_empty() {
             return Err(refuse(
                 "an external source (watches_channel) feeds one queue, and each cluster has its own",
             ));
@@ -91,19 +95,17 @@ impl<R: Reconcile> Controller<R> {
                 "sharding divides one cluster's keys; a fleet does not shard yet",
             ));
         }
-        let observer = self.observer.clone().or_else(|| self.reconcile_observer());
-        Ok(Arc::new(Member {
-            controller: self,
-            observer,
-        }))
+        // Each instance reports under its cluster's label (see `engage`).
+        let mut controller = self;
+        controller.observer = None;
+        Ok(Arc::new(Member { controller }))
     }
 }
 
 /// A multicluster controller: the builder, kept to prepare an instance per
-/// cluster, and the observer every instance reports to.
+/// cluster.
 struct Member<R> {
     controller: Controller<R>,
-    observer: Option<Arc<dyn ReconcileObserver>>,
 }
 
 impl<R: Reconcile> ClusterController for Member<R> {
@@ -120,34 +122,16 @@ impl<R: Reconcile> ClusterController for Member<R> {
     ) -> Result<MemberRun, ControllerError> {
         let mut settings = self.controller.settings.clone();
         settings.cluster = Some(cluster.clone());
-        let timeout = settings.cache_sync_timeout;
-        let name = settings.name.clone();
+        let observer = self.controller.reconcile_observer(Some(cluster.as_str()));
         let prepared = self
             .controller
-            .prepare_on(cache, settings, None, self.observer.clone())?;
-        let cache = cache.clone();
-        let cluster = cluster.clone();
-        Ok(Box::pin(async move {
-            loop {
-                tokio::select! {
-                    () = stop.cancelled() => return Ok(()),
-                    () = disengaged.cancelled() => return Ok(()),
-                    synced = cache.wait_for_sync(timeout) => match synced {
-                        Ok(()) => break,
-                        Err(CacheError::Stopped(_)) => return Ok(()),
-                        Err(error) => tracing::warn!(
-                            controller = %name,
-                            %cluster,
-                            %error,
-                            "member cluster's caches have not synced; its informers keep \
-                             retrying with backoff, and no other cluster waits for it"
-                        ),
-                    },
-                }
-            }
-            tracing::debug!(controller = %name, %cluster, "member cluster synced");
-            let gate: StartGate = Box::pin(async move { Some(disengaged) });
-            prepared.run(stop, Some(gate)).await
-        }))
+            .prepare_on(cache, settings, None, observer)?;
+        Ok(Box::pin(prepared.run_member(stop, disengaged)))
+    }
+
+    fn forget(&self, cluster: &ClusterName) {
+        if let Some(observers) = &self.controller.observers {
+            observers.forget_cluster(&self.controller.settings.name, cluster.as_str());
+        }
     }
 }

@@ -41,11 +41,27 @@ pub(crate) trait ReconcileObserver: Send + Sync {
 /// observer of its workers and the metrics of its queue. The manager hands
 /// every controller one (its Prometheus metrics); a controller without one
 /// observes nothing.
+///
+/// A multicluster controller's instance in a member cluster is observed
+/// with that `cluster` named (its series carry a `cluster` label); a
+/// single-cluster controller's with none (its series are
+/// controller-runtime's, unchanged).
 pub(crate) trait ControllerObservers: Send + Sync {
-    /// The reconcile observer of controller `name`, which runs up to
-    /// `workers` reconciles at once; its series exist from this call on.
-    fn reconcile_observer(&self, name: &str, workers: usize) -> Arc<dyn ReconcileObserver>;
+    /// The reconcile observer of controller `name` (in member cluster
+    /// `cluster`), which runs up to `workers` reconciles at once; its
+    /// series exist from this call on.
+    fn reconcile_observer(
+        &self,
+        name: &str,
+        workers: usize,
+        cluster: Option<&str>,
+    ) -> Arc<dyn ReconcileObserver>;
     /// The metrics provider of the controller's queue (named after the
-    /// controller).
-    fn queue_metrics(&self) -> Arc<dyn MetricsProvider>;
+    /// controller; in member cluster `cluster`).
+    fn queue_metrics(&self, cluster: Option<&str>) -> Arc<dyn MetricsProvider>;
+    /// Drops what controller `name` reported in member cluster `cluster`
+    /// (disengaged: its queue and workers are gone), so nothing of it
+    /// lingers, such as the items its dropped queue left waiting.
+    #[cfg(feature = "multicluster")]
+    fn forget_cluster(&self, name: &str, cluster: &str);
 }

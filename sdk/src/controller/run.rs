@@ -14,8 +14,8 @@ use super::settings::RunSettings;
 #[cfg(feature = "shard")]
 use super::sharded;
 use super::stats::ReconcileStats;
-use super::watch::{RegisteredWatch, WatchTarget};
-use super::workers::{StartGate, Workers};
+use super::watch::{self, RegisteredWatch, WatchTarget};
+use super::workers::{Start, StartGate, Workers};
 use crate::cache::{START_LIST_ATTEMPTS, SharedCache};
 use crate::reconcile::{Reconcile, Request};
 use crate::workqueue::{RateLimiter, WorkQueue};
@@ -73,23 +73,48 @@ impl<R: Reconcile> Controller<R> {
     /// [`Prepared::run`]. On error nothing stays registered.
     pub(crate) fn prepare(mut self, cache: &SharedCache) -> Result<Prepared<R>, ControllerError> {
         let limiter = self.rate_limiter.take();
-        let observer = self.observer.take().or_else(|| self.reconcile_observer());
+        let observer = self
+            .observer
+            .take()
+            .or_else(|| self.reconcile_observer(None));
         let settings = self.settings.clone();
-        self.prepare_on(cache, settings, limiter, observer)
+        let sources = std::mem::take(&mut self.sources);
+        let mut prepared = self.prepare_on(cache, settings, limiter, observer)?;
+        for source in sources {
+            match watch::forward_source(&prepared.settings.name, source, &prepared.queue) {
+                Ok(registered) => prepared.watches.push(registered),
+                Err((kind, source)) => {
+                    return Err(ControllerError::Watch {
+                        controller: prepared.settings.name.clone(),
+                        kind,
+                        source,
+                    });
+                }
+            }
+        }
+        Ok(prepared)
     }
 
-    /// The reconcile observer of this controller, made now (its series
-    /// exist from here on), if anything observes it.
-    pub(super) fn reconcile_observer(&self) -> Option<Arc<dyn ReconcileObserver>> {
+    /// The reconcile observer of this controller (of its instance in
+    /// member cluster `cluster`), made now (its series exist from here
+    /// on), if anything observes it.
+    pub(super) fn reconcile_observer(
+        &self,
+        cluster: Option<&str>,
+    ) -> Option<Arc<dyn ReconcileObserver>> {
         self.observers.as_ref().map(|observers| {
-            observers
-                .reconcile_observer(&self.settings.name, self.settings.max_concurrent_reconciles)
+            observers.reconcile_observer(
+                &self.settings.name,
+                self.settings.max_concurrent_reconciles,
+                cluster,
+            )
         })
     }
 
     /// [`prepare`](Self::prepare) on `cache` with `settings`, leaving the
-    /// builder as it was: what a multicluster controller does once per
-    /// engaged cluster (each with a queue of its own).
+    /// builder as it was (its external sources too, which only `prepare`
+    /// takes): what a multicluster controller does once per engaged
+    /// cluster (each with a queue of its own).
     pub(super) fn prepare_on(
         &self,
         cache: &SharedCache,
@@ -105,7 +130,11 @@ impl<R: Reconcile> Controller<R> {
             builder = builder.throttle(quota);
         }
         if let Some(observers) = &self.observers {
-            builder = builder.metrics_provider(observers.queue_metrics());
+            #[cfg(feature = "multicluster")]
+            let cluster = settings.cluster.as_ref().map(|c| c.as_str());
+            #[cfg(not(feature = "multicluster"))]
+            let cluster = None;
+            builder = builder.metrics_provider(observers.queue_metrics(cluster));
         }
         let queue = builder.build();
         let target = WatchTarget {
@@ -207,6 +236,22 @@ impl<R: Reconcile> Prepared<R> {
         token: CancellationToken,
         gate: Option<StartGate>,
     ) -> Result<(), ControllerError> {
+        self.run_with(token, Start::Gated(gate)).await
+    }
+
+    /// A fleet member's instance: waits for its own watches to sync (as long
+    /// as it takes), then reconciles until `token` is cancelled (graceful)
+    /// or `disengaged` is (at once).
+    #[cfg(feature = "multicluster")]
+    pub(super) async fn run_member(
+        self,
+        token: CancellationToken,
+        disengaged: CancellationToken,
+    ) -> Result<(), ControllerError> {
+        self.run_with(token, Start::Member { disengaged }).await
+    }
+
+    async fn run_with(self, token: CancellationToken, start: Start) -> Result<(), ControllerError> {
         let workers = Workers {
             settings: &self.settings,
             reconciler: Arc::clone(&self.reconciler),
@@ -215,6 +260,6 @@ impl<R: Reconcile> Prepared<R> {
             stats: &self.stats,
             observer: self.observer.clone(),
         };
-        workers.run(&self.watches, token, gate).await
+        workers.run(&self.watches, token, start).await
     }
 }

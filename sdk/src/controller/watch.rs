@@ -92,55 +92,45 @@ where
     })
 }
 
-/// A source of requests outside any watch, forwarded into the queue from
-/// registration until it ends or the watch is removed. It feeds one
-/// queue: a multicluster controller, which registers its watches once per
-/// cluster, refuses it (`Fleet::add`); a second registration forwards
-/// nothing.
-pub(super) fn stream_watch(
-    controller: String,
-    requests: impl futures::Stream<Item = Request> + Send + 'static,
-) -> WatchFn {
-    let requests = parking_lot::Mutex::new(Some(Box::pin(requests)));
-    Arc::new(move |_: &SharedCache, target: &WatchTarget| {
-        let kind = "(external source)".to_owned();
-        let Some(requests) = requests.lock().take() else {
-            tracing::error!(
-                controller,
-                "an external source registered twice; it feeds its first queue only"
-            );
-            let synced: SyncWait = Box::new(|| Box::pin(async { true }));
-            return Ok(RegisteredWatch {
-                kind,
-                synced,
-                remove: Box::new(|| {}),
-            });
-        };
-        let controller = controller.clone();
-        let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
-            (
-                kind.clone(),
-                CacheError::NoRuntime("Controller::watches_stream"),
-            )
-        })?;
-        let queue = target.queue.clone();
-        let forward = runtime.spawn(async move {
-            use futures::StreamExt;
-            let mut requests = requests;
-            while let Some(request) = requests.next().await {
-                if queue.is_shutting_down() {
-                    break;
-                }
-                tracing::debug!(controller, %request, "request from an external source");
-                queue.add(request);
+/// A source of requests outside any watch, boxed (behind a lock only so
+/// that the controller holding it is `Sync`; it is taken whole).
+pub(super) type Source = parking_lot::Mutex<futures::stream::BoxStream<'static, Request>>;
+
+/// Forwards `requests` into `queue` until the source ends or the returned
+/// registration is removed. A source feeds the one queue it is handed
+/// (a controller's `prepare` takes its sources; a multicluster
+/// controller, whose watches register once per cluster, has none:
+/// `Fleet::add` refuses them).
+pub(super) fn forward_source(
+    controller: &str,
+    requests: Source,
+    queue: &WorkQueue<Request>,
+) -> Result<RegisteredWatch, (String, CacheError)> {
+    let kind = "(external source)".to_owned();
+    let runtime = tokio::runtime::Handle::try_current().map_err(|_| {
+        (
+            kind.clone(),
+            CacheError::NoRuntime("Controller::watches_stream"),
+        )
+    })?;
+    let controller = controller.to_owned();
+    let queue = queue.clone();
+    let mut requests = requests.into_inner();
+    let forward = runtime.spawn(async move {
+        use futures::StreamExt;
+        while let Some(request) = requests.next().await {
+            if queue.is_shutting_down() {
+                break;
             }
-        });
-        let synced: SyncWait = Box::new(|| Box::pin(async { true }));
-        Ok(RegisteredWatch {
-            kind,
-            synced,
-            remove: Box::new(move || forward.abort()),
-        })
+            tracing::debug!(controller, %request, "request from an external source");
+            queue.add(request);
+        }
+    });
+    let synced: SyncWait = Box::new(|| Box::pin(async { true }));
+    Ok(RegisteredWatch {
+        kind,
+        synced,
+        remove: Box::new(move || forward.abort()),
     })
 }
 

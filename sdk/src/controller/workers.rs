@@ -34,22 +34,58 @@ pub(super) struct Workers<'a, R> {
     pub(super) observer: Option<Arc<dyn ReconcileObserver>>,
 }
 
+/// When the workers of a prepared controller start, and what ends them
+/// at once.
+pub(super) enum Start {
+    /// Once the watches synced (failing after the sync timeout), then once
+    /// the gate (if any) opens: its scope ends the workers at once.
+    Gated(Option<StartGate>),
+    /// A fleet member's instance: once its own watches synced, as long as
+    /// that takes (a kind that never syncs there is logged at each sync
+    /// timeout and holds up no other controller or cluster); `disengaged`
+    /// ends the wait, and the workers at once.
+    #[cfg(feature = "multicluster")]
+    Member { disengaged: CancellationToken },
+}
+
 impl<R: Reconcile> Workers<'_, R> {
-    /// Waits for the watched caches (and the gate), then runs `count`
-    /// workers until `token` is cancelled, then gives running reconciles the
-    /// shutdown timeout. If the gate's scope ends first, running reconciles
-    /// are abandoned at once.
+    /// Waits for the watched caches (and the start's gate), then runs
+    /// `count` workers until `token` is cancelled, then gives running
+    /// reconciles the shutdown timeout. If the start's scope ends first,
+    /// running reconciles are abandoned at once.
     pub(super) async fn run(
         self,
         watches: &[RegisteredWatch],
         token: CancellationToken,
-        gate: Option<StartGate>,
+        start: Start,
     ) -> Result<(), ControllerError> {
+        // A member's wait ends when it is disengaged; a gated one's only at shutdown.
+        let abandon = match &start {
+            Start::Gated(_) => CancellationToken::new(),
+            #[cfg(feature = "multicluster")]
+            Start::Member { disengaged } => disengaged.clone(),
+        };
         for watch in watches {
-            tokio::select! {
-                () = token.cancelled() => return Ok(()),
-                synced = tokio::time::timeout(self.settings.cache_sync_timeout, (watch.synced)()) => {
-                    if !synced.unwrap_or(false) {
+            // Only a member's wait goes round (at each sync timeout).
+            #[cfg_attr(not(feature = "multicluster"), allow(clippy::never_loop))]
+            loop {
+                let synced = tokio::select! {
+                    () = token.cancelled() => return Ok(()),
+                    () = abandon.cancelled() => return Ok(()),
+                    synced = tokio::time::timeout(self.settings.cache_sync_timeout, (watch.synced)()) => synced,
+                };
+                match synced {
+                    Ok(true) => break,
+                    #[cfg(feature = "multicluster")]
+                    Err(_) if matches!(start, Start::Member { .. }) => tracing::warn!(
+                        controller = %self.settings.name,
+                        cluster = %self.settings.cluster.as_ref().map_or("", |c| c.as_str()),
+                        kind = %watch.kind,
+                        timeout = ?self.settings.cache_sync_timeout,
+                        "not synced in this member cluster yet; its informer keeps retrying with \
+                         backoff, and no other controller or cluster waits for it"
+                    ),
+                    Ok(false) | Err(_) => {
                         return Err(ControllerError::CacheSync {
                             controller: self.settings.name.clone(),
                             kind: watch.kind.clone(),
@@ -59,9 +95,9 @@ impl<R: Reconcile> Workers<'_, R> {
                 }
             }
         }
-        let scope = match gate {
-            None => CancellationToken::new(),
-            Some(gate) => {
+        let scope = match start {
+            Start::Gated(None) => CancellationToken::new(),
+            Start::Gated(Some(gate)) => {
                 tracing::debug!(
                     controller = %self.settings.name,
                     "caches synced; waiting for leadership"
@@ -74,6 +110,8 @@ impl<R: Reconcile> Workers<'_, R> {
                     },
                 }
             }
+            #[cfg(feature = "multicluster")]
+            Start::Member { disengaged } => disengaged,
         };
         tracing::info!(
             controller = %self.settings.name,

@@ -187,7 +187,8 @@ impl Manager {
     /// A [multicluster](Controller::multicluster) controller (feature
     /// `multicluster`) runs in every cluster of the manager's
     /// [cluster provider](Self::set_cluster_provider) instead, while this
-    /// replica leads.
+    /// replica leads; its metric series are made for each cluster when it
+    /// is engaged (labelled `cluster`), and removed when it is disengaged.
     pub fn add<R: Reconcile>(&mut self, controller: Controller<R>) -> Result<(), ManagerError> {
         let name = controller.controller_name().to_owned();
         if self.controllers.iter().any(|c| c.name == name) {
@@ -199,10 +200,10 @@ impl Manager {
         }
         #[cfg(feature = "multicluster")]
         if controller.is_multicluster() {
+            // Its series are made per member cluster, labelled with it.
             let controller = controller
                 .shutdown_bounded_by_runner()
-                .metrics(&self.metrics)
-                .create_metric_series();
+                .metrics(&self.metrics);
             return self
                 .fleet
                 .add(controller)

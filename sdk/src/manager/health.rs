@@ -9,8 +9,10 @@ use futures::future::BoxFuture;
 use super::runnable::BoxError;
 use crate::cache::SharedCache;
 
-/// One named check.
-pub(crate) type Check = Arc<dyn Fn() -> BoxFuture<'static, Result<(), BoxError>> + Send + Sync>;
+/// One named check: passes (with a detail for the verbose body, or none)
+/// or fails with why.
+pub(crate) type Check =
+    Arc<dyn Fn() -> BoxFuture<'static, Result<Option<String>, BoxError>> + Send + Sync>;
 
 /// Makes a [`Check`] of an async closure.
 pub(crate) fn check<F, Fut>(f: F) -> Check
@@ -18,7 +20,20 @@ where
     F: Fn() -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), BoxError>> + Send + 'static,
 {
-    Arc::new(move || Box::pin(f()))
+    Arc::new(move || {
+        let checked = f();
+        Box::pin(async move { checked.await.map(|()| None) })
+    })
+}
+
+/// A check that always passes, its detail what `detail` says now: the
+/// member clusters' states, which never fail the hub's readiness.
+#[cfg(feature = "multicluster")]
+pub(crate) fn detail(detail: impl Fn() -> String + Send + Sync + 'static) -> Check {
+    Arc::new(move || {
+        let now = detail();
+        Box::pin(async move { Ok(Some(now)) })
+    })
 }
 
 /// The built-in liveness check: the process serves HTTP.
@@ -72,7 +87,8 @@ impl Checks {
 
     /// Runs every check (or only `only`). The body is `ok` when all pass and
     /// `verbose` is off; otherwise one line per check (`[+]name ok`,
-    /// `[-]name failed: why`) and a closing `<endpoint> check passed|failed`.
+    /// `[+]name ok: detail`, `[-]name failed: why`) and a closing
+    /// `<endpoint> check passed|failed`.
     pub(crate) async fn run(&self, endpoint: &str, only: Option<&str>, verbose: bool) -> Report {
         let mut healthy = true;
         let mut lines = String::new();
@@ -81,7 +97,8 @@ impl Checks {
                 continue;
             }
             match check().await {
-                Ok(()) => lines.push_str(&format!("[+]{name} ok\n")),
+                Ok(None) => lines.push_str(&format!("[+]{name} ok\n")),
+                Ok(Some(detail)) => lines.push_str(&format!("[+]{name} ok: {detail}\n")),
                 Err(error) => {
                     healthy = false;
                     tracing::debug!(endpoint, check = %name, %error, "health check failed");

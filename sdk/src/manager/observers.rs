@@ -40,12 +40,22 @@ impl<R: Reconcile> Controller<R> {
 }
 
 impl ControllerObservers for Metrics {
-    fn reconcile_observer(&self, name: &str, workers: usize) -> Arc<dyn ReconcileObserver> {
-        Arc::new(self.controller(name, workers))
+    fn reconcile_observer(
+        &self,
+        name: &str,
+        workers: usize,
+        cluster: Option<&str>,
+    ) -> Arc<dyn ReconcileObserver> {
+        Arc::new(self.controller(name, workers, cluster))
     }
 
-    fn queue_metrics(&self) -> Arc<dyn MetricsProvider> {
-        Arc::new(self.workqueue())
+    fn queue_metrics(&self, cluster: Option<&str>) -> Arc<dyn MetricsProvider> {
+        Arc::new(self.workqueue(cluster))
+    }
+
+    #[cfg(feature = "multicluster")]
+    fn forget_cluster(&self, name: &str, cluster: &str) {
+        Metrics::forget_cluster(self, name, cluster);
     }
 }
 

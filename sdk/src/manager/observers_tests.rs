@@ -11,7 +11,7 @@ use crate::metrics::testing::{samples, value};
 #[test]
 fn a_controller_shows_at_zero_before_its_first_reconcile() {
     let metrics = Metrics::new();
-    let _observer = metrics.reconcile_observer("gadget", 4);
+    let _observer = metrics.reconcile_observer("gadget", 4, None);
     let all = samples(&metrics.encode().unwrap());
     for result in ["success", "error", "requeue", "requeue_after"] {
         assert_eq!(
@@ -45,7 +45,7 @@ fn a_controller_shows_at_zero_before_its_first_reconcile() {
 #[test]
 fn each_result_moves_its_counters() {
     let metrics = Metrics::new();
-    let observer = metrics.reconcile_observer("gadget", 1);
+    let observer = metrics.reconcile_observer("gadget", 1, None);
     let results = [
         (ReconcileResult::Success, 2),
         (ReconcileResult::Requeue, 1),
@@ -100,7 +100,7 @@ fn each_result_moves_its_counters() {
 #[test]
 fn active_workers_follow_running_reconciles() {
     let metrics = Metrics::new();
-    let observer = metrics.reconcile_observer("gadget", 2);
+    let observer = metrics.reconcile_observer("gadget", 2, None);
     let active = format!(r#"{ACTIVE_WORKERS}{{controller="gadget"}}"#);
     observer.started();
     observer.started();
@@ -112,7 +112,7 @@ fn active_workers_follow_running_reconciles() {
 #[test]
 fn reconcile_time_has_controller_runtimes_buckets() {
     let metrics = Metrics::new();
-    let _observer = metrics.reconcile_observer("gadget", 1);
+    let _observer = metrics.reconcile_observer("gadget", 1, None);
     let text = metrics.encode().unwrap();
     let bounds: Vec<f64> = samples(&text)
         .keys()
@@ -133,7 +133,7 @@ fn reconcile_time_has_controller_runtimes_buckets() {
 #[test]
 fn counters_keep_controller_runtimes_sample_names() {
     let metrics = Metrics::new();
-    let _observer = metrics.reconcile_observer("gadget", 1);
+    let _observer = metrics.reconcile_observer("gadget", 1, None);
     let text = metrics.encode().unwrap();
     assert!(text.contains("# TYPE controller_runtime_reconcile counter"));
     assert!(

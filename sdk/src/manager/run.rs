@@ -106,6 +106,23 @@ async fn run(
         #[cfg(feature = "multicluster")]
         fleet,
     } = manager;
+    // Multicluster controllers with no provider: said before any election,
+    // not once this replica has waited to lead.
+    #[cfg(feature = "multicluster")]
+    if !fleet.is_empty() && !fleet.has_provider() {
+        return Err(ManagerError::MultiCluster(
+            crate::multicluster::MultiClusterError::NoProvider,
+        ));
+    }
+    // Each member's state shows on `/readyz?verbose`; none fails the hub's readiness.
+    #[cfg(feature = "multicluster")]
+    let readyz = {
+        let mut readyz = readyz;
+        if !fleet.is_empty() {
+            readyz.add("clusters".to_owned(), super::health::detail(fleet.states()));
+        }
+        readyz
+    };
     #[cfg(feature = "multicluster")]
     let runnables = with_fleet(runnables, fleet);
 

@@ -136,6 +136,35 @@ async fn invalid_leader_election_options_fail_the_build() {
     assert!(err.to_string().contains("renew_deadline"), "{err}");
 }
 
+/// Multicluster controllers without a provider fail the run at once, before
+/// the election: this replica could never lead (its server does not exist),
+/// so an error found after winning it would never come.
+#[cfg(feature = "multicluster")]
+#[tokio::test]
+async fn multicluster_controllers_without_a_provider_fail_before_the_election() {
+    let mut manager = Manager::builder()
+        .client(offline_client())
+        .leader_election(LeaderElection::new("lock").namespace("default"))
+        .build()
+        .await
+        .unwrap();
+    manager.add(Controller::new(Noop).multicluster()).unwrap();
+    let err = tokio::time::timeout(
+        Duration::from_secs(10),
+        manager.run_until(std::future::pending()),
+    )
+    .await
+    .expect("the run fails at once, not after leading")
+    .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ManagerError::MultiCluster(crate::multicluster::MultiClusterError::NoProvider)
+        ),
+        "{err:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_missing_kubeconfig_is_a_config_error() {
     let err = Manager::builder()

@@ -2,7 +2,7 @@
 //! names no metrics: the manager feeds these from the controller's
 //! reconcile observer (see `manager/observers.rs`).
 
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, LabelSetEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -11,18 +11,47 @@ use prometheus_client::registry::Registry;
 
 use super::names::{self, counter_family};
 
-/// The `controller` label.
+/// The `cluster` label of a multicluster controller's series (the member
+/// cluster it reconciled in); absent, not empty, on a single-cluster
+/// controller's, so those series are controller-runtime's exactly.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub(crate) struct ClusterLabel(pub(crate) Option<String>);
+
+impl ClusterLabel {
+    pub(crate) fn of(cluster: Option<&str>) -> Self {
+        Self(cluster.map(str::to_owned))
+    }
+}
+
+impl EncodeLabelSet for ClusterLabel {
+    fn encode(&self, encoder: &mut LabelSetEncoder) -> Result<(), std::fmt::Error> {
+        match &self.0 {
+            Some(cluster) => [("cluster", cluster.as_str())].encode(encoder),
+            None => Ok(()),
+        }
+    }
+}
+
+/// The `controller` label (and `cluster`, for a multicluster controller).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub(crate) struct ControllerLabel {
     pub(crate) controller: String,
+    #[prometheus(flatten)]
+    pub(crate) cluster: ClusterLabel,
 }
 
-/// The `controller` and `result` labels.
+/// The `controller` and `result` labels (and `cluster`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub(crate) struct ResultLabels {
     pub(crate) controller: String,
     pub(crate) result: &'static str,
+    #[prometheus(flatten)]
+    pub(crate) cluster: ClusterLabel,
 }
+
+/// The `result` label's values of `controller_runtime_reconcile_total`.
+#[cfg(feature = "multicluster")]
+const RESULTS: [&str; 4] = ["success", "requeue", "requeue_after", "error"];
 
 type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
 
@@ -99,17 +128,25 @@ impl ControllerFamilies {
         families
     }
 
-    /// The metrics of controller `name`, every series created at zero (as
+    /// The metrics of controller `name` (in member cluster `cluster`, for
+    /// a multicluster controller), every series created at zero (as
     /// controller-runtime does, so dashboards show the controller before
     /// its first reconcile).
-    pub(crate) fn controller(&self, name: &str, workers: usize) -> ControllerMetrics {
+    pub(crate) fn controller(
+        &self,
+        name: &str,
+        workers: usize,
+        cluster: Option<&str>,
+    ) -> ControllerMetrics {
         let label = ControllerLabel {
             controller: name.to_owned(),
+            cluster: ClusterLabel::of(cluster),
         };
         let result = |result| {
             self.total.get_or_create_owned(&ResultLabels {
                 controller: name.to_owned(),
                 result,
+                cluster: ClusterLabel::of(cluster),
             })
         };
         let metrics = ControllerMetrics {
@@ -129,6 +166,34 @@ impl ControllerFamilies {
             .set(i64::try_from(workers).unwrap_or(i64::MAX));
         metrics.active.set(0);
         metrics
+    }
+
+    /// Removes the series of controller `name` in member cluster `cluster`
+    /// (a disengaged cluster's), so none of them is left behind.
+    #[cfg(feature = "multicluster")]
+    pub(crate) fn forget(&self, name: &str, cluster: &str) {
+        let label = ControllerLabel {
+            controller: name.to_owned(),
+            cluster: ClusterLabel::of(Some(cluster)),
+        };
+        for result in RESULTS {
+            self.total.remove(&ResultLabels {
+                controller: name.to_owned(),
+                result,
+                cluster: label.cluster.clone(),
+            });
+        }
+        for family in [
+            &self.errors,
+            &self.terminal_errors,
+            &self.panics,
+            &self.timeouts,
+        ] {
+            family.remove(&label);
+        }
+        self.time.remove(&label);
+        self.active.remove(&label);
+        self.max_concurrent.remove(&label);
     }
 }
 

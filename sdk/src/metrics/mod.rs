@@ -60,6 +60,13 @@
 //! `ManagerBuilder::client` is used as is, without them); the duration runs
 //! until the response headers arrive (for a watch: until it is open).
 //!
+//! A [multicluster](crate::controller::Controller::multicluster)
+//! controller's reconcile and workqueue series (feature `multicluster`)
+//! carry one more label, `cluster`, the member cluster they count in (each
+//! member has its own queue and workers); they are made when the cluster
+//! is engaged and removed when it is disengaged. A single-cluster
+//! controller's series have no `cluster` label.
+//!
 //! The workqueue's `name` (and `controller`) label is the controller's name.
 //! A controller's series exist at zero from the moment it is added to a
 //! manager, as in controller-runtime. An error counts once under

@@ -107,15 +107,33 @@ impl Metrics {
         Ok(text)
     }
 
-    /// The workqueue metrics, for every queue built with them.
-    pub(crate) fn workqueue(&self) -> WorkqueueMetrics {
-        self.inner.workqueue.clone()
+    /// The workqueue metrics, for every queue built with them (labelled
+    /// with `cluster`, a member cluster's, if given).
+    pub(crate) fn workqueue(&self, cluster: Option<&str>) -> WorkqueueMetrics {
+        match cluster {
+            None => self.inner.workqueue.clone(),
+            Some(cluster) => self.inner.workqueue.in_cluster(cluster),
+        }
     }
 
     /// The reconcile metrics of controller `name` running `workers`
-    /// workers, its series created at zero.
-    pub(crate) fn controller(&self, name: &str, workers: usize) -> ControllerMetrics {
-        self.inner.controllers.controller(name, workers)
+    /// workers (in member cluster `cluster`, if given), its series created
+    /// at zero.
+    pub(crate) fn controller(
+        &self,
+        name: &str,
+        workers: usize,
+        cluster: Option<&str>,
+    ) -> ControllerMetrics {
+        self.inner.controllers.controller(name, workers, cluster)
+    }
+
+    /// Removes every series of controller `name` in member cluster
+    /// `cluster`: its reconcile metrics and its queue's.
+    #[cfg(feature = "multicluster")]
+    pub(crate) fn forget_cluster(&self, name: &str, cluster: &str) {
+        self.inner.controllers.forget(name, cluster);
+        self.inner.workqueue.forget(name, cluster);
     }
 
     /// Sets `leader_election_master_status{name=lease}`.
@@ -147,6 +165,6 @@ impl<T: Eq + Hash + Clone + Send + Sync + 'static> WorkQueueBuilder<T> {
     /// assert!(text.contains(r#"workqueue_depth{name="backups",controller="backups"} 1"#));
     /// ```
     pub fn metrics(self, metrics: &Metrics) -> Self {
-        self.metrics_provider(Arc::new(metrics.workqueue()))
+        self.metrics_provider(Arc::new(metrics.workqueue(None)))
     }
 }

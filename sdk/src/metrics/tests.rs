@@ -110,3 +110,55 @@ fn leader_status_is_one_only_while_leading() {
     metrics.set_leader("operator-lock", false);
     assert_eq!(value(&metrics, &series), 0.0);
 }
+
+/// A member cluster's series carry its `cluster` label beside the
+/// single-cluster ones (unchanged), and go when the cluster is forgotten:
+/// the items its dropped queue left waiting count nowhere.
+#[cfg(feature = "multicluster")]
+#[tokio::test]
+async fn member_series_carry_the_cluster_and_go_with_it() {
+    use crate::workqueue::metrics::MetricsProvider;
+
+    let metrics = Metrics::new();
+    let _single = metrics.controller("gadget", 1, None);
+    let east = metrics.controller("gadget", 2, Some("east"));
+    east.success.inc();
+    let queue = |cluster| {
+        let provider: std::sync::Arc<dyn MetricsProvider> =
+            std::sync::Arc::new(metrics.workqueue(cluster));
+        WorkQueue::<&'static str>::builder()
+            .name("gadget")
+            .metrics_provider(provider)
+            .unfinished_work_update_period(Duration::ZERO)
+            .build()
+    };
+    let (west_queue, east_queue) = (queue(Some("west")), queue(Some("east")));
+    east_queue.add("a");
+    east_queue.add("b");
+    west_queue.add("c");
+    let text = metrics.encode().unwrap();
+    for series in [
+        r#"controller_runtime_reconcile_total{controller="gadget",result="success"} 0"#,
+        r#"controller_runtime_reconcile_total{controller="gadget",result="success",cluster="east"} 1"#,
+        r#"controller_runtime_max_concurrent_reconciles{controller="gadget",cluster="east"} 2"#,
+        r#"workqueue_depth{name="gadget",controller="gadget",cluster="east"} 2"#,
+        r#"workqueue_depth{name="gadget",controller="gadget",cluster="west"} 1"#,
+    ] {
+        assert!(text.contains(series), "{series} in\n{text}");
+    }
+
+    drop(east_queue); // with two items waiting
+    metrics.forget_cluster("gadget", "east");
+    let text = metrics.encode().unwrap();
+    assert!(!text.contains(r#"cluster="east""#), "{text}");
+    assert!(
+        text.contains(r#"workqueue_depth{name="gadget",controller="gadget",cluster="west"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            r#"controller_runtime_reconcile_total{controller="gadget",result="success"} 0"#
+        ),
+        "{text}"
+    );
+}

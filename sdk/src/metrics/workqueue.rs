@@ -10,26 +10,21 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use super::controller::ClusterLabel;
 use super::names::{self, counter_family};
 use crate::workqueue::metrics::{
     CounterMetric, GaugeMetric, HistogramMetric, MetricsProvider, SettableGaugeMetric,
 };
 
 /// The `name` label (the queue's, which is its controller's name) and, as
-/// controller-runtime also writes it, `controller` with the same value.
+/// controller-runtime also writes it, `controller` with the same value;
+/// `cluster` for a multicluster controller's queue in a member cluster.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 struct QueueLabels {
     name: String,
     controller: String,
-}
-
-impl QueueLabels {
-    fn of(name: &str) -> Self {
-        Self {
-            name: name.to_owned(),
-            controller: name.to_owned(),
-        }
-    }
+    #[prometheus(flatten)]
+    cluster: ClusterLabel,
 }
 
 type HistogramFamily = Family<QueueLabels, Histogram, fn() -> Histogram>;
@@ -40,9 +35,11 @@ fn duration_histogram() -> Histogram {
 }
 
 /// Workqueue metrics for every queue built with it (see
-/// [`WorkQueueBuilder::metrics`](crate::workqueue::WorkQueueBuilder::metrics)).
+/// [`WorkQueueBuilder::metrics`](crate::workqueue::WorkQueueBuilder::metrics)),
+/// labelled with one member cluster if made by [`in_cluster`](Self::in_cluster).
 #[derive(Debug, Clone)]
 pub(crate) struct WorkqueueMetrics {
+    cluster: ClusterLabel,
     depth: Family<QueueLabels, Gauge>,
     adds: Family<QueueLabels, Counter>,
     queue_duration: HistogramFamily,
@@ -56,6 +53,7 @@ impl WorkqueueMetrics {
     /// The families, registered on `registry`.
     pub(crate) fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
+            cluster: ClusterLabel::default(),
             depth: Family::default(),
             adds: Family::default(),
             queue_duration: Family::new_with_constructor(duration_histogram),
@@ -103,6 +101,39 @@ impl WorkqueueMetrics {
         );
         metrics
     }
+
+    /// The same families, for the queues of member cluster `cluster`
+    /// (their series carry its `cluster` label).
+    pub(crate) fn in_cluster(&self, cluster: &str) -> Self {
+        Self {
+            cluster: ClusterLabel::of(Some(cluster)),
+            ..self.clone()
+        }
+    }
+
+    /// The labels of queue `name`'s series.
+    fn labels(&self, name: &str) -> QueueLabels {
+        QueueLabels {
+            name: name.to_owned(),
+            controller: name.to_owned(),
+            cluster: self.cluster.clone(),
+        }
+    }
+
+    /// Removes the series of queue `name` in member cluster `cluster` (a
+    /// disengaged cluster's): the items its dropped queue left waiting no
+    /// longer count in `workqueue_depth`.
+    #[cfg(feature = "multicluster")]
+    pub(crate) fn forget(&self, name: &str, cluster: &str) {
+        let labels = self.in_cluster(cluster).labels(name);
+        self.depth.remove(&labels);
+        self.adds.remove(&labels);
+        self.queue_duration.remove(&labels);
+        self.work_duration.remove(&labels);
+        self.unfinished_work.remove(&labels);
+        self.longest_running.remove(&labels);
+        self.retries.remove(&labels);
+    }
 }
 
 struct DepthGauge(Gauge);
@@ -142,32 +173,26 @@ impl HistogramMetric for Durations {
 
 impl MetricsProvider for WorkqueueMetrics {
     fn new_depth_metric(&self, name: &str) -> Box<dyn GaugeMetric> {
-        let gauge = self.depth.get_or_create_owned(&QueueLabels::of(name));
+        let gauge = self.depth.get_or_create_owned(&self.labels(name));
         Box::new(DepthGauge(gauge))
     }
 
     fn new_adds_metric(&self, name: &str) -> Box<dyn CounterMetric> {
-        Box::new(Count(self.adds.get_or_create_owned(&QueueLabels::of(name))))
+        Box::new(Count(self.adds.get_or_create_owned(&self.labels(name))))
     }
 
     fn new_queue_duration_metric(&self, name: &str) -> Box<dyn HistogramMetric> {
-        let histogram = self
-            .queue_duration
-            .get_or_create_owned(&QueueLabels::of(name));
+        let histogram = self.queue_duration.get_or_create_owned(&self.labels(name));
         Box::new(Durations(histogram))
     }
 
     fn new_work_duration_metric(&self, name: &str) -> Box<dyn HistogramMetric> {
-        let histogram = self
-            .work_duration
-            .get_or_create_owned(&QueueLabels::of(name));
+        let histogram = self.work_duration.get_or_create_owned(&self.labels(name));
         Box::new(Durations(histogram))
     }
 
     fn new_unfinished_work_seconds_metric(&self, name: &str) -> Box<dyn SettableGaugeMetric> {
-        let gauge = self
-            .unfinished_work
-            .get_or_create_owned(&QueueLabels::of(name));
+        let gauge = self.unfinished_work.get_or_create_owned(&self.labels(name));
         Box::new(Seconds(gauge))
     }
 
@@ -175,15 +200,11 @@ impl MetricsProvider for WorkqueueMetrics {
         &self,
         name: &str,
     ) -> Box<dyn SettableGaugeMetric> {
-        let gauge = self
-            .longest_running
-            .get_or_create_owned(&QueueLabels::of(name));
+        let gauge = self.longest_running.get_or_create_owned(&self.labels(name));
         Box::new(Seconds(gauge))
     }
 
     fn new_retries_metric(&self, name: &str) -> Box<dyn CounterMetric> {
-        Box::new(Count(
-            self.retries.get_or_create_owned(&QueueLabels::of(name)),
-        ))
+        Box::new(Count(self.retries.get_or_create_owned(&self.labels(name))))
     }
 }

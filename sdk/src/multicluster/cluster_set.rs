@@ -1,25 +1,12 @@
 //! [`ClusterSet`]: clusters added and removed by the program itself (tests
 //! over several control planes, or a source of its own).
 
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::error::{MultiClusterError, ProviderError};
-use super::provider::{ClusterSink, Provider};
+use super::provider::{ClusterSink, Command, Provider};
 use crate::cluster_request::ClusterName;
-
-/// What a [`ClusterSetHandle`] asks.
-enum Change {
-    Add {
-        cluster: ClusterName,
-        client: kube::Client,
-        done: oneshot::Sender<Result<(), MultiClusterError>>,
-    },
-    Remove {
-        cluster: ClusterName,
-        done: oneshot::Sender<Result<bool, MultiClusterError>>,
-    },
-}
 
 /// A provider of the clusters its [`ClusterSetHandle`] adds and removes:
 /// what a test engages its control planes with (one
@@ -39,30 +26,21 @@ enum Change {
 /// ```
 #[derive(Debug)]
 pub struct ClusterSet {
-    changes: mpsc::UnboundedReceiver<Change>,
+    commands: mpsc::UnboundedReceiver<Command>,
 }
 
 /// Adds clusters to and removes them from a [`ClusterSet`]'s fleet.
 /// Cheap to clone.
 #[derive(Clone, Debug)]
 pub struct ClusterSetHandle {
-    changes: mpsc::UnboundedSender<Change>,
-}
-
-impl std::fmt::Debug for Change {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Add { cluster, .. } => write!(f, "Add({cluster})"),
-            Self::Remove { cluster, .. } => write!(f, "Remove({cluster})"),
-        }
-    }
+    commands: mpsc::UnboundedSender<Command>,
 }
 
 impl ClusterSet {
     /// An empty set and its handle.
     pub fn new() -> (Self, ClusterSetHandle) {
-        let (changes, receiver) = mpsc::unbounded_channel();
-        (Self { changes: receiver }, ClusterSetHandle { changes })
+        let (commands, receiver) = mpsc::unbounded_channel();
+        (Self { commands: receiver }, ClusterSetHandle { commands })
     }
 }
 
@@ -75,30 +53,24 @@ impl ClusterSetHandle {
         cluster: impl Into<ClusterName>,
         client: kube::Client,
     ) -> Result<(), MultiClusterError> {
-        let (done, answer) = oneshot::channel();
-        let change = Change::Add {
-            cluster: cluster.into(),
-            client,
-            done,
-        };
-        self.changes
-            .send(change)
-            .map_err(|_| MultiClusterError::FleetStopped)?;
-        answer.await.map_err(|_| MultiClusterError::FleetStopped)?
+        let (command, answer) = Command::engage(cluster.into(), client);
+        self.send(command)?;
+        answer.wait().await?
     }
 
     /// Disengages `cluster`; returns once none of its reconciles runs and
     /// its informers stopped (`Ok(false)`: it was not engaged).
     pub async fn remove(&self, cluster: impl Into<ClusterName>) -> Result<bool, MultiClusterError> {
-        let (done, answer) = oneshot::channel();
-        let change = Change::Remove {
-            cluster: cluster.into(),
-            done,
-        };
-        self.changes
-            .send(change)
-            .map_err(|_| MultiClusterError::FleetStopped)?;
-        answer.await.map_err(|_| MultiClusterError::FleetStopped)?
+        let (command, answer) = Command::disengage(cluster.into());
+        self.send(command)?;
+        answer.wait().await
+    }
+
+    /// Hands `command` to the set's provider, which forwards it to the fleet.
+    fn send(&self, command: Command) -> Result<(), MultiClusterError> {
+        self.commands
+            .send(command)
+            .map_err(|_| MultiClusterError::FleetStopped)
     }
 }
 
@@ -109,26 +81,19 @@ impl Provider for ClusterSet {
         stop: CancellationToken,
     ) -> Result<(), ProviderError> {
         loop {
-            let change = tokio::select! {
+            let command = tokio::select! {
                 () = stop.cancelled() => return Ok(()),
-                change = self.changes.recv() => change,
+                command = self.commands.recv() => command,
             };
-            match change {
-                None => {
-                    // every handle is gone: the set stays as it is
-                    stop.cancelled().await;
-                    return Ok(());
-                }
-                Some(Change::Add {
-                    cluster,
-                    client,
-                    done,
-                }) => {
-                    let _ = done.send(clusters.engage(cluster, client).await);
-                }
-                Some(Change::Remove { cluster, done }) => {
-                    let _ = done.send(clusters.disengage(&cluster).await);
-                }
+            let Some(command) = command else {
+                // every handle is gone: the set stays as it is
+                stop.cancelled().await;
+                return Ok(());
+            };
+            // The fleet answers the handle; if it stopped, the dropped
+            // command tells the handle so.
+            if clusters.send(command).await.is_err() {
+                return Ok(());
             }
         }
     }

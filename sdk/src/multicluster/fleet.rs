@@ -6,13 +6,15 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
+use parking_lot::RwLock;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::credentials::{CredentialSwap, swappable};
 use super::error::{MultiClusterError, ProviderError};
 use super::provider::{ClusterSink, Command, Provider};
-use crate::cache::SharedCache;
+use crate::cache::{SharedCache, SyncState};
 use crate::cluster_request::ClusterName;
 use crate::controller::{ClusterController, Controller, ControllerError, until_shutdown};
 use crate::reconcile::Reconcile;
@@ -41,7 +43,11 @@ pub struct Fleet {
     provider: Option<RunProvider>,
     controllers: Vec<Arc<dyn ClusterController>>,
     engaged: watch::Sender<Vec<ClusterName>>,
+    caches: EngagedCaches,
 }
+
+/// The caches of the engaged clusters, by name: what their states are read from.
+type EngagedCaches = Arc<RwLock<BTreeMap<ClusterName, SharedCache>>>;
 
 impl std::fmt::Debug for Fleet {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -74,6 +80,7 @@ impl Fleet {
             provider: None,
             controllers: Vec::new(),
             engaged: watch::Sender::new(Vec::new()),
+            caches: EngagedCaches::default(),
         }
     }
 
@@ -82,6 +89,11 @@ impl Fleet {
         self.provider = Some(Box::new(move |sink, stop| {
             Box::pin(provider.run(sink, stop))
         }));
+    }
+
+    /// Whether a provider was set.
+    pub(crate) fn has_provider(&self) -> bool {
+        self.provider.is_some()
     }
 
     /// Whether no controller was added.
@@ -117,6 +129,31 @@ impl Fleet {
         self.engaged.subscribe()
     }
 
+    /// What each engaged cluster's state is now, for the hub's `/readyz`
+    /// detail: `engaged` (its caches synced), `syncing` (with what has
+    /// not synced and why) or `unreachable` (with its last error), e.g.
+    /// `m1 engaged; m2 syncing (1 of 2 informers have not synced: ..)`.
+    pub(crate) fn states(&self) -> impl Fn() -> String + Send + Sync + 'static {
+        let caches = Arc::clone(&self.caches);
+        move || {
+            let caches = caches.read();
+            if caches.is_empty() {
+                return "no cluster engaged".to_owned();
+            }
+            let states: Vec<String> = caches
+                .iter()
+                .map(|(cluster, cache)| match cache.sync_state() {
+                    SyncState::Synced => format!("{cluster} engaged"),
+                    SyncState::Syncing(pending) => format!("{cluster} syncing ({pending})"),
+                    SyncState::Unreachable(error) => {
+                        format!("{cluster} unreachable (last error: {error})")
+                    }
+                })
+                .collect();
+            states.join("; ")
+        }
+    }
+
     /// Runs the provider and the controllers until `shutdown` completes:
     /// then no new reconcile starts, running ones get each controller's
     /// shutdown timeout, and every cluster's informers stop. Fails if the
@@ -140,6 +177,7 @@ impl Fleet {
             controllers: self.controllers,
             clusters: BTreeMap::new(),
             engaged: self.engaged,
+            caches: self.caches,
             stop: stop.clone(),
         };
         let mut open = true;
@@ -171,12 +209,15 @@ struct Members {
     controllers: Vec<Arc<dyn ClusterController>>,
     clusters: BTreeMap<ClusterName, Member>,
     engaged: watch::Sender<Vec<ClusterName>>,
+    caches: EngagedCaches,
     stop: CancellationToken,
 }
 
-/// One engaged cluster: its cache and its controllers' runs.
+/// One engaged cluster: its cache (over a client whose credentials can
+/// be swapped), and its controllers' runs.
 struct Member {
     cache: SharedCache,
+    credentials: CredentialSwap,
     disengaged: CancellationToken,
     runs: JoinSet<()>,
 }
@@ -184,11 +225,19 @@ struct Member {
 impl Member {
     /// Cancels the cluster's reconciles, waits until its controllers' runs
     /// ended (no reconcile of it runs any more, its queues are shut down),
-    /// then stops its informers and waits for their tasks.
-    async fn disengage(mut self) {
+    /// then stops its informers and waits for their tasks, and drops what
+    /// its controllers reported there (their metric series).
+    async fn disengage(
+        mut self,
+        cluster: &ClusterName,
+        controllers: &[Arc<dyn ClusterController>],
+    ) {
         self.disengaged.cancel();
         while self.runs.join_next().await.is_some() {}
         self.cache.stop_and_wait().await;
+        for controller in controllers {
+            controller.forget(cluster);
+        }
     }
 
     /// At fleet shutdown (the stop token is cancelled: running reconciles
@@ -213,7 +262,7 @@ impl Members {
             Command::Disengage { cluster, done } => {
                 let was = match self.clusters.remove(&cluster) {
                     Some(member) => {
-                        member.disengage().await;
+                        member.disengage(&cluster, &self.controllers).await;
                         tracing::info!(%cluster, "cluster disengaged");
                         true
                     }
@@ -221,6 +270,21 @@ impl Members {
                 };
                 self.publish();
                 let _ = done.send(was);
+            }
+            Command::UpdateCredentials {
+                cluster,
+                client,
+                done,
+            } => {
+                let engaged = match self.clusters.get(&cluster) {
+                    Some(member) => {
+                        member.credentials.swap(client);
+                        tracing::info!(%cluster, "cluster's credentials swapped; its caches kept");
+                        true
+                    }
+                    None => false,
+                };
+                let _ = done.send(engaged);
             }
         }
     }
@@ -232,16 +296,18 @@ impl Members {
     ) -> Result<(), MultiClusterError> {
         if let Some(old) = self.clusters.remove(&cluster) {
             tracing::info!(%cluster, "cluster engaged again (new credentials); disengaging the old one first");
-            old.disengage().await;
+            old.disengage(&cluster, &self.controllers).await;
             self.publish();
         }
+        let (client, credentials) = swappable(client);
         let mut member = Member {
             cache: SharedCache::new(client),
+            credentials,
             disengaged: CancellationToken::new(),
             runs: JoinSet::new(),
         };
         if let Err(source) = self.start(&cluster, &mut member) {
-            member.disengage().await;
+            member.disengage(&cluster, &self.controllers).await;
             return Err(MultiClusterError::Engage {
                 cluster,
                 source: Box::new(source),
@@ -280,6 +346,11 @@ impl Members {
 
     fn publish(&self) {
         let names: Vec<ClusterName> = self.clusters.keys().cloned().collect();
+        *self.caches.write() = self
+            .clusters
+            .iter()
+            .map(|(cluster, member)| (cluster.clone(), member.cache.clone()))
+            .collect();
         self.engaged.send_replace(names);
     }
 

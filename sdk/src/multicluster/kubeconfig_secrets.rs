@@ -7,6 +7,7 @@ use k8s_openapi::api::core::v1::Secret;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::credentials::{self, Endpoint};
 use super::error::{MultiClusterError, ProviderError};
 use super::provider::{ClusterSink, Provider};
 use crate::cache::{InformerEvent, Scope, SharedCache, handler_fn};
@@ -25,9 +26,13 @@ pub const KUBECONFIG_SECRET_KEY: &str = "kubeconfig";
 /// [`KUBECONFIG_SECRET_LABEL`]`=true`, the kubeconfig under
 /// [`KUBECONFIG_SECRET_KEY`] (multicluster-runtime's kubeconfig provider,
 /// with its defaults). A cluster is named after its Secret: it is engaged
-/// when the Secret appears, engaged again over the new credentials when
-/// the kubeconfig changes, and disengaged when the Secret goes (or its
-/// kubeconfig no longer loads).
+/// when the Secret appears and disengaged when the Secret goes (or its
+/// kubeconfig no longer loads). When the kubeconfig changes, its new
+/// credentials are swapped in under the cluster's caches if it still
+/// reaches the same server (URL, CA and TLS settings unchanged: a rotated
+/// token or client certificate), as
+/// [`ClusterSink::update_credentials`](super::ClusterSink::update_credentials)
+/// does; otherwise the cluster is engaged again over the new client.
 ///
 /// The hub identity needs `get`, `list` and `watch` on Secrets in that
 /// namespace; each kubeconfig needs what the controllers do in its cluster.
@@ -89,6 +94,12 @@ impl KubeconfigSecrets {
 /// What a Secret event means for its cluster: its kubeconfig now, or gone.
 type Change = (ClusterName, Option<Vec<u8>>);
 
+/// An engaged cluster's kubeconfig and the endpoint it reaches.
+struct Engaged {
+    kubeconfig: Vec<u8>,
+    endpoint: Endpoint,
+}
+
 impl Provider for KubeconfigSecrets {
     async fn run(
         self,
@@ -131,7 +142,7 @@ impl Provider for KubeconfigSecrets {
             }
         }))?;
         cache.start()?;
-        let mut engaged: HashMap<ClusterName, Vec<u8>> = HashMap::new();
+        let mut engaged: HashMap<ClusterName, Engaged> = HashMap::new();
         let result = loop {
             let change = tokio::select! {
                 () = stop.cancelled() => break Ok(()),
@@ -155,12 +166,14 @@ impl Provider for KubeconfigSecrets {
 }
 
 impl KubeconfigSecrets {
-    /// Engages, engages again or disengages `cluster` for its Secret's
-    /// `kubeconfig` (`None`: the Secret is gone); unchanged bytes do nothing.
+    /// Engages, swaps the credentials of, or disengages `cluster` for its
+    /// Secret's `kubeconfig` (`None`: the Secret is gone); unchanged bytes
+    /// do nothing. New credentials to the same server (URL and trust)
+    /// keep the cluster's caches; to another server, it is engaged again.
     async fn apply(
         &self,
         clusters: &ClusterSink,
-        engaged: &mut HashMap<ClusterName, Vec<u8>>,
+        engaged: &mut HashMap<ClusterName, Engaged>,
         cluster: ClusterName,
         kubeconfig: Option<Vec<u8>>,
     ) -> Result<(), MultiClusterError> {
@@ -170,45 +183,56 @@ impl KubeconfigSecrets {
             }
             return Ok(());
         };
-        if engaged.get(&cluster) == Some(&kubeconfig) {
+        if engaged.get(&cluster).map(|e| &e.kubeconfig) == Some(&kubeconfig) {
             return Ok(());
         }
-        match self.client_of(&cluster, &kubeconfig).await {
-            Ok(client) => {
-                clusters.engage(cluster.clone(), client).await?;
-                engaged.insert(cluster, kubeconfig);
-                Ok(())
-            }
+        let (endpoint, client) = match self.client_of(&cluster, &kubeconfig).await {
+            Ok(made) => made,
             Err(error) => {
                 // Credentials that no longer load: the old ones are not trusted either.
                 if engaged.remove(&cluster).is_some() {
                     clusters.disengage(&cluster).await?;
                 }
-                Err(error)
+                return Err(error);
             }
+        };
+        let same_server = engaged
+            .get(&cluster)
+            .is_some_and(|e| e.endpoint == endpoint);
+        if !same_server
+            || !clusters
+                .update_credentials(&cluster, client.clone())
+                .await?
+        {
+            clusters.engage(cluster.clone(), client).await?;
         }
+        engaged.insert(
+            cluster,
+            Engaged {
+                kubeconfig,
+                endpoint,
+            },
+        );
+        Ok(())
     }
 
+    /// The endpoint and client of `kubeconfig`.
     async fn client_of(
         &self,
         cluster: &ClusterName,
         kubeconfig: &[u8],
-    ) -> Result<kube::Client, MultiClusterError> {
-        let credentials = |reason: String| MultiClusterError::Credentials {
-            cluster: cluster.clone(),
-            reason: format!("Secret {}/{cluster}: {reason}", self.namespace),
-        };
+    ) -> Result<(Endpoint, kube::Client), MultiClusterError> {
+        let origin = format!("Secret {}/{cluster}", self.namespace);
+        let invalid = |reason: String| credentials::credentials(cluster, &origin, reason);
         if kubeconfig.is_empty() {
-            return Err(credentials(format!("no data under the key {:?}", self.key)));
+            return Err(invalid(format!("no data under the key {:?}", self.key)));
         }
         let text = std::str::from_utf8(kubeconfig)
-            .map_err(|e| credentials(format!("the kubeconfig is not UTF-8: {e}")))?;
+            .map_err(|e| invalid(format!("the kubeconfig is not UTF-8: {e}")))?;
         let parsed = kube::config::Kubeconfig::from_yaml(text)
-            .map_err(|e| credentials(format!("not a kubeconfig: {e}")))?;
-        let config = kube::Config::from_custom_kubeconfig(parsed, &Default::default())
-            .await
-            .map_err(|e| credentials(format!("the kubeconfig does not load: {e}")))?;
-        kube::Client::try_from(config)
-            .map_err(|e| credentials(format!("cannot make a client: {e}")))
+            .map_err(|e| invalid(format!("not a kubeconfig: {e}")))?;
+        let config = credentials::config_of(cluster, parsed, None, &origin).await?;
+        let endpoint = Endpoint::of(&config);
+        Ok((endpoint, credentials::client_of(cluster, config, &origin)?))
     }
 }

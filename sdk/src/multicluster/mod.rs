@@ -9,18 +9,33 @@
 //!
 //! - **engaged**: the cluster gets its own [`SharedCache`](crate::cache::SharedCache),
 //!   with informers for every controller's watches, and each controller
-//!   its own queue and workers there; its objects are reconciled once its
-//!   caches synced. A member that cannot be reached backs off on its own
+//!   its own queue and workers there; a controller's objects are
+//!   reconciled once its own watches synced in that cluster (a kind of
+//!   another controller that never syncs there, its CRD missing, holds it
+//!   up in nothing). A member that cannot be reached backs off on its own
 //!   (its informers retry with jittered backoff; a warning is logged each
 //!   cache-sync timeout) and never holds up another cluster.
 //! - **disengaged**: its running reconciles are cancelled at once (their
 //!   futures dropped, as a lapsed shard permit does), its queued keys are
 //!   dropped with its queues, its watches removed and its informers
-//!   stopped, and [`ClusterSink::disengage`] returns only then: no
-//!   reconcile of the cluster runs after its removal is acknowledged.
-//! - **new credentials** (engaged again under the same name): the old
-//!   engagement is disengaged, and the cluster engaged afresh over the new
-//!   client.
+//!   stopped, its metric series removed, and [`ClusterSink::disengage`]
+//!   returns only then: no reconcile of the cluster runs after its removal
+//!   is acknowledged.
+//! - **new credentials to the same server**
+//!   ([`ClusterSink::update_credentials`]; what [`KubeconfigSecrets`] does
+//!   when a Secret's kubeconfig changes but its server URL, CA and TLS
+//!   settings do not): swapped in under the cluster's caches, which are
+//!   kept; nothing is listed or reconciled again.
+//! - **engaged again** under the same name (new credentials to another
+//!   server): the old engagement is disengaged, and the cluster engaged
+//!   afresh over the new client.
+//!
+//! A multicluster controller's metrics carry a `cluster` label (see
+//! [`crate::metrics`]); a [`Manager`](crate::manager::Manager)'s
+//! `/readyz?verbose` shows each engaged cluster's state on its
+//! `clusters` line (`engaged`, `syncing` with what has not synced, or
+//! `unreachable` with the last error), which never fails the hub's
+//! readiness.
 //!
 //! The reconciler does not change: it implements [`Reconcile`](crate::reconcile::Reconcile)
 //! as for one cluster, and its [`Context`](crate::reconcile::Context) is
@@ -73,12 +88,10 @@
 //!
 //! Not yet: one queue and worker pool shared by every cluster (each
 //! cluster has its own, of `max_concurrent_reconciles` workers); watches on
-//! the hub mapped to member objects; a `cluster` label on metrics (every
-//! cluster's reconciles count under the controller's series); keeping a
-//! cache over new credentials to the same server; sharding clusters over
-//! replicas.
+//! the hub mapped to member objects; sharding clusters over replicas.
 
 mod cluster_set;
+mod credentials;
 mod error;
 mod fleet;
 mod kubeconfig_secrets;

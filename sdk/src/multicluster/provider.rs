@@ -48,7 +48,7 @@ pub trait Provider: Send + 'static {
     ) -> impl Future<Output = Result<(), ProviderError>> + Send;
 }
 
-/// What the fleet is asked to do.
+/// What the fleet is asked to do, with where its answer goes.
 pub(super) enum Command {
     Engage {
         cluster: ClusterName,
@@ -59,6 +59,54 @@ pub(super) enum Command {
         cluster: ClusterName,
         done: oneshot::Sender<bool>,
     },
+    UpdateCredentials {
+        cluster: ClusterName,
+        client: kube::Client,
+        done: oneshot::Sender<bool>,
+    },
+}
+
+impl std::fmt::Debug for Command {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Engage { cluster, .. } => write!(f, "Engage({cluster})"),
+            Self::Disengage { cluster, .. } => write!(f, "Disengage({cluster})"),
+            Self::UpdateCredentials { cluster, .. } => write!(f, "UpdateCredentials({cluster})"),
+        }
+    }
+}
+
+/// The answer to a [`Command`], once the fleet has carried it out.
+pub(super) struct Answer<T>(oneshot::Receiver<T>);
+
+impl<T> Answer<T> {
+    /// The answer; [`MultiClusterError::FleetStopped`] if the fleet dropped
+    /// the command (it stopped, or never ran).
+    pub(super) async fn wait(self) -> Result<T, MultiClusterError> {
+        self.0.await.map_err(|_| MultiClusterError::FleetStopped)
+    }
+}
+
+impl Command {
+    /// Engage `cluster` through `client`.
+    pub(super) fn engage(
+        cluster: ClusterName,
+        client: kube::Client,
+    ) -> (Self, Answer<Result<(), MultiClusterError>>) {
+        let (done, answer) = oneshot::channel();
+        let command = Self::Engage {
+            cluster,
+            client,
+            done,
+        };
+        (command, Answer(answer))
+    }
+
+    /// Disengage `cluster`.
+    pub(super) fn disengage(cluster: ClusterName) -> (Self, Answer<bool>) {
+        let (done, answer) = oneshot::channel();
+        (Self::Disengage { cluster, done }, Answer(answer))
+    }
 }
 
 /// Where a [`Provider`] tells its fleet about clusters. Cheap to clone.
@@ -79,17 +127,9 @@ impl ClusterSink {
         cluster: impl Into<ClusterName>,
         client: kube::Client,
     ) -> Result<(), MultiClusterError> {
-        let (done, answer) = oneshot::channel();
-        let command = Command::Engage {
-            cluster: cluster.into(),
-            client,
-            done,
-        };
-        self.commands
-            .send(command)
-            .await
-            .map_err(|_| MultiClusterError::FleetStopped)?;
-        answer.await.map_err(|_| MultiClusterError::FleetStopped)?
+        let (command, answer) = Command::engage(cluster.into(), client);
+        self.send(command).await?;
+        answer.wait().await?
     }
 
     /// Disengages `cluster`: its running reconciles are cancelled, its
@@ -97,15 +137,56 @@ impl ClusterSink {
     /// that is done (the acknowledgement: no reconcile of the cluster runs
     /// after it), `Ok(false)` if it was not engaged.
     pub async fn disengage(&self, cluster: &ClusterName) -> Result<bool, MultiClusterError> {
+        let (command, answer) = Command::disengage(cluster.clone());
+        self.send(command).await?;
+        answer.wait().await
+    }
+
+    /// Swaps the credentials of the engaged `cluster` for `client`'s,
+    /// keeping its caches: `client` must reach the same API server, trusted
+    /// the same way, as the one `cluster` was engaged with (new credentials
+    /// to another server need [`engage`](Self::engage), which builds the
+    /// caches again). Every later request of the cluster's informers,
+    /// reconcilers and Event recorders goes through `client`; a watch
+    /// already open runs on until it ends and is opened again with it. No
+    /// object is listed again and nothing is reconciled for the swap.
+    /// `Ok(false)` if `cluster` is not engaged (nothing changed).
+    ///
+    /// ```
+    /// use opkit::multicluster::{ClusterName, ClusterSink, MultiClusterError};
+    ///
+    /// /// The token of `cluster` was renewed: same server, same CA.
+    /// async fn token_renewed(
+    ///     clusters: &ClusterSink,
+    ///     cluster: ClusterName,
+    ///     renewed: kube::Client,
+    /// ) -> Result<(), MultiClusterError> {
+    ///     if !clusters.update_credentials(&cluster, renewed.clone()).await? {
+    ///         clusters.engage(cluster, renewed).await?; // it was not engaged
+    ///     }
+    ///     Ok(())
+    /// }
+    /// ```
+    pub async fn update_credentials(
+        &self,
+        cluster: &ClusterName,
+        client: kube::Client,
+    ) -> Result<bool, MultiClusterError> {
         let (done, answer) = oneshot::channel();
-        let command = Command::Disengage {
+        let command = Command::UpdateCredentials {
             cluster: cluster.clone(),
+            client,
             done,
         };
+        self.send(command).await?;
+        Answer(answer).wait().await
+    }
+
+    /// Hands `command` to the fleet (its answer comes through the command).
+    pub(super) async fn send(&self, command: Command) -> Result<(), MultiClusterError> {
         self.commands
             .send(command)
             .await
-            .map_err(|_| MultiClusterError::FleetStopped)?;
-        answer.await.map_err(|_| MultiClusterError::FleetStopped)
+            .map_err(|_| MultiClusterError::FleetStopped)
     }
 }

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use tokio_util::sync::CancellationToken;
 
+use super::credentials;
 use super::error::{MultiClusterError, ProviderError};
 use super::provider::{ClusterSink, Provider};
 use crate::cluster_request::ClusterName;
@@ -86,25 +87,17 @@ async fn client_of(
     cluster: &ClusterName,
     source: Source,
 ) -> Result<kube::Client, MultiClusterError> {
-    let credentials = |reason: String| MultiClusterError::Credentials {
-        cluster: cluster.clone(),
-        reason,
-    };
-    let config = match source {
-        Source::Config(config) => *config,
+    match source {
+        Source::Config(config) => credentials::client_of(cluster, *config, ""),
         Source::Kubeconfig { path, context } => {
-            let kubeconfig = kube::config::Kubeconfig::read_from(&path)
-                .map_err(|e| credentials(format!("reading {}: {e}", path.display())))?;
-            let options = kube::config::KubeConfigOptions {
-                context,
-                ..Default::default()
-            };
-            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
-                .await
-                .map_err(|e| credentials(format!("{}: {e}", path.display())))?
+            let origin = path.display().to_string();
+            let kubeconfig = kube::config::Kubeconfig::read_from(&path).map_err(|e| {
+                credentials::credentials(cluster, &origin, format!("cannot read it: {e}"))
+            })?;
+            let config = credentials::config_of(cluster, kubeconfig, context, &origin).await?;
+            credentials::client_of(cluster, config, &origin)
         }
-    };
-    kube::Client::try_from(config).map_err(|e| credentials(format!("cannot make a client: {e}")))
+    }
 }
 
 impl Provider for StaticClusters {

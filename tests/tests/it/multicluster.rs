@@ -3,8 +3,11 @@
 //! namespace), engaged through a `ClusterSet` and through kubeconfig
 //! Secrets on the hub; objects reconciled in each member; a member removed
 //! while its reconciles run (cancelled, none after the removal is
-//! acknowledged), re-added with new credentials; an unreachable member
-//! that holds nobody up.
+//! acknowledged), re-added with new credentials, its credentials rotated
+//! to the same server (its cache kept); an unreachable member that holds
+//! nobody up; a controller whose kind a member lacks that holds up no
+//! other controller; the `cluster` label on the manager's `/metrics`, and
+//! each member's state on its `/readyz`.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -13,9 +16,11 @@ use std::time::Duration;
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
+use kube::CustomResource;
 use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::core::Selector;
 use opkit::ControllerWiring;
+use opkit::controller::Controller;
 use opkit::manager::Manager;
 use opkit::multicluster::{
     ClusterName, ClusterSet, Fleet, KUBECONFIG_SECRET_KEY, KUBECONFIG_SECRET_LABEL,
@@ -25,6 +30,8 @@ use opkit::predicate::LabelSelector;
 use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use opkit_envtest::ControlPlane;
 use opkit_tests::{create_namespace, eventually, init_tracing, plane_with_namespace};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -421,9 +428,12 @@ async fn kubeconfig_secrets_join_rotate_and_leave_under_a_manager() {
     wait_engaged(&mut engaged, &["m1", "m2", "m3", "unreachable"]).await;
     wait_seen(&admins[1], ns, "b", "m2").await;
 
-    // m3's credentials rotate in place (its Secret changes) and the old
-    // ones stop working: engaged again over the new ones, it converges.
+    // m3's credentials rotate in place (its Secret changes, the server
+    // stays) and the old ones stop working: swapped in under its cache,
+    // it converges through the new ones without listing or reconciling
+    // again what it had.
     let new_m3 = service_account_kubeconfig(&planes[2], ns, "rotated").await;
+    let rotated = Instant::now();
     let secret = kubeconfig_secret(hub_ns, "m3", &new_m3);
     secrets
         .patch(
@@ -439,6 +449,248 @@ async fn kubeconfig_secrets_join_rotate_and_leave_under_a_manager() {
         .unwrap();
     create_labelled(&admins[2], ns, "c").await;
     wait_seen(&admins[2], ns, "c", "m3").await;
+    let since = log.started_after("m3", rotated);
+    assert!(
+        !since.contains(&"a".to_owned()),
+        "the rotation kept m3's cache: \"a\" was not reconciled again ({since:?})"
+    );
+    assert_eq!(names(&engaged.borrow()), ["m1", "m2", "m3", "unreachable"]);
+
+    stop.cancel();
+    running.await.unwrap().unwrap();
+}
+
+/// A kind no member serves (its CRD is installed nowhere).
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, JsonSchema)]
+#[kube(group = "mc.opkit.dev", version = "v1", kind = "Gizmo", namespaced)]
+struct GizmoSpec {
+    size: u32,
+}
+
+struct Gizmos;
+
+impl Reconcile for Gizmos {
+    type Object = Gizmo;
+
+    async fn reconcile(&self, _: Request, _: &Context<Gizmo>) -> Result<Action, ReconcileError> {
+        Ok(Action::done())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_member_lacking_one_controllers_crd_still_reconciles_the_others() {
+    init_tracing();
+    let ns = "mc-crd";
+    let planes = members().await;
+    let admin = planes[0].client().unwrap();
+    create_namespace(&admin, ns).await;
+    let log = Arc::new(Log::default());
+    let (clusters, handle) = ClusterSet::new();
+    let mut fleet = Fleet::new(clusters);
+    fleet.add(copier(&log, ns).controller()).unwrap();
+    // Its kind never syncs in m1: it waits (warning at each short
+    // timeout) on its own, and the copier does not wait for it.
+    fleet
+        .add(
+            Controller::new(Gizmos)
+                .name("gizmo")
+                .cache_sync_timeout(Duration::from_secs(1)),
+        )
+        .unwrap();
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(fleet.run(stop.clone().cancelled_owned()));
+    handle.add("m1", admin.clone()).await.unwrap();
+    create_labelled(&admin, ns, "a").await;
+    wait_seen(&admin, ns, "a", "m1").await;
+    assert!(handle.remove("m1").await.unwrap());
+    stop.cancel();
+    running.await.unwrap().unwrap();
+}
+
+/// A client of `plane`'s kubeconfig whose server no one serves.
+async fn unreachable_client(plane: &ControlPlane) -> kube::Client {
+    let text = std::fs::read_to_string(plane.kubeconfig_path())
+        .unwrap()
+        .replace(plane.server_url(), "https://127.0.0.1:9");
+    let kubeconfig = kube::config::Kubeconfig::from_yaml(&text).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
+}
+
+/// A single-cluster controller of the hub beside the fleet.
+struct HubConfigMaps;
+
+impl Reconcile for HubConfigMaps {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        _: Request,
+        _: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
+        Ok(Action::done())
+    }
+}
+
+/// GETs `path` on `addr`: status code and body.
+async fn http_get(addr: std::net::SocketAddr, path: &str) -> (u16, String) {
+    use http_body_util::{BodyExt, Empty};
+    let client: hyper_util::client::legacy::Client<_, Empty<bytes::Bytes>> =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build_http();
+    let uri = format!("http://{addr}{path}").parse().unwrap();
+    let response = tokio::time::timeout(Duration::from_secs(10), client.get(uri))
+        .await
+        .expect("the server answers")
+        .expect("an HTTP response");
+    let status = response.status().as_u16();
+    let body = response.into_body().collect().await.unwrap().to_bytes();
+    (status, String::from_utf8(body.to_vec()).unwrap())
+}
+
+/// The value of the series `name{labels}` in the exposition `text`, if it is there.
+fn sample(text: &str, name: &str, labels: &str) -> Option<f64> {
+    let series = format!("{name}{{{labels}}} ");
+    text.lines()
+        .find_map(|line| line.strip_prefix(&series))
+        .map(|value| value.trim().parse().unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn metrics_carry_the_cluster_and_readyz_shows_each_members_state() {
+    init_tracing();
+    let ns = "mc-metrics";
+    let (_hub, hub) = plane_with_namespace("mc-metrics-hub").await;
+    let planes = members().await;
+    let (m1, m3) = (planes[0].client().unwrap(), planes[2].client().unwrap());
+    for admin in [&m1, &m3] {
+        create_namespace(admin, ns).await;
+    }
+    let log = Arc::new(Log::default());
+    let mut manager = Manager::builder()
+        .client(hub.clone())
+        .metrics_bind_address("127.0.0.1:0")
+        .health_probe_bind_address("127.0.0.1:0")
+        .graceful_shutdown_timeout(Duration::from_secs(5))
+        .build()
+        .await
+        .unwrap();
+    let (clusters, handle) = ClusterSet::new();
+    manager.set_cluster_provider(clusters);
+    copier(&log, ns).add_to(&mut manager).unwrap();
+    manager
+        .add(Controller::new(HubConfigMaps).name("hub-configmaps"))
+        .unwrap();
+    let metrics = manager.metrics_address().unwrap();
+    let probes = manager.health_probe_address().unwrap();
+    let stop = CancellationToken::new();
+    let running = tokio::spawn(manager.run_until(stop.clone().cancelled_owned()));
+    handle.add("m1", m1.clone()).await.unwrap();
+    handle.add("m3", m3.clone()).await.unwrap();
+    handle
+        .add("gone", unreachable_client(&planes[0]).await)
+        .await
+        .unwrap();
+    for (name, admin) in [("m1", &m1), ("m3", &m3)] {
+        create_labelled(admin, ns, "a").await;
+        wait_seen(admin, ns, "a", name).await;
+    }
+
+    // Every member counts under its own `cluster` label; the hub's
+    // single-cluster controller has none, and the multicluster one no
+    // series without it.
+    let (_, text) = http_get(metrics, "/metrics").await;
+    let success = |text: &str, cluster: &str| {
+        sample(
+            text,
+            "controller_runtime_reconcile_total",
+            &format!(r#"controller="configmap",result="success",cluster="{cluster}""#),
+        )
+    };
+    assert!(success(&text, "m1").unwrap() >= 1.0, "{text}");
+    assert!(success(&text, "m3").unwrap() >= 1.0, "{text}");
+    assert!(
+        sample(
+            &text,
+            "workqueue_adds_total",
+            r#"name="configmap",controller="configmap",cluster="m1""#
+        )
+        .unwrap()
+            >= 1.0
+    );
+    assert!(
+        sample(
+            &text,
+            "controller_runtime_reconcile_total",
+            r#"controller="hub-configmaps",result="success""#
+        )
+        .is_some(),
+        "{text}"
+    );
+    assert_eq!(
+        sample(
+            &text,
+            "controller_runtime_reconcile_total",
+            r#"controller="configmap",result="success""#
+        ),
+        None
+    );
+
+    // /readyz: each member's state in the detail; the unreachable one
+    // does not fail the hub's readiness.
+    let body = eventually("the unreachable member in /readyz", WAIT, || async {
+        let (status, body) = http_get(probes, "/readyz?verbose").await;
+        (status == 200 && body.contains("gone unreachable (last error:")).then_some(body)
+    })
+    .await;
+    assert!(body.contains("[+]clusters ok: "), "{body}");
+    assert!(body.contains("m1 engaged"), "{body}");
+    assert!(body.contains("m3 engaged"), "{body}");
+    assert_eq!(http_get(probes, "/readyz").await, (200, "ok".to_owned()));
+
+    // Two slow reconciles run in m3 (two workers) and a third waits: each
+    // member has its own depth and longest-running gauges (m1's keys are
+    // done at once) ...
+    for name in ["slow-1", "slow-2", "slow-3"] {
+        create_labelled(&m3, ns, name).await;
+    }
+    let depth = |text: &str, cluster: &str| {
+        sample(
+            text,
+            "workqueue_depth",
+            &format!(r#"name="configmap",controller="configmap",cluster="{cluster}""#),
+        )
+    };
+    let text = eventually("a key waiting in m3's queue", WAIT, || async {
+        let (_, text) = http_get(metrics, "/metrics").await;
+        let longest = sample(
+            &text,
+            "workqueue_longest_running_processor_seconds",
+            r#"name="configmap",controller="configmap",cluster="m3""#,
+        );
+        let waiting = depth(&text, "m3").is_some_and(|d| d >= 1.0);
+        (waiting && longest.is_some_and(|s| s > 1.0)).then_some(text)
+    })
+    .await;
+    assert!(depth(&text, "m1").is_some(), "{text}");
+    let m1_longest = sample(
+        &text,
+        "workqueue_longest_running_processor_seconds",
+        r#"name="configmap",controller="configmap",cluster="m1""#,
+    );
+    assert!(m1_longest.is_some_and(|s| s < 1.0), "{text}");
+
+    // ... and m3's removal takes its series with it: the key its dropped
+    // queue left waiting is not counted anywhere.
+    assert!(handle.remove("m3").await.unwrap());
+    let (_, text) = http_get(metrics, "/metrics").await;
+    assert!(!text.contains(r#"cluster="m3""#), "{text}");
+    assert!(depth(&text, "m1").is_some(), "{text}");
+    assert!(success(&text, "m1").is_some(), "{text}");
+    let (_, body) = http_get(probes, "/readyz?verbose").await;
+    assert!(!body.contains("m3"), "{body}");
 
     stop.cancel();
     running.await.unwrap().unwrap();
