@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Side-by-side informer benchmark (issue 4): initial sync time and RSS after
-# sync for 10k and 50k ConfigMaps (~1 KiB each) — opkit informer vs client-go
-# informer vs kube-runtime reflector vs a raw paginated LIST (the floor),
-# all against one real control plane. Prints a Markdown table with ratios.
+# Side-by-side informer benchmark (issue 4): initial sync time, client CPU
+# and RSS after sync for 10k and 50k ConfigMaps (~1 KiB each) and Pods
+# (bench-scale's, Running) — opkit informer vs client-go informer (whole,
+# managedFields stripped, trimmed to opkit's projection by a TransformFunc)
+# vs kube-runtime reflector vs a raw paginated LIST (the floor), all against
+# one real control plane. Prints Markdown tables with ratios.
 #
 #   tests/peers/bench-informer.sh                 # sizes 10000,50000, 3 runs
-#   SIZES=2000 RUNS=1 tests/peers/bench-informer.sh
+#   SIZES=2000 RUNS=1 KINDS=pods tests/peers/bench-informer.sh
 #   PEERS=opkit,opkit-no-ryow tests/peers/bench-informer.sh
 #       # only those (and the raw LIST floor and the client-go peers): here,
 #       # what read-your-own-writes costs the informer (issue 27)
@@ -37,7 +39,8 @@ if [ -n "${PEERS:-}" ]; then
   only=(--peers "$PEERS")
 fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
-"$target/release/bench_informer" --go-peer "$target/go-informer" --sizes "$sizes" --runs "$runs" "${only[@]}"
+"$target/release/bench_informer" --go-peer "$target/go-informer" --sizes "$sizes" --runs "$runs" \
+  --kinds "${KINDS:-configmaps,pods}" "${only[@]}"
 echo
 echo "date: $(date -u +%Y-%m-%dT%H:%MZ)  commit: $(cd "$repo" && git rev-parse --short HEAD 2>/dev/null || echo '?')"
 echo "load average before: $load_before, after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -93,6 +93,20 @@ fn decode_whole<T: Cacheable>(raw: &[u8], options: Decode) -> Result<T, Protobuf
     codec.object_with(raw, options).map(T::from_whole)
 }
 
+/// Benchmark support (hidden from the docs): decodes a protobuf LIST
+/// body of `T` (enveloped, as the API server sends it) as an informer
+/// does, with `T`'s codec resolved once and `metadata.managedFields` left
+/// out; `None` when `T` has no protobuf codec or the body does not decode.
+/// What `sdk/benches/decode.rs` measures.
+#[doc(hidden)]
+#[cfg(feature = "protobuf")]
+pub fn decode_protobuf_list<T: Cacheable>(body: &[u8]) -> Option<Vec<T>> {
+    let codec = protobuf_codec::<T>()?.without_managed_fields();
+    protobuf::decode_list(&codec, body)
+        .ok()
+        .map(|page| page.items)
+}
+
 /// Whether `T` is a projection that wants `metadata.managedFields`
 /// decoded.
 pub(crate) fn keeps_managed_fields<T: Cacheable>() -> bool {

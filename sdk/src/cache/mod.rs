@@ -96,6 +96,9 @@ mod start;
 pub mod undecodable;
 
 pub use builder::SharedCacheBuilder;
+#[doc(hidden)]
+#[cfg(feature = "protobuf")]
+pub use cacheable::decode_protobuf_list;
 pub(crate) use cacheable::drops_owner_references as projection_drops_owner_references;
 pub use cacheable::{Cacheable, ProjectionInfo};
 pub use decode::from_slice_exact;

@@ -5,11 +5,20 @@
 // sync time, the number of cached objects and the process RSS after sync.
 //
 //	go-informer -kubeconfig K -namespace NS [-settle 1s] [-strip-managed-fields]
-//	            [-resource configmaps|pods] [-heap] [-bare]
+//	            [-resource configmaps|pods] [-heap] [-bare] [-transform]
 //
 // -strip-managed-fields sets the transform controller-runtime's
 // cache.TransformStripManagedFields is (drop metadata.managedFields before
 // storing), as opkit's cache does by default.
+//
+// -transform sets a cache.TransformFunc that trims each object to exactly
+// what opkit's projected peer keeps (issue 39, "like for like"): the
+// metadata essentials of opkit's Projected (name, namespace, uid,
+// resourceVersion, generation, deletionTimestamp, labels,
+// ownerReferences) and, for a ConfigMap, its `shard` data key
+// (tests/peers/rust-informers' CmView); for a Pod, spec.nodeName and
+// status.phase (its PodView). The trimmed object is a new one, so the
+// decoded one is garbage.
 //
 // For the memory model (BENCHMARKS.md, tests/peers/memory-model):
 // -resource picks the kind (ConfigMaps by default, or Pods); -heap adds
@@ -77,6 +86,40 @@ func cpuMs() float64 {
 func stripManagedFields(obj interface{}) (interface{}, error) {
 	if accessor, err := meta.Accessor(obj); err == nil && accessor.GetManagedFields() != nil {
 		accessor.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// essentials is the metadata opkit's Projected keeps beside a projection.
+func essentials(m *metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:              m.Name,
+		Namespace:         m.Namespace,
+		UID:               m.UID,
+		ResourceVersion:   m.ResourceVersion,
+		Generation:        m.Generation,
+		DeletionTimestamp: m.DeletionTimestamp,
+		Labels:            m.Labels,
+		OwnerReferences:   m.OwnerReferences,
+	}
+}
+
+// trimToProjection keeps exactly the fields of opkit's projected peer
+// (see -transform); other objects (tombstones) pass through.
+func trimToProjection(obj interface{}) (interface{}, error) {
+	switch o := obj.(type) {
+	case *corev1.ConfigMap:
+		out := &corev1.ConfigMap{ObjectMeta: essentials(&o.ObjectMeta)}
+		if shard, ok := o.Data["shard"]; ok {
+			out.Data = map[string]string{"shard": shard}
+		}
+		return out, nil
+	case *corev1.Pod:
+		return &corev1.Pod{
+			ObjectMeta: essentials(&o.ObjectMeta),
+			Spec:       corev1.PodSpec{NodeName: o.Spec.NodeName},
+			Status:     corev1.PodStatus{Phase: o.Status.Phase},
+		}, nil
 	}
 	return obj, nil
 }
@@ -152,6 +195,7 @@ func main() {
 	resource := flag.String("resource", "configmaps", "configmaps or pods")
 	heap := flag.Bool("heap", false, "report the heap the cached objects take")
 	bareList := flag.Bool("bare", false, "no informer: LIST the objects and keep them (with -heap)")
+	transform := flag.Bool("transform", false, "trim each object to the fields of opkit's projected peer")
 	sizes := flag.Bool("sizes", false, "print the inline sizes of the API types and exit")
 	flag.Parse()
 	if *sizes {
@@ -208,7 +252,11 @@ func main() {
 	}
 	opts := []informers.SharedInformerOption{informers.WithNamespace(*namespace)}
 	peer := "client-go"
-	if *strip {
+	switch {
+	case *transform:
+		opts = append(opts, informers.WithTransform(trimToProjection))
+		peer = "client-go-transform"
+	case *strip:
 		opts = append(opts, informers.WithTransform(stripManagedFields))
 		peer = "client-go-strip-mf"
 	}

@@ -1,5 +1,6 @@
-//! `informer-peer MODE --kubeconfig K --namespace NS`: one informer (or the
-//! raw LIST floor) syncs ConfigMaps of one namespace; prints one JSON line
+//! `informer-peer MODE --kubeconfig K --namespace NS [--resource pods]`:
+//! one informer (or the raw LIST floor) syncs the ConfigMaps (or, with
+//! `--resource pods`, the Pods) of one namespace; prints one JSON line
 //! `{"peer", "sync_ms", "objects", "rss_kib"}`.
 //!
 //! Modes:
@@ -15,10 +16,12 @@
 //! - `opkit-json`: same as `opkit`, JSON instead of protobuf;
 //! - `opkit-projected`: same as `opkit`, each ConfigMap cached as a
 //!   projection (issue 27) keeping its name (in the metadata essentials),
-//!   its labels and one data key (`shard`);
+//!   its labels and one data key (`shard`); each Pod as one keeping its
+//!   metadata essentials (labels among them), node name and phase
+//!   (issue 39; client-go's `-transform` peer keeps the same fields);
 //! - `kube-runtime`: `kube::runtime::reflector` over `watcher` (defaults);
-//! - `raw-list`: the floor — a paginated LIST (500 per page) decoded into
-//!   `ConfigMap`s and dropped, nothing stored.
+//! - `raw-list`: the floor — a paginated LIST (500 per page) of JSON
+//!   decoded into `ConfigMap`s (`Pod`s) and dropped, nothing stored.
 
 use std::{
     future::ready,
@@ -28,12 +31,34 @@ use std::{
 use bench_support::{Pid, arg, cpu_secs, status_kib};
 use futures::StreamExt;
 use http_body_util::BodyExt;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::{
+    NamespaceResourceScope,
+    api::core::v1::{ConfigMap, Pod},
+};
 use kube::{
     Api, Client, Resource,
     runtime::{WatchStreamExt, reflector, watcher},
 };
-use opkit::cache::{Projected, Projection, ReflectorConfig, SharedCache, StreamingList};
+use opkit::cache::{Cacheable, Projected, Projection, ReflectorConfig, SharedCache, StreamingList};
+use serde::de::DeserializeOwned;
+
+/// What the peers are generic over: ConfigMap or Pod.
+trait Kind:
+    Cacheable
+    + Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + DeserializeOwned
+{
+}
+impl<K> Kind for K where
+    K: Cacheable
+        + Resource<DynamicType = (), Scope = NamespaceResourceScope>
+        + Clone
+        + std::fmt::Debug
+        + DeserializeOwned
+{
+}
 
 /// What the projected peer keeps of a ConfigMap beside the metadata
 /// essentials: its labels (compact: a boxed slice, not a `BTreeMap`) and
@@ -64,11 +89,32 @@ impl Projection<ConfigMap> for CmView {
     }
 }
 
-async fn opkit_projected(client: Client, ns: &str) -> usize {
+/// What the projected peer keeps of a Pod beside the metadata essentials
+/// (its labels among them): the node it runs on and its phase.
+#[allow(dead_code)] // kept to be read, as an operator would
+struct PodView {
+    node: Option<Box<str>>,
+    phase: Option<Box<str>>,
+}
+
+impl Projection<Pod> for PodView {
+    fn project(pod: Pod) -> Self {
+        PodView {
+            node: pod
+                .spec
+                .and_then(|s| s.node_name)
+                .map(String::into_boxed_str),
+            phase: pod.status.and_then(|s| s.phase).map(String::into_boxed_str),
+        }
+    }
+}
+
+async fn opkit_projected<T: Cacheable + Resource<DynamicType = ()>>(
+    client: Client,
+    ns: &str,
+) -> usize {
     let cache = SharedCache::builder(client).namespace(ns).build();
-    let informer = cache
-        .informer::<Projected<ConfigMap, CmView>>()
-        .expect("informer");
+    let informer = cache.informer::<T>().expect("informer");
     cache.start().expect("start");
     informer
         .wait_for_sync()
@@ -92,7 +138,7 @@ static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// The opkit informer as a controller gets it: from a `SharedCache` limited
 /// to the namespace (defaults: streaming list, protobuf for ConfigMaps,
 /// managedFields stripped, read-your-own-writes on).
-async fn opkit(
+async fn opkit<K: Kind>(
     client: Client,
     ns: &str,
     streaming: bool,
@@ -121,7 +167,7 @@ async fn opkit(
         builder = builder.keep_managed_fields();
     }
     let cache = builder.build();
-    let informer = cache.informer::<ConfigMap>().expect("informer");
+    let informer = cache.informer::<K>().expect("informer");
     cache.start().expect("start");
     informer
         .wait_for_sync()
@@ -133,8 +179,8 @@ async fn opkit(
     n
 }
 
-async fn kube_runtime(client: Client, ns: &str) -> usize {
-    let api: Api<ConfigMap> = Api::namespaced(client, ns);
+async fn kube_runtime<K: Kind>(client: Client, ns: &str) -> usize {
+    let api: Api<K> = Api::namespaced(client, ns);
     let (reader, writer) = reflector::store();
     let stream = reflector(writer, watcher(api, watcher::Config::default()))
         .applied_objects()
@@ -148,13 +194,14 @@ async fn kube_runtime(client: Client, ns: &str) -> usize {
 
 /// A list page, decoded with no detour (no `#[serde(flatten)]` buffering).
 #[derive(serde::Deserialize)]
-struct Page {
+#[serde(bound = "K: DeserializeOwned")]
+struct Page<K> {
     metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta,
-    items: Vec<ConfigMap>,
+    items: Vec<K>,
 }
 
-async fn raw_list(client: Client, ns: &str) -> usize {
-    let path = ConfigMap::url_path(&(), Some(ns));
+async fn raw_list<K: Kind>(client: Client, ns: &str) -> usize {
+    let path = K::url_path(&(), Some(ns));
     let mut cont: Option<String> = None;
     let mut n = 0;
     loop {
@@ -173,7 +220,7 @@ async fn raw_list(client: Client, ns: &str) -> usize {
         let t1 = Instant::now();
         let bytes = res.into_body().collect().await.expect("body").to_bytes();
         let t2 = Instant::now();
-        let page: Page = serde_json::from_slice(&bytes).expect("decode");
+        let page: Page<K> = serde_json::from_slice(&bytes).expect("decode");
         if std::env::var_os("PEER_DEBUG").is_some() {
             eprintln!(
                 "page: headers {:?} body {:?} decode {:?} ({} bytes)",
@@ -191,12 +238,36 @@ async fn raw_list(client: Client, ns: &str) -> usize {
     }
 }
 
+/// Runs the peer `mode` over kind `K`, projected as `P`.
+async fn run<K: Kind, P: Cacheable + Resource<DynamicType = ()>>(
+    mode: &str,
+    client: Client,
+    ns: &str,
+) -> usize {
+    match mode {
+        "opkit" => opkit::<K>(client, ns, true, true, true, true).await,
+        "opkit-no-ryow" => opkit::<K>(client, ns, true, true, true, false).await,
+        "opkit-list" => opkit::<K>(client, ns, false, true, true, true).await,
+        "opkit-keep-mf" => opkit::<K>(client, ns, true, false, true, true).await,
+        "opkit-json" => opkit::<K>(client, ns, true, true, false, true).await,
+        "opkit-projected" => opkit_projected::<P>(client, ns).await,
+        "kube-runtime" => kube_runtime::<K>(client, ns).await,
+        "raw-list" => raw_list::<K>(client, ns).await,
+        other => panic!("unknown mode {other:?}"),
+    }
+}
+
 #[tokio::main]
 async fn main() {
     let args: Vec<String> = std::env::args().collect();
     let mode = args.get(1).cloned().unwrap_or_default();
     let kubeconfig = arg(&args, "--kubeconfig").expect("--kubeconfig");
     let ns = arg(&args, "--namespace").expect("--namespace");
+    let pods = match arg(&args, "--resource").as_deref() {
+        None | Some("configmaps") => false,
+        Some("pods") => true,
+        Some(other) => panic!("--resource: configmaps or pods, not {other:?}"),
+    };
     let settle = Duration::from_millis(
         arg(&args, "--settle-ms")
             .and_then(|s| s.parse().ok())
@@ -214,16 +285,10 @@ async fn main() {
     // cross-thread wake-up per received chunk.
     let m = mode.clone();
     let objects = tokio::spawn(async move {
-        match m.as_str() {
-            "opkit" => opkit(client, &ns, true, true, true, true).await,
-            "opkit-no-ryow" => opkit(client, &ns, true, true, true, false).await,
-            "opkit-list" => opkit(client, &ns, false, true, true, true).await,
-            "opkit-keep-mf" => opkit(client, &ns, true, false, true, true).await,
-            "opkit-json" => opkit(client, &ns, true, true, false, true).await,
-            "opkit-projected" => opkit_projected(client, &ns).await,
-            "kube-runtime" => kube_runtime(client, &ns).await,
-            "raw-list" => raw_list(client, &ns).await,
-            other => panic!("unknown mode {other:?}"),
+        if pods {
+            run::<Pod, Projected<Pod, PodView>>(&m, client, &ns).await
+        } else {
+            run::<ConfigMap, Projected<ConfigMap, CmView>>(&m, client, &ns).await
         }
     })
     .await

@@ -1,22 +1,31 @@
-//! `bench-informer --go-peer PATH [--sizes 10000,50000] [--runs 3]`
+//! `bench-informer --go-peer PATH [--sizes 10000,50000] [--runs 3]
+//! [--kinds configmaps,pods]`
 //!
-//! Starts a real control plane (`opkit_envtest`), creates N ConfigMaps with
-//! ~1 KiB of data in a namespace per size, then runs every peer as its own
+//! Starts a real control plane (`opkit_envtest`), creates N objects of
+//! each kind in a namespace per kind and size (ConfigMaps with ~1 KiB of
+//! data; Pods in `bench-scale`'s shape, Running as kwok marks them: the
+//! shapes of `tests/peers/memory-model`), then runs every peer as its own
 //! process against the same control plane, `runs` times each in rotating
-//! order, and prints a Markdown table of the medians: initial sync time
-//! (× the raw paginated LIST floor) and process RSS after sync (× client-go).
+//! order, and prints Markdown tables of the medians: initial sync time
+//! (× the raw paginated LIST floor) and process RSS after sync (×
+//! client-go), then opkit ÷ its Go peer doing the same work: whole objects
+//! (managedFields kept) ÷ client-go, managedFields stripped ÷ client-go
+//! stripping them, the projection ÷ client-go trimming each object to the
+//! projection's fields with a `cache.TransformFunc` (issue 39).
 //!
 //! `--peers opkit,opkit-no-ryow` runs only those peers (by mode, as
-//! `informer-peers` names them), beside the raw LIST floor and the two
+//! `informer-peers` names them), beside the raw LIST floor and the three
 //! client-go peers, which always run (the ratios need them).
 
-use std::{path::PathBuf, process::Command, time::Duration};
+use std::{path::PathBuf, process::Command};
 
 use bench_support::{arg, median};
-use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
-use kube::api::{Api, ObjectMeta, PostParams};
 use opkit_envtest::ControlPlane;
+
+// The objects: the shapes the memory model measures (ConfigMaps of this
+// benchmark, Pods of bench-scale).
+#[path = "../../../memory-model/src/shapes.rs"]
+mod shapes;
 
 struct Peer {
     /// The mode `--peers` names it by.
@@ -35,74 +44,11 @@ struct Sample {
     rss_kib: f64,
 }
 
-fn payload(i: usize) -> String {
-    // ~1 KiB of varied text per object
-    let mut x = (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..1024)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            (b'a' + (x % 26) as u8) as char
-        })
-        .collect()
-}
-
-async fn populate(client: &kube::Client, ns: &str, n: usize) {
-    let nss: Api<Namespace> = Api::all(client.clone());
-    let _ = nss
-        .create(
-            &PostParams::default(),
-            &Namespace {
-                metadata: ObjectMeta {
-                    name: Some(ns.into()),
-                    ..Default::default()
-                },
-                ..Default::default()
-            },
-        )
-        .await;
-    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
-    futures::stream::iter(0..n)
-        .for_each_concurrent(64, |i| {
-            let api = api.clone();
-            async move {
-                let cm = ConfigMap {
-                    metadata: ObjectMeta {
-                        name: Some(format!("cm-{i:06}")),
-                        labels: Some([("bench".to_string(), "informer".to_string())].into()),
-                        ..Default::default()
-                    },
-                    data: Some(
-                        [
-                            ("payload".to_string(), payload(i)),
-                            // the one key the projected peer keeps (issue 27)
-                            ("shard".to_string(), (i % 16).to_string()),
-                        ]
-                        .into(),
-                    ),
-                    ..Default::default()
-                };
-                for attempt in 0..5 {
-                    match api.create(&PostParams::default(), &cm).await {
-                        Ok(_) => return,
-                        Err(kube::Error::Api(e)) if e.code == 409 => return,
-                        Err(e) if attempt < 4 => {
-                            eprintln!("create cm-{i:06}: {e}; retrying");
-                            tokio::time::sleep(Duration::from_millis(200)).await;
-                        }
-                        Err(e) => panic!("create cm-{i:06}: {e}"),
-                    }
-                }
-            }
-        })
-        .await;
-}
-
-fn run(peer: &Peer, kubeconfig: &str, ns: &str, expect: usize) -> Sample {
+fn run(peer: &Peer, kubeconfig: &str, kind: &str, ns: &str, expect: usize) -> Sample {
     let out = Command::new(&peer.cmd[0])
         .args(&peer.cmd[1..])
         .args(["--kubeconfig", kubeconfig, "--namespace", ns])
+        .args(["--resource", kind])
         .output()
         .unwrap_or_else(|e| panic!("running {}: {e}", peer.cmd[0]));
     if !out.status.success() {
@@ -137,6 +83,14 @@ async fn main() {
         .unwrap_or_else(|| "10000,50000".into())
         .split(',')
         .map(|s| s.trim().parse().expect("size"))
+        .collect();
+    let kinds: Vec<String> = arg(&args, "--kinds")
+        .unwrap_or_else(|| "configmaps,pods".into())
+        .split(',')
+        .map(|k| match k.trim() {
+            k @ ("configmaps" | "pods") => k.to_owned(),
+            other => panic!("--kinds: configmaps or pods, not {other:?}"),
+        })
         .collect();
     let runs: usize = arg(&args, "--runs")
         .and_then(|s| s.parse().ok())
@@ -186,6 +140,11 @@ async fn main() {
             cmd: rp("kube-runtime"),
         },
         Peer {
+            id: "client-go-transform",
+            label: "client-go informer, trimmed to the projection (TransformFunc)",
+            cmd: vec![go_peer.clone(), "-transform".into()],
+        },
+        Peer {
             id: "client-go-strip-mf",
             label: "client-go informer, managedFields stripped",
             cmd: vec![go_peer.clone(), "-strip-managed-fields".into()],
@@ -197,7 +156,7 @@ async fn main() {
         },
     ];
 
-    // `--peers a,b`: those, beside the floor and the two client-go peers
+    // `--peers a,b`: those, beside the floor and the three client-go peers
     // (the ratio columns need them); every peer when absent.
     let chosen: Option<Vec<String>> =
         arg(&args, "--peers").map(|s| s.split(',').map(|p| p.trim().to_owned()).collect());
@@ -214,10 +173,12 @@ async fn main() {
     let peers: Vec<Peer> = all
         .into_iter()
         .filter(|p| {
-            matches!(p.id, "raw-list" | "client-go-strip-mf" | "client-go")
-                || chosen
-                    .as_ref()
-                    .is_none_or(|c| c.iter().any(|id| id == p.id))
+            matches!(
+                p.id,
+                "raw-list" | "client-go-transform" | "client-go-strip-mf" | "client-go"
+            ) || chosen
+                .as_ref()
+                .is_none_or(|c| c.iter().any(|id| id == p.id))
         })
         .collect();
 
@@ -232,43 +193,46 @@ async fn main() {
         .git_version;
 
     let mut rows = Vec::new();
-    for &size in &sizes {
-        let ns = format!("bench-{size}");
-        let t = std::time::Instant::now();
-        populate(&client, &ns, size).await;
-        eprintln!(
-            "bench-informer: created {size} ConfigMaps in {:?}",
-            t.elapsed()
-        );
-        if args.iter().any(|a| a == "--hold") {
-            continue;
-        }
-        // warm the apiserver's caches and connections once
-        run(&peers[0], &kubeconfig, &ns, size);
-        let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); peers.len()];
-        for r in 0..runs {
-            for k in 0..peers.len() {
-                let i = (k + r) % peers.len();
-                let s = run(&peers[i], &kubeconfig, &ns, size);
-                eprintln!(
-                    "  {size:>6} {:<38} run {r}: sync {:>8.1} ms, cpu {:>7.0} ms, rss {:>8.1} MiB",
-                    peers[i].label,
-                    s.sync_ms,
-                    s.cpu_ms,
-                    s.rss_kib / 1024.0
-                );
-                samples[i].push(s);
+    for kind in &kinds {
+        for &size in &sizes {
+            let ns = format!("bench-{kind}-{size}");
+            let t = std::time::Instant::now();
+            match kind.as_str() {
+                "pods" => shapes::pods(&client, &ns, size).await,
+                _ => shapes::configmaps(&client, &ns, size).await,
             }
+            eprintln!("bench-informer: created {size} {kind} in {:?}", t.elapsed());
+            if args.iter().any(|a| a == "--hold") {
+                continue;
+            }
+            // warm the apiserver's caches and connections once
+            run(&peers[0], &kubeconfig, kind, &ns, size);
+            let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); peers.len()];
+            for r in 0..runs {
+                for k in 0..peers.len() {
+                    let i = (k + r) % peers.len();
+                    let s = run(&peers[i], &kubeconfig, kind, &ns, size);
+                    eprintln!(
+                        "  {kind} {size:>6} {:<38} run {r}: sync {:>8.1} ms, cpu {:>7.0} ms, rss {:>8.1} MiB, load {}",
+                        peers[i].label,
+                        s.sync_ms,
+                        s.cpu_ms,
+                        s.rss_kib / 1024.0,
+                        loadavg()
+                    );
+                    samples[i].push(s);
+                }
+            }
+            let med: Vec<Sample> = samples
+                .iter()
+                .map(|v| Sample {
+                    sync_ms: median(v.iter().map(|s| s.sync_ms).collect()),
+                    cpu_ms: median(v.iter().map(|s| s.cpu_ms).collect()),
+                    rss_kib: median(v.iter().map(|s| s.rss_kib).collect()),
+                })
+                .collect();
+            rows.push((kind.as_str(), size, med, samples));
         }
-        let med: Vec<Sample> = samples
-            .iter()
-            .map(|v| Sample {
-                sync_ms: median(v.iter().map(|s| s.sync_ms).collect()),
-                cpu_ms: median(v.iter().map(|s| s.cpu_ms).collect()),
-                rss_kib: median(v.iter().map(|s| s.rss_kib).collect()),
-            })
-            .collect();
-        rows.push((size, med, samples));
     }
 
     if args.iter().any(|a| a == "--hold") {
@@ -278,21 +242,23 @@ async fn main() {
         return;
     }
     println!(
-        "Informer initial sync of ConfigMaps (~1 KiB of data each), one namespace, kube-apiserver {version}; \
+        "Informer initial sync of ConfigMaps (~1 KiB of data each) and Pods (bench-scale's, Running), \
+         one namespace, kube-apiserver {version}; \
          median of {runs} runs, each peer its own process; client CPU = user + system time of the \
          peer process until synced; RSS read 1 s after sync."
     );
     println!();
     println!(
-        "| objects | peer | sync (ms) | × raw LIST | client CPU (ms) | RSS after sync (MiB) | × client-go | × client-go, managedFields stripped |"
+        "| kind | objects | peer | sync (ms) | × raw LIST | client CPU (ms) | RSS after sync (MiB) | × client-go | × client-go, managedFields stripped |"
     );
-    println!("|---:|---|---:|---:|---:|---:|---:|---:|");
-    let go = peers.len() - 1;
-    let go_strip = peers.len() - 2;
-    for (size, med, _) in &rows {
+    println!("|---|---:|---|---:|---:|---:|---:|---:|---:|");
+    let position = |id: &str| peers.iter().position(|p| p.id == id);
+    let go = position("client-go").expect("client-go always runs");
+    let go_strip = position("client-go-strip-mf").expect("client-go always runs");
+    for (kind, size, med, _) in &rows {
         for (i, p) in peers.iter().enumerate() {
             println!(
-                "| {size} | {} | {:.0} | {:.2} | {:.0} | {:.1} | {:.2} | {:.2} |",
+                "| {kind} | {size} | {} | {:.0} | {:.2} | {:.0} | {:.1} | {:.2} | {:.2} |",
                 p.label,
                 med[i].sync_ms,
                 med[i].sync_ms / med[0].sync_ms,
@@ -304,14 +270,65 @@ async fn main() {
         }
     }
     println!();
+    // opkit ÷ the Go peer doing the same work (issue 39), medians and the
+    // spread of the per-run ratios (runs pair up: the same rotation).
+    println!(
+        "opkit ÷ client-go doing the same work: ratio of medians (min–max of the {runs} per-run ratios)"
+    );
+    println!();
+    println!("| kind | objects | opkit peer | Go peer | sync × | CPU × | RSS × |");
+    println!("|---|---:|---|---|---:|---:|---:|");
+    let pairs = [
+        ("opkit-keep-mf", "client-go"),
+        ("opkit", "client-go-strip-mf"),
+        ("opkit-projected", "client-go-transform"),
+    ];
+    for (kind, size, med, samples) in &rows {
+        for (ours, theirs) in pairs {
+            let (Some(o), Some(g)) = (position(ours), position(theirs)) else {
+                continue;
+            };
+            let ratio = |f: Metric| {
+                let per_run: Vec<f64> = samples[o]
+                    .iter()
+                    .zip(&samples[g])
+                    .map(|(a, b)| f(a) / f(b))
+                    .collect();
+                let lo = per_run.iter().copied().fold(f64::INFINITY, f64::min);
+                let hi = per_run.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                format!("{:.2} ({lo:.2}–{hi:.2})", f(&med[o]) / f(&med[g]))
+            };
+            println!(
+                "| {kind} | {size} | {ours} | {theirs} | {} | {} | {} |",
+                ratio(|s| s.sync_ms),
+                ratio(|s| s.cpu_ms),
+                ratio(|s| s.rss_kib)
+            );
+        }
+    }
+    println!();
     let met = |ok: bool| if ok { "met" } else { "MISSED" };
-    for (size, med, _) in &rows {
+    for (kind, size, med, _) in &rows {
+        let by_id = |id: &str| position(id).map(|i| med[i]);
+        if let (Some(p), Some(t)) = (by_id("opkit-projected"), by_id("client-go-transform")) {
+            println!(
+                "targets at {size} {kind} (issue 39, projection vs client-go trimming to the same fields): RSS ≤ 0.5×: {} ({:.2}×); sync ≤: {} ({:.2}×); CPU ≤: {} ({:.2}×)",
+                met(p.rss_kib <= 0.5 * t.rss_kib),
+                p.rss_kib / t.rss_kib,
+                met(p.sync_ms <= t.sync_ms),
+                p.sync_ms / t.sync_ms,
+                met(p.cpu_ms <= t.cpu_ms),
+                p.cpu_ms / t.cpu_ms,
+            );
+        }
+    }
+    for (kind, size, med, _) in &rows {
         let by_id = |id: &str| peers.iter().position(|p| p.id == id).map(|i| med[i]);
         let g = by_id("client-go").expect("client-go always runs");
         let Some(o) = by_id("opkit") else { continue };
         let kr = by_id("kube-runtime");
         println!(
-            "targets at {size} (issue 13): sync ≤ client-go: {} ({:.2}×); client CPU ≤ client-go: {} ({:.2}×); RSS ≤ 0.5× client-go: {} ({:.2}×){}",
+            "targets at {size} {kind} (issue 13): sync ≤ client-go: {} ({:.2}×); client CPU ≤ client-go: {} ({:.2}×); RSS ≤ 0.5× client-go: {} ({:.2}×){}",
             met(o.sync_ms <= g.sync_ms),
             o.sync_ms / g.sync_ms,
             met(o.cpu_ms <= g.cpu_ms),
@@ -327,12 +344,12 @@ async fn main() {
             .unwrap_or_default(),
         );
     }
-    for (size, med, _) in &rows {
+    for (kind, size, med, _) in &rows {
         let by_id = |id: &str| peers.iter().position(|p| p.id == id).map(|i| med[i]);
         let g = by_id("client-go-strip-mf").expect("client-go always runs");
         let Some(o) = by_id("opkit") else { continue };
         let mut line = format!(
-            "targets at {size} (issue 27, vs client-go with managedFields stripped): whole objects RSS ≤ 0.9×: {} ({:.2}×); sync ≤: whole {} ({:.2}×); CPU ≤: whole {} ({:.2}×)",
+            "targets at {size} {kind} (issue 27, vs client-go with managedFields stripped): whole objects RSS ≤ 0.9×: {} ({:.2}×); sync ≤: whole {} ({:.2}×); CPU ≤: whole {} ({:.2}×)",
             met(o.rss_kib <= 0.9 * g.rss_kib),
             o.rss_kib / g.rss_kib,
             met(o.sync_ms <= g.sync_ms),
@@ -356,7 +373,7 @@ async fn main() {
     // What read-your-own-writes costs the informer (issue 27): opkit with
     // it on (the default) against the same informer with it off, and how
     // far each peer's own runs spread, to tell a cost from noise.
-    for (size, med, samples) in &rows {
+    for (kind, size, med, samples) in &rows {
         let idx = |id: &str| peers.iter().position(|p| p.id == id);
         let (Some(on), Some(off)) = (idx("opkit"), idx("opkit-no-ryow")) else {
             continue;
@@ -396,9 +413,16 @@ async fn main() {
             })
             .collect();
         println!(
-            "read-your-own-writes at {size}, opkit ÷ opkit-no-ryow: {}",
+            "read-your-own-writes at {size} {kind}, opkit ÷ opkit-no-ryow: {}",
             parts.join("; ")
         );
     }
     cp.stop();
+}
+
+/// The load average (1, 5, 15 min), for the log of each run.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
 }
