@@ -131,6 +131,7 @@ lint:
 	python3 tests/layers/test_check_layers.py -q
 	python3 tests/layers/check_layers.py
 	RUSTDOCFLAGS='-D warnings --cfg docsrs' RUSTC_BOOTSTRAP=1 $(CARGO) doc --no-deps --workspace --all-features --quiet
+	tests/api/feature-items-used.sh
 
 bench: bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-memory bench-managed-fields
 
