@@ -44,88 +44,12 @@ rustdoc_json() {
 
 count() {
   python3 - "$@" <<'PY'
-import json, sys
+import sys
+sys.path.insert(0, "tests/api")
+from public_items import walk
 
 def counts(path):
-    doc = json.load(open(path))
-    index = doc["index"]
-    seen, fns, types, traits = set(), set(), set(), set()
-    fields, variants, consts = set(), set(), set()
-
-    def kind(item):
-        return next(iter(item["inner"])) if isinstance(item["inner"], dict) else item["inner"]
-
-    def public(item):
-        return item is not None and item.get("visibility") == "public"
-
-    def struct_fields(shape):
-        # a struct's or a variant's kind: "unit", {"tuple": [ids|null]},
-        # {"plain"/"struct": {"fields": [ids]}}
-        if not isinstance(shape, dict):
-            return []
-        if "tuple" in shape:
-            return [f for f in shape["tuple"] if f is not None]
-        body = shape.get("plain") or shape.get("struct") or {}
-        return body.get("fields", [])
-
-    def visit(id_):
-        if id_ in seen or str(id_) not in index:
-            return
-        seen.add(id_)
-        item = index[str(id_)]
-        if item.get("visibility") not in ("public", None) and kind(item) != "use":
-            return
-        k = kind(item)
-        inner = item["inner"][k]
-        if k == "module":
-            for child in inner["items"]:
-                visit(child)
-        elif k == "use":
-            if inner.get("id") is not None:
-                visit(inner["id"])
-        elif k == "function":
-            fns.add(id_)
-        elif k in ("constant", "static"):
-            consts.add(id_)
-        elif k in ("struct", "enum", "type_alias", "union"):
-            types.add(id_)
-            if k == "struct":
-                for f in struct_fields(inner["kind"]):
-                    if public(index.get(str(f))):
-                        fields.add(f)
-            if k == "enum":
-                for v in inner["variants"]:
-                    vi = index.get(str(v))
-                    if vi is None:
-                        continue
-                    variants.add(v)
-                    # a variant's fields are as public as the enum
-                    fields.update(struct_fields(vi["inner"]["variant"]["kind"]))
-            for impl_id in inner.get("impls", []):
-                impl = index.get(str(impl_id))
-                if impl is None:
-                    continue
-                im = impl["inner"]["impl"]
-                if im.get("trait") is not None or im.get("synthetic") or im.get("blanket_impl"):
-                    continue
-                for m in im["items"]:
-                    mi = index.get(str(m))
-                    if public(mi) and kind(mi) == "function":
-                        fns.add(m)
-                    elif public(mi) and kind(mi) == "assoc_const":
-                        consts.add(m)
-        elif k == "trait":
-            traits.add(id_)
-            for m in inner["items"]:
-                mi = index.get(str(m))
-                if mi and kind(mi) == "function":
-                    fns.add(m)
-                elif mi and kind(mi) == "assoc_const":
-                    consts.add(m)
-
-    visit(doc["root"])
-    return {"fns": len(fns), "types": len(types), "traits": len(traits),
-            "fields": len(fields), "variants": len(variants), "consts": len(consts)}
+    return {kind: len(ids) for kind, ids in walk(path).items()}
 
 args = sys.argv[1:]
 if args[0] == "--all":

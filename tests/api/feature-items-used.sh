@@ -46,54 +46,19 @@ for feature in $features; do
 done
 
 python3 - "$tmp" $features <<'PY'
-import json, pathlib, re, sys
+import pathlib, re, sys
+sys.path.insert(0, "tests/api")
+from public_items import walk
 
 tmp, features = pathlib.Path(sys.argv[1]), sys.argv[2:]
 
 def items(path):
     """(kind, owner, name) of every public fn, method, type and trait."""
-    doc = json.load(open(path))
-    index, seen, out = doc["index"], set(), set()
-
-    def kind(item):
-        return next(iter(item["inner"])) if isinstance(item["inner"], dict) else item["inner"]
-
-    def visit(id_):
-        if id_ in seen or str(id_) not in index:
-            return
-        seen.add(id_)
-        item = index[str(id_)]
-        if item.get("visibility") not in ("public", None) and kind(item) != "use":
-            return
-        k = kind(item)
-        inner = item["inner"][k]
-        if k == "module":
-            for child in inner["items"]:
-                visit(child)
-        elif k == "use":
-            if inner.get("id") is not None:
-                visit(inner["id"])
-        elif k == "function":
-            out.add(("fn", "", item["name"]))
-        elif k in ("struct", "enum", "type_alias", "union", "trait"):
-            out.add(("type", "", item["name"]))
-            members = []
-            if k == "trait":
-                members = inner["items"]
-            for impl_id in inner.get("impls", []):
-                impl = index.get(str(impl_id))
-                if impl is None:
-                    continue
-                im = impl["inner"]["impl"]
-                if im.get("trait") is not None or im.get("synthetic") or im.get("blanket_impl"):
-                    continue
-                members += im["items"]
-            for m in members:
-                mi = index.get(str(m))
-                if mi and kind(mi) == "function" and (k == "trait" or mi.get("visibility") == "public"):
-                    out.add(("method", item["name"], mi["name"]))
-
-    visit(doc["root"])
+    found = walk(path)
+    out = {("fn" if owner == "" else "method", owner, name)
+           for owner, name in found["fns"].values()}
+    out |= {("type", "", name) for _, name in found["types"].values()}
+    out |= {("type", "", name) for _, name in found["traits"].values()}
     return out
 
 roots = ["examples", "book/src", "templates/templates", "templates/project",
