@@ -80,7 +80,7 @@ test: cluster-assets registry helm
 # and the doc tests; `make test` still runs everything.
 test-fast: cluster-assets registry helm
 	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/opkit-run.XXXXXX"); \
-	OPKIT_RUN_DIR=$$run NEXTEST_PROFILE=fast CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
+	GO=$$(tests/controlplane/ensure-go.sh) OPKIT_RUN_DIR=$$run NEXTEST_PROFILE=fast CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
 	OPKIT_RUN_DIR=$$run tests/check-orphans.sh || rc=1; \
 	rm -rf "$$run"; exit $$rc
 
