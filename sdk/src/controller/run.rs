@@ -16,7 +16,7 @@ use super::sharded;
 use super::stats::ReconcileStats;
 use super::watch::{self, RegisteredWatch, WatchTarget};
 use super::workers::{Start, StartGate, Workers};
-use crate::cache::{START_LIST_ATTEMPTS, SharedCache};
+use crate::cache::{CacheError, START_LIST_ATTEMPTS, SharedCache};
 use crate::reconcile::{Reconcile, Request};
 use crate::workqueue::{RateLimiter, WorkQueue};
 
@@ -81,16 +81,10 @@ impl<R: Reconcile> Controller<R> {
         let sources = std::mem::take(&mut self.sources);
         let mut prepared = self.prepare_on(cache, settings, limiter, observer)?;
         for source in sources {
-            match watch::forward_source(&prepared.settings.name, source, &prepared.queue) {
-                Ok(registered) => prepared.watches.push(registered),
-                Err((kind, source)) => {
-                    return Err(ControllerError::Watch {
-                        controller: prepared.settings.name.clone(),
-                        kind,
-                        source,
-                    });
-                }
-            }
+            let registered =
+                watch::forward_source(&prepared.settings.name, source, &prepared.queue)
+                    .map_err(|failed| watch_failed(&prepared.settings.name, failed))?;
+            prepared.watches.push(registered);
         }
         Ok(prepared)
     }
@@ -161,29 +155,26 @@ impl<R: Reconcile> Controller<R> {
             );
         }
         for index in &self.indexes {
-            if let Err((kind, source)) = index(cache) {
-                return Err(ControllerError::Watch {
-                    controller: prepared.settings.name.clone(),
-                    kind,
-                    source,
-                });
-            }
+            index(cache).map_err(|failed| watch_failed(&prepared.settings.name, failed))?;
         }
         for watch in &self.watches {
-            match watch(cache, &target) {
-                Ok(registered) => prepared.watches.push(registered),
-                Err((kind, source)) => {
-                    // Dropping `prepared` shuts the queue down and removes
-                    // the watches registered so far.
-                    return Err(ControllerError::Watch {
-                        controller: prepared.settings.name.clone(),
-                        kind,
-                        source,
-                    });
-                }
-            }
+            // On error, dropping `prepared` shuts the queue down and
+            // removes the watches registered so far.
+            let registered = watch(cache, &target)
+                .map_err(|failed| watch_failed(&prepared.settings.name, failed))?;
+            prepared.watches.push(registered);
         }
         Ok(prepared)
+    }
+}
+
+/// The error of controller `controller` whose watch (or index) of `kind`
+/// could not be registered on the cache.
+fn watch_failed(controller: &str, (kind, source): (String, CacheError)) -> ControllerError {
+    ControllerError::Watch {
+        controller: controller.to_owned(),
+        kind,
+        source,
     }
 }
 
