@@ -136,8 +136,12 @@ async fn create_with_warnings(client: &kube::Client, ns: &str, g: &Gadget) -> Ve
     .map(kube::client::Body::from);
     let response = client.send(request).await.unwrap();
     assert!(response.status().is_success(), "{:?}", response.status());
-    response
-        .headers()
+    warning_headers(response.headers())
+}
+
+/// The `Warning` headers of an answer.
+fn warning_headers(headers: &http::HeaderMap) -> Vec<String> {
+    headers
         .get_all("warning")
         .iter()
         .map(|v| v.to_str().unwrap().to_owned())
@@ -155,12 +159,7 @@ async fn delete_with_warnings(
         .unwrap()
         .map(kube::client::Body::from);
     let response = gadgets.clone().into_client().send(request).await.unwrap();
-    let warnings = response
-        .headers()
-        .get_all("warning")
-        .iter()
-        .map(|v| v.to_str().unwrap().to_owned())
-        .collect();
+    let warnings = warning_headers(response.headers());
     assert!(!response.status().is_success(), "{:?}", response.status());
     let body = response.into_body().collect().await.unwrap().to_bytes();
     (serde_json::from_slice(&body).unwrap(), warnings)
