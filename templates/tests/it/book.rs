@@ -484,6 +484,16 @@ fn book_metrics_reference_is_the_metric_names() {
     generated_page("reference/metrics.md", &page);
 }
 
+/// Where the docs.rs-like build keeps its artifacts: a directory of its own
+/// under the target directory. `RUSTC_BOOTSTRAP` is part of what some build
+/// scripts (proc-macro2's, anyhow's, thiserror's) read and rerun on; built in
+/// the shared target directory, it would rerun them there and make the next
+/// `cargo test` recompile every crate above them (about 65, serde and tokio
+/// among them) on every `make test`.
+fn docs_target_dir() -> std::path::PathBuf {
+    crate::support::target_dir().join("docsrs")
+}
+
 /// The API docs as docs.rs builds them: `cargo doc --no-deps --workspace
 /// --all-features` with `--cfg docsrs` on a nightly-enabled compiler (docs.rs
 /// runs nightly; `RUSTC_BOOTSTRAP=1` lets the stable one accept
@@ -518,7 +528,7 @@ fn api_docs_build_without_warnings() {
         .current_dir(workspace())
         .env("RUSTDOCFLAGS", "-D warnings --cfg docsrs")
         .env("RUSTC_BOOTSTRAP", "1")
-        .env("CARGO_TARGET_DIR", crate::support::target_dir())
+        .env("CARGO_TARGET_DIR", docs_target_dir())
         .output()
         .expect("run cargo doc");
     assert!(
@@ -526,8 +536,7 @@ fn api_docs_build_without_warnings() {
         "cargo doc found problems:\n{}",
         text(&output)
     );
-    let page =
-        crate::support::target_dir().join("doc/opkit/webhook/struct.ManagedCertificate.html");
+    let page = docs_target_dir().join("doc/opkit/webhook/struct.ManagedCertificate.html");
     let html = std::fs::read_to_string(&page).expect("read a feature-gated item's page");
     // "crate feature `dev-cert`", or "crate features `webhook` and
     // `dev-cert`" (the feature its module needs too).
