@@ -133,6 +133,32 @@ pub enum ScaffoldError {
         #[source]
         source: std::io::Error,
     },
+    /// `create api` or `create webhook` failed after it began writing (a
+    /// file could not be written, rustfmt or the build failed): every file
+    /// it wrote was removed and every file it changed restored.
+    #[error(
+        "{cause}\nnothing was changed: the files written were removed and the files edited restored \
+         (to add them without building, run again with --skip-manifests)"
+    )]
+    RolledBack {
+        /// What failed.
+        cause: Box<ScaffoldError>,
+    },
+    /// As [`RolledBack`](Self::RolledBack), but putting one file back
+    /// failed too: the project is partly changed (see `git status`).
+    #[error(
+        "{cause}\nand undoing the change failed at {}: {source}; the project is partly changed (see `git status`)",
+        path.display()
+    )]
+    RollbackFailed {
+        /// What failed first.
+        cause: Box<ScaffoldError>,
+        /// The first file or directory that could not be put back.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
     /// Building or running the project to render its manifests failed.
     #[error("generating the manifests failed: {detail}")]
     Manifests {

@@ -197,7 +197,8 @@ enum Create {
         /// The project's directory, or any directory inside it.
         #[arg(long, default_value = ".")]
         dir: PathBuf,
-        /// Do not rebuild the project to regenerate the manifests.
+        /// Do not build the project to regenerate the manifests (without it, a
+        /// failed build undoes the whole change).
         #[arg(long)]
         skip_manifests: bool,
     },
@@ -219,7 +220,8 @@ enum Create {
         /// The project's directory.
         #[arg(long, default_value = ".")]
         dir: PathBuf,
-        /// Do not rebuild the project to regenerate the manifests.
+        /// Do not build the project to regenerate the manifests (without it, a
+        /// failed build undoes the whole change).
         #[arg(long)]
         skip_manifests: bool,
     },
@@ -324,8 +326,8 @@ fn run(command: Top) -> Result<(), CommandError> {
             dir,
             skip_manifests,
         }) => {
-            let changed = CreateApi {
-                dir: dir.clone(),
+            let create = CreateApi {
+                dir,
                 kind,
                 version: api_version,
                 group,
@@ -333,17 +335,14 @@ fn run(command: Top) -> Result<(), CommandError> {
                 resource,
                 external_api_path,
                 external_api_domain,
-            }
-            .create()?;
+            };
+            let changed = if skip_manifests {
+                create.create()?
+            } else {
+                create.create_with_manifests()?
+            };
             for path in changed {
                 println!("wrote {}", path.display());
-            }
-            if !skip_manifests {
-                cargo_opkit::manifests(&dir).inspect_err(|_| {
-                    eprintln!(
-                        "note: the kind was added; fix the error cargo reported above, then run `cargo opkit manifests`"
-                    );
-                })?;
             }
             Ok(())
         }
@@ -354,21 +353,18 @@ fn run(command: Top) -> Result<(), CommandError> {
             dir,
             skip_manifests,
         }) => {
-            let changed = CreateWebhook {
-                dir: dir.clone(),
+            let create = CreateWebhook {
+                dir,
                 kind,
                 conversion_spoke: spoke,
-            }
-            .create()?;
+            };
+            let changed = if skip_manifests {
+                create.create()?
+            } else {
+                create.create_with_manifests()?
+            };
             for path in changed {
                 println!("wrote {}", path.display());
-            }
-            if !skip_manifests {
-                cargo_opkit::manifests(&dir).inspect_err(|_| {
-                    eprintln!(
-                        "note: the webhook was added; fix the error cargo reported above, then run `cargo opkit manifests`"
-                    );
-                })?;
             }
             Ok(())
         }

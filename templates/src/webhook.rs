@@ -4,13 +4,12 @@
 //! manager, deployed behind a Service with a certificate the manager
 //! issues, with their manifests and envtest tests.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::error::ScaffoldError;
 use crate::names::{snake_case, validate_version};
 use crate::project::{
-    ProjectFile, already_formatted, format_rust, insert_before_marker, kind_values, read,
-    render_set, write_atomically,
+    ProjectFile, insert_before_marker, kind_values, read, render_set, write_all_or_nothing,
 };
 use crate::templates;
 
@@ -75,9 +74,26 @@ enum Change {
 }
 
 impl CreateWebhook {
-    /// Validates, then writes; every check runs before the first write.
-    /// Returns the files created or changed.
+    /// Validates, then writes; every check runs before the first write, and
+    /// if writing or formatting fails, the project is left as it was
+    /// ([`ScaffoldError::RolledBack`]). Returns the files created or changed.
     pub fn create(&self) -> Result<Vec<PathBuf>, ScaffoldError> {
+        self.create_then(|_| Ok(()))
+    }
+
+    /// As [`create`](Self::create), then builds the project to render its
+    /// manifests ([`manifests`](crate::manifests)); if the build fails,
+    /// everything `create` wrote is undone.
+    pub fn create_with_manifests(&self) -> Result<Vec<PathBuf>, ScaffoldError> {
+        self.create_then(crate::project::manifests)
+    }
+
+    /// [`create`](Self::create), then `finish` on the project's directory;
+    /// undone if `finish` fails.
+    fn create_then(
+        &self,
+        finish: impl FnOnce(&Path) -> Result<(), ScaffoldError>,
+    ) -> Result<Vec<PathBuf>, ScaffoldError> {
         let root = super::project::find_project(&self.dir)?;
         let project = ProjectFile::read(&root)?;
         let Some(resource) = project.resource(&self.kind) else {
@@ -245,22 +261,7 @@ impl CreateWebhook {
             }
         }
 
-        // Files it changes are formatted again only if they were formatted:
-        // a file in the user's own style keeps it (issue 38).
-        let formatted = already_formatted(&root, edited.iter().map(|(path, _)| path.as_str()));
-        let mut changed = Vec::new();
-        for (path, text) in files.iter().chain(edited.iter()) {
-            let path = root.join(path);
-            write_atomically(&path, text)?;
-            changed.push(path);
-        }
-        // Formatted whatever the length of the names filled in, so `make
-        // lint` (cargo fmt --check) passes right after.
-        format_rust(
-            &root,
-            files.iter().map(|(path, _)| path.as_str()).chain(formatted),
-        )?;
-        Ok(changed)
+        write_all_or_nothing(&root, &files, &edited, finish)
     }
 }
 

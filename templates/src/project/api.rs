@@ -1,13 +1,12 @@
 //! [`CreateApi`]: `cargo opkit create api`, another kind and its
 //! controller in a project (also the first kind `new` writes).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
+use super::all_or_nothing::write_all_or_nothing;
 use super::external_module::plan_modules;
-use super::files::{
-    already_formatted, format_rust, insert_before_marker, kind_values, read, render_set,
-    write_atomically,
-};
+use super::files::{insert_before_marker, kind_values, read, render_set};
+use super::manifests::manifests_in;
 use super::project_file::{ProjectFile, ProjectResource, find_project};
 use crate::builtin_kinds::{builtin_kind, is_builtin_group};
 use crate::error::ScaffoldError;
@@ -339,8 +338,26 @@ impl CreateApi {
     /// adds the kind's files and registers it in
     /// `src/api/mod.rs`, `src/controllers/mod.rs`, `src/lib.rs` and
     /// `PROJECT`. Every check (markers included) runs before the first
-    /// write. Returns the files created or changed.
+    /// write; if writing or formatting fails, the project is left as it was
+    /// ([`ScaffoldError::RolledBack`]). Returns the files created or changed.
     pub fn create(&self) -> Result<Vec<PathBuf>, ScaffoldError> {
+        self.create_then(|_| Ok(()))
+    }
+
+    /// As [`create`](Self::create), then builds the project to render its
+    /// manifests ([`manifests`](crate::manifests)); if the build fails (a
+    /// misspelt external type, a compile error), everything `create` wrote
+    /// is undone, as `new` leaves nothing behind.
+    pub fn create_with_manifests(&self) -> Result<Vec<PathBuf>, ScaffoldError> {
+        self.create_then(manifests_in)
+    }
+
+    /// [`create`](Self::create), then `finish` on the project's directory;
+    /// undone if `finish` fails.
+    pub(super) fn create_then(
+        &self,
+        finish: impl FnOnce(&Path) -> Result<(), ScaffoldError>,
+    ) -> Result<Vec<PathBuf>, ScaffoldError> {
         validate_kind(&self.kind)?;
         if let Some(version) = &self.version {
             validate_version(version)?;
@@ -391,18 +408,6 @@ impl CreateApi {
         project.resources.push(spec.into_resource());
         edited.push(("PROJECT".to_owned(), project.render()));
 
-        // Files it changes are formatted again only if they were formatted.
-        let formatted = already_formatted(&dir, edited.iter().map(|(path, _)| path.as_str()));
-        let mut changed = Vec::new();
-        for (path, text) in files.iter().chain(edited.iter()) {
-            let path = dir.join(path);
-            write_atomically(&path, text)?;
-            changed.push(path);
-        }
-        format_rust(
-            &dir,
-            files.iter().map(|(path, _)| path.as_str()).chain(formatted),
-        )?;
-        Ok(changed)
+        write_all_or_nothing(&dir, &files, &edited, finish)
     }
 }

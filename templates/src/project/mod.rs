@@ -1,6 +1,7 @@
 //! The three commands: `new`, `create api`, `manifests`; and the `PROJECT`
 //! file they (and `create webhook`) read and write.
 
+mod all_or_nothing;
 mod api;
 mod dependency;
 mod external_module;
@@ -12,12 +13,10 @@ mod project_file;
 #[cfg(test)]
 mod tests;
 
+pub(crate) use all_or_nothing::write_all_or_nothing;
 pub use api::CreateApi;
 pub use dependency::OpkitDependency;
-pub(crate) use files::{
-    already_formatted, format_rust, insert_before_marker, kind_values, read, render_set,
-    write_atomically,
-};
+pub(crate) use files::{insert_before_marker, kind_values, read, render_set};
 pub use manifests::{manifests, shared_target_dir};
 pub use new::NewProject;
 pub use project_file::{ProjectFile, ProjectResource, find_project};

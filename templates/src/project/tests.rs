@@ -736,3 +736,46 @@ fn make_run_listens_on_loopback_unless_told_otherwise() {
         "{run}"
     );
 }
+
+/// Issue 38: `create api` whose build fails (here the build step fails
+/// at once) leaves the project exactly as it was, as `new` does.
+#[test]
+fn create_api_whose_build_fails_leaves_the_project_as_it_was() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path()).create().unwrap();
+    let snapshot = |dir: &Path| {
+        let mut files = std::collections::BTreeMap::new();
+        let mut pending = vec![dir.to_owned()];
+        while let Some(next) = pending.pop() {
+            for entry in std::fs::read_dir(&next).unwrap().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    pending.push(path);
+                } else {
+                    files.insert(path.clone(), std::fs::read(&path).unwrap());
+                }
+            }
+        }
+        files
+    };
+    let before = snapshot(&dir);
+    let api = CreateApi {
+        resource: false,
+        group: Some("apps".into()),
+        version: Some("v1".into()),
+        ..CreateApi::new(dir.clone(), "Deployment")
+    };
+    let err = api
+        .create_then(|_| {
+            Err(ScaffoldError::Manifests {
+                detail: "`cargo run --bin demo-operator -- manifests` failed".to_owned(),
+            })
+        })
+        .unwrap_err();
+    assert!(matches!(err, ScaffoldError::RolledBack { .. }), "{err:?}");
+    assert!(err.to_string().contains("--skip-manifests"), "{err}");
+    assert_eq!(snapshot(&dir), before);
+    // And the same kind can be added afterwards.
+    api.create().unwrap();
+    assert!(dir.join("src/controllers/deployment.rs").is_file());
+}
