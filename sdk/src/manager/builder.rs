@@ -327,11 +327,14 @@ impl ManagerBuilder {
         #[cfg(feature = "webhook")]
         let webhook = match self.webhook_server {
             Some(mut server) => {
-                server
-                    .provision_certificate(&client)
+                let serve = server
+                    .provision(&client, &api_url)
                     .await
                     .map_err(ManagerError::Webhook)?;
-                Some(server.bind().await.map_err(ManagerError::Webhook)?)
+                match serve {
+                    true => Some(server.bind().await.map_err(ManagerError::Webhook)?),
+                    false => None,
+                }
             }
             None => None,
         };

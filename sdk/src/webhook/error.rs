@@ -120,11 +120,29 @@ pub enum WebhookError {
         /// `Secret ns/name`.
         secret: String,
     },
+    /// Registering the webhooks of a [`LocalWebhooks`](super::LocalWebhooks)
+    /// server with the apiserver failed (nothing stays registered).
+    #[cfg(feature = "dev-cert")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "dev-cert")))]
+    #[error(
+        "serving the webhooks locally: {action} {object} failed: {source}; the kubeconfig's \
+         user needs to create, patch and delete webhook configurations and patch the CRDs \
+         (an admin's, as for `make install`)"
+    )]
+    LocalRegistration {
+        /// What was being done.
+        action: &'static str,
+        /// The object (`ValidatingWebhookConfiguration name`, ...).
+        object: String,
+        /// The API error.
+        #[source]
+        source: Box<kube::Error>,
+    },
     /// A managed certificate was asked for without a client to reach the
     /// cluster (a server bound outside a manager).
     #[error(
-        "the webhook server's certificate is managed (ManagedCertificate) but no client was \
-         given: serve it from a Manager, or call ManagedCertificate::provision first"
+        "the webhook server's certificate is managed (ManagedCertificate or LocalWebhooks) \
+         but no client was given: serve it from a Manager"
     )]
     NoClientForManagedCertificate,
 }

@@ -66,6 +66,10 @@
 //!   cert-manager, the manager issues the serving certificate itself, keeps
 //!   it in a Secret and injects its CA into the configurations and CRDs
 //!   ([`WebhookServer::managed_certificate`]).
+//! - `LocalWebhooks` (feature `dev-cert`): a manager running outside the
+//!   cluster (`make run`) serves the webhooks itself, registered by URL
+//!   with an apiserver on the same machine while it runs
+//!   ([`WebhookServer::local`]).
 //!
 //! # Manifests
 //!
@@ -90,6 +94,8 @@ mod dev_cert;
 mod error;
 pub(crate) mod https;
 #[cfg(feature = "dev-cert")]
+mod local;
+#[cfg(feature = "dev-cert")]
 mod managed_cert;
 #[cfg(feature = "webhook")]
 mod manifests;
@@ -111,6 +117,9 @@ pub use defaulting::Defaulter;
 #[cfg_attr(docsrs, doc(cfg(feature = "dev-cert")))]
 pub use dev_cert::{CA_FILE, CERT_FILE, DevCertificate, KEY_FILE};
 pub use error::WebhookError;
+#[cfg(feature = "dev-cert")]
+#[cfg_attr(docsrs, doc(cfg(feature = "dev-cert")))]
+pub use local::LocalWebhooks;
 #[cfg(feature = "dev-cert")]
 #[cfg_attr(docsrs, doc(cfg(feature = "dev-cert")))]
 pub use managed_cert::{HOSTS_ANNOTATION, ManagedCertificate};

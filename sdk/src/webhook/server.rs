@@ -47,6 +47,7 @@ const BODY_LIMIT: usize = 32 * 1024 * 1024;
 /// | [`cert_dir`](Self::cert_dir) | `/tmp/k8s-webhook-server/serving-certs` (`tls.crt`, `tls.key`) |
 /// | [`reload_interval`](Self::reload_interval) | 2 s |
 /// | [`managed_certificate`](Self::managed_certificate) (feature `dev-cert`) | none: the files are mounted |
+/// | [`local`](Self::local) (feature `dev-cert`) | none: the cluster calls the webhooks through its own configurations |
 #[derive(Debug, Clone)]
 pub struct WebhookServer {
     webhooks: Webhooks,
@@ -58,6 +59,14 @@ pub struct WebhookServer {
     managed: Option<super::ManagedCertificate>,
     #[cfg(feature = "dev-cert")]
     injector: Option<super::managed_cert::CaInjector>,
+    #[cfg(feature = "dev-cert")]
+    local: Option<super::LocalWebhooks>,
+    /// A local server's listener, bound before its certificate is issued
+    /// for the address (shared so the server stays `Clone`).
+    #[cfg(feature = "dev-cert")]
+    prebound: Option<Arc<std::net::TcpListener>>,
+    #[cfg(feature = "dev-cert")]
+    registered: Option<super::local::Registered>,
 }
 
 impl WebhookServer {
@@ -74,6 +83,12 @@ impl WebhookServer {
             managed: None,
             #[cfg(feature = "dev-cert")]
             injector: None,
+            #[cfg(feature = "dev-cert")]
+            local: None,
+            #[cfg(feature = "dev-cert")]
+            prebound: None,
+            #[cfg(feature = "dev-cert")]
+            registered: None,
         }
     }
 
@@ -126,12 +141,58 @@ impl WebhookServer {
         self
     }
 
-    /// Provisions the [managed certificate](Self::managed_certificate), if
-    /// any, with `client`; the manager calls it before [`bind`](Self::bind).
-    pub(crate) async fn provision_certificate(
+    /// Serve the webhooks for an apiserver on this machine, registered by
+    /// URL while the server runs, with a certificate issued for the bound
+    /// address (see [`LocalWebhooks`](super::LocalWebhooks)): what `make
+    /// run` does. The [cert files](Self::cert_dir) are not read.
+    #[cfg(feature = "dev-cert")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "dev-cert")))]
+    pub fn local(mut self, local: super::LocalWebhooks) -> Self {
+        self.local = Some(local);
+        self
+    }
+
+    /// Provisions the [managed certificate](Self::managed_certificate) or
+    /// the [local registration](Self::local), if any, with `client` (of the
+    /// apiserver at `api_url`); the manager calls it before
+    /// [`bind`](Self::bind). `false`: the server is to be left out (a local
+    /// one, for an apiserver that is not on this machine; said in a
+    /// warning).
+    pub(crate) async fn provision(
         &mut self,
         client: &kube::Client,
-    ) -> Result<(), WebhookError> {
+        api_url: &str,
+    ) -> Result<bool, WebhookError> {
+        #[cfg(feature = "dev-cert")]
+        if let Some(local) = self.local.take() {
+            if !super::LocalWebhooks::apiserver_is_on_this_host(api_url) {
+                tracing::warn!(
+                    apiserver = %api_url,
+                    "webhooks not served: the apiserver is not on this machine, so it could not \
+                     call them here; they are served in the cluster (`make deploy`), or run with \
+                     ENABLE_WEBHOOKS=true and a certificate the cluster trusts"
+                );
+                return Ok(false);
+            }
+            self.webhooks.check_paths()?;
+            let listener = std::net::TcpListener::bind(&self.bind_address).map_err(|source| {
+                WebhookError::Bind {
+                    address: self.bind_address.clone(),
+                    source,
+                }
+            })?;
+            let address = listener.local_addr().map_err(|source| WebhookError::Bind {
+                address: self.bind_address.clone(),
+                source,
+            })?;
+            let (registered, cert, key) = local.register(client, &self.webhooks, address).await?;
+            self.cert_file = cert;
+            self.key_file = key;
+            self.prebound = Some(Arc::new(listener));
+            self.registered = Some(registered);
+        }
+        #[cfg(not(feature = "dev-cert"))]
+        let _ = api_url;
         #[cfg(feature = "dev-cert")]
         if let Some(managed) = self.managed.take() {
             let ca_pem = managed
@@ -145,25 +206,42 @@ impl WebhookServer {
         }
         #[cfg(not(feature = "dev-cert"))]
         let _ = client;
-        Ok(())
+        Ok(true)
     }
 
     /// Reads the certificate and binds the address; nothing is served
     /// until [`BoundWebhookServer::serve`].
     pub async fn bind(self) -> Result<BoundWebhookServer, WebhookError> {
         #[cfg(feature = "dev-cert")]
-        if self.managed.is_some() {
+        if self.managed.is_some() || self.local.is_some() {
             return Err(WebhookError::NoClientForManagedCertificate);
         }
         self.webhooks.check_paths()?;
         let certificates = CertificateReloader::load(&self.cert_file, &self.key_file)?;
         let tls = Arc::new(tls::server_config(Arc::clone(&certificates))?);
-        let listener = TcpListener::bind(&self.bind_address)
-            .await
-            .map_err(|source| WebhookError::Bind {
-                address: self.bind_address.clone(),
-                source,
-            })?;
+        let bind_error = |source| WebhookError::Bind {
+            address: self.bind_address.clone(),
+            source,
+        };
+        #[cfg(feature = "dev-cert")]
+        let prebound = match &self.prebound {
+            Some(listener) => Some(
+                listener
+                    .try_clone()
+                    .and_then(|l| l.set_nonblocking(true).map(|()| l))
+                    .and_then(TcpListener::from_std)
+                    .map_err(bind_error)?,
+            ),
+            None => None,
+        };
+        #[cfg(not(feature = "dev-cert"))]
+        let prebound: Option<TcpListener> = None;
+        let listener = match prebound {
+            Some(listener) => listener,
+            None => TcpListener::bind(&self.bind_address)
+                .await
+                .map_err(bind_error)?,
+        };
         Ok(BoundWebhookServer {
             router: router(&self.webhooks),
             listener,
@@ -173,6 +251,8 @@ impl WebhookServer {
             serving: Arc::new(AtomicBool::new(false)),
             #[cfg(feature = "dev-cert")]
             injector: self.injector,
+            #[cfg(feature = "dev-cert")]
+            registered: self.registered,
         })
     }
 }
@@ -187,6 +267,8 @@ pub struct BoundWebhookServer {
     serving: Arc<AtomicBool>,
     #[cfg(feature = "dev-cert")]
     injector: Option<super::managed_cert::CaInjector>,
+    #[cfg(feature = "dev-cert")]
+    registered: Option<super::local::Registered>,
 }
 
 impl std::fmt::Debug for BoundWebhookServer {
@@ -266,6 +348,10 @@ impl BoundWebhookServer {
         if let Some(injector) = injector {
             injector.abort();
             let _ = injector.await;
+        }
+        #[cfg(feature = "dev-cert")]
+        if let Some(registered) = self.registered {
+            registered.remove().await;
         }
         tracing::info!(server = "webhook", "stopped");
         Ok(())

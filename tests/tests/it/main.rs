@@ -36,6 +36,7 @@ mod shard_in_cluster;
 mod shard_processes;
 mod user_roles;
 mod webhook;
+mod webhook_local;
 
 mod cache_support;
 mod deploy_support;
