@@ -304,30 +304,41 @@ fn first_webhook_edits(crate_name: &str) -> Vec<Edit> {
                  /// instead of reading a mounted one (cert-manager); see src/webhooks/mod.rs.\n\
                  #[arg(long, default_value_t = false)]\n\
                  manage_webhook_certificate: bool,\n\
-                 /// Serve the webhooks (`make run` sets ENABLE_WEBHOOKS=false: the cluster calls\n\
-                 /// them through the Service `make deploy` creates, not this process).\n\
-                 #[arg(long, env = \"ENABLE_WEBHOOKS\", default_value_t = true, num_args = 0..=1, default_missing_value = \"true\", action = clap::ArgAction::Set)]\n\
-                 enable_webhooks: bool,"
+                 /// Serve the webhooks: `true` as in the cluster (behind the Service), `local` for an\n\
+                 /// apiserver on this machine, registered by URL while this process runs (what `make run`\n\
+                 /// sets), `false` not here.\n\
+                 #[arg(long, env = \"ENABLE_WEBHOOKS\", value_enum, default_value_t = WebhookMode::True, num_args = 0..=1, default_missing_value = \"true\")]\n\
+                 enable_webhooks: WebhookMode,\n\
+                 /// Where to serve the webhooks (default: 0.0.0.0:9443; with `local`, 127.0.0.1:9443).\n\
+                 #[arg(long, env = \"WEBHOOK_BIND_ADDRESS\")]\n\
+                 webhook_bind_address: Option<String>,"
                     .to_owned(),
             ),
-            what: "the --manage-webhook-certificate and --enable-webhooks flags",
+            what: "the --manage-webhook-certificate, --enable-webhooks and --webhook-bind-address flags",
+        },
+        Edit {
+            file: "src/main.rs",
+            anchor: "#[tokio::main]".to_owned(),
+            change: Change::Before(
+                "/// Where the webhooks are served (`--enable-webhooks`).\n\
+                 #[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]\n\
+                 enum WebhookMode {\n    \
+                 /// Here, as in the cluster: behind the Service, with the certificate in the cert dir.\n    \
+                 True,\n    \
+                 /// Here, for an apiserver on this machine, registered by URL while this process runs.\n    \
+                 Local,\n    \
+                 /// Not here: the cluster calls a deployed operator.\n    \
+                 False,\n\
+                 }\n"
+                    .to_owned(),
+            ),
+            what: "the webhook modes",
         },
         Edit {
             file: "src/main.rs",
             anchor: "let mut manager = builder.build().await?;".to_owned(),
             change: Change::Before(format!(
-                "let builder = if args.enable_webhooks {{\n    \
-                 builder.webhook_server({crate_name}::webhooks::server(\n        \
-                 args.manage_webhook_certificate,\n    ))\n\
-                 }} else {{\n    \
-                 tracing::warn!(\n        \
-                 \"webhooks not served (ENABLE_WEBHOOKS=false, as `make run` sets): the cluster calls them \\\n         \
-                 through the operator's Service (`make deploy`); to serve them here, run with \\\n         \
-                 ENABLE_WEBHOOKS=true and tls.crt, tls.key in {{}}\",\n        \
-                 {crate_name}::webhooks::cert_dir()\n    \
-                 );\n    \
-                 builder\n\
-                 }};"
+                "let builder = match args.enable_webhooks {{\n    WebhookMode::True => {{\n        let mut server = {crate_name}::webhooks::server(args.manage_webhook_certificate);\n        if let Some(address) = &args.webhook_bind_address {{\n            server = server.bind_address(address.clone());\n        }}\n        builder.webhook_server(server)\n    }}\n    WebhookMode::Local => builder.webhook_server({crate_name}::webhooks::local_server(\n        args.webhook_bind_address.as_deref(),\n    )),\n    WebhookMode::False => {{\n        tracing::warn!(\n            \"webhooks not served (ENABLE_WEBHOOKS=false): the cluster calls them through the \\\n             operator's Service (`make deploy`)\"\n        );\n        builder\n    }}\n}};"
             )),
             what: "the webhook server",
         },

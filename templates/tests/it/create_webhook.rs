@@ -239,6 +239,21 @@ fn created_webhooks_are_served_rendered_and_tested() {
         ),
         "cargo opkit create webhook --kind Door (a spec without `message`)",
     );
+    // The user's first rule in the Door validator: what `make run`'s
+    // webhooks refuse below.
+    let door = project.join("src/webhooks/door.rs");
+    let code = std::fs::read_to_string(&door).expect("door.rs");
+    let rule = "return Err(opkit::webhook::Denied::invalid(\"spec.message must not be blank\"));\n        // }\n        let _ = object;\n";
+    assert!(code.contains(rule), "{code}");
+    std::fs::write(
+        &door,
+        code.replacen(
+            rule,
+            "return Err(opkit::webhook::Denied::invalid(\"spec.message must not be blank\"));\n        // }\n        if object.spec.panels > 8 {\n            return Err(opkit::webhook::Denied::invalid(\"spec.panels must be at most 8\"));\n        }\n",
+            1,
+        ),
+    )
+    .expect("write door.rs");
     let last = persist(&project, "create_webhook", None);
     let project = last.dir.clone();
     render_manifests(&project);
@@ -382,14 +397,22 @@ fn replace_door_spec(project: &Path) {
 }
 
 /// `make install` then `make run` against a real control plane, with
-/// webhooks in the project and no other step: the manager starts (its
-/// /readyz answers) and says in one line that it does not serve them.
+/// webhooks in the project and no other step (issue 38): the manager
+/// serves them itself for the apiserver on this machine (`ENABLE_WEBHOOKS`
+/// unset: `local`), registered by URL, so the user's Door rule refuses a
+/// bad object; at Ctrl-C (SIGINT) the registration is gone.
 fn make_run_works_with_webhooks(project: &Path) {
     let runtime = tokio::runtime::Runtime::new().expect("runtime");
     let plane = runtime
         .block_on(opkit_envtest::ControlPlane::start())
         .expect("start etcd and kube-apiserver");
     let path = path_with_cargo_opkit();
+    let free_port = || {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+        listener.local_addr().expect("address")
+    };
+    // Ports of their own: other journeys run `make run` at the same time.
+    let (probes_address, webhook_address) = (free_port(), free_port());
     let make = |args: &[&str]| {
         let mut command = Command::new("make");
         cargo_opkit::clear_crate_env(&mut command)
@@ -398,15 +421,13 @@ fn make_run_works_with_webhooks(project: &Path) {
             .env("PATH", &path)
             .env("KUBECONFIG", plane.kubeconfig_path())
             .env("CARGO_TARGET_DIR", target_dir())
+            .env("WEBHOOK_BIND_ADDRESS", webhook_address.to_string())
             .env_remove("ENABLE_WEBHOOKS");
         command
     };
     let output = make(&["install"]).output().expect("run make install");
     assert!(output.status.success(), "make install:\n{}", text(&output));
 
-    let probes = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-    let probes_address = probes.local_addr().expect("address");
-    drop(probes);
     // Outside the temporary project, so it is there to read when this fails.
     let log = target_dir().join(format!("make-run-{}.log", std::process::id()));
     let log_file = std::fs::File::create(&log).expect("log file");
@@ -449,24 +470,87 @@ fn make_run_works_with_webhooks(project: &Path) {
             status.contains(" 200").then_some(status)
         },
     ));
-    // Stop make and the manager: the whole process group (`--` so the
-    // negative id is read as a group, not as an option).
+    let output = || std::fs::read_to_string(&log).expect("make run's output");
+    assert!(ready.contains(" 200"), "{ready}\n{}", output());
+
+    // The apiserver calls `make run`'s webhooks: a Door of 9 panels is
+    // refused with the user's message, one of 2 admitted.
+    let client = plane.client().expect("a client");
+    let configurations: kube::Api<
+        k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+    > = kube::Api::all(client.clone());
+    let local = runtime
+        .block_on(configurations.get_opt("gate-operator-local"))
+        .expect("read the configurations");
+    let url = local
+        .and_then(|c| c.webhooks)
+        .and_then(|w| w.into_iter().next())
+        .and_then(|w| w.client_config.url);
+    assert!(
+        url.as_deref()
+            .is_some_and(|u| u.starts_with(&format!("https://{webhook_address}/validate-"))),
+        "{url:?}\n{}",
+        output()
+    );
+    let doors = kube::Api::<kube::api::DynamicObject>::namespaced_with(
+        client,
+        "default",
+        &kube::api::ApiResource {
+            group: "gate.example.com".to_owned(),
+            version: "v1alpha1".to_owned(),
+            api_version: "gate.example.com/v1alpha1".to_owned(),
+            kind: "Door".to_owned(),
+            plural: "doors".to_owned(),
+        },
+    );
+    let door = |name: &str, panels: u32| -> kube::api::DynamicObject {
+        serde_json::from_value(serde_json::json!({
+            "apiVersion": "gate.example.com/v1alpha1",
+            "kind": "Door",
+            "metadata": { "name": name },
+            "spec": { "panels": panels },
+        }))
+        .expect("a Door")
+    };
+    let refused = runtime.block_on(doors.create(&Default::default(), &door("wide", 9)));
+    match refused {
+        Err(kube::Error::Api(status)) => assert!(
+            status.message.contains("spec.panels must be at most 8"),
+            "{status:?}"
+        ),
+        other => panic!(
+            "a Door of 9 panels was not refused: {other:?}\n{}",
+            output()
+        ),
+    }
+    runtime
+        .block_on(doors.create(&Default::default(), &door("narrow", 2)))
+        .unwrap_or_else(|e| panic!("a Door of 2 panels: {e}\n{}", output()));
+
+    // Ctrl-C stops make and the manager (the whole process group, `--`
+    // so the negative id is read as a group, not as an option).
     let group = format!("-{}", child.lock().expect("child").id());
     let _ = Command::new("kill")
-        .args(["-s", "TERM", "--", &group])
+        .args(["-s", "INT", "--", &group])
         .status();
     runtime.block_on(opkit_envtest::eventually(
-        "make run to stop on SIGTERM",
+        "make run to stop on SIGINT",
         std::time::Duration::from_secs(60),
         || async { child.lock().expect("child").try_wait().ok().flatten() },
     ));
-    let output = std::fs::read_to_string(&log).expect("make run's output");
-    assert!(ready.contains(" 200"), "{ready}\n{output}");
-    let _ = std::fs::remove_file(&log);
-    let off: Vec<&str> = output
+    let gone = runtime
+        .block_on(configurations.get_opt("gate-operator-local"))
+        .expect("read the configurations");
+    assert!(
+        gone.is_none(),
+        "the local configuration outlived make run:\n{}",
+        output()
+    );
+    let served: Vec<String> = output()
         .lines()
-        .filter(|l| l.contains("webhooks not served"))
+        .filter(|l| l.contains("webhooks served locally"))
+        .map(str::to_owned)
         .collect();
-    assert_eq!(off.len(), 1, "one line says webhooks are off:\n{output}");
-    assert!(off[0].contains("ENABLE_WEBHOOKS=true"), "{output}");
+    assert_eq!(served.len(), 1, "one line says where:\n{}", output());
+    let _ = std::fs::remove_file(&log);
 }
