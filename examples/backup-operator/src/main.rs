@@ -49,10 +49,14 @@ struct Args {
     /// instead of reading a mounted one (cert-manager); see src/webhooks/mod.rs.
     #[arg(long, default_value_t = false)]
     manage_webhook_certificate: bool,
-    /// Serve the webhooks (`make run` sets ENABLE_WEBHOOKS=false: the cluster calls
-    /// them through the Service `make deploy` creates, not this process).
-    #[arg(long, env = "ENABLE_WEBHOOKS", default_value_t = true, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
-    enable_webhooks: bool,
+    /// Serve the webhooks: `true` as in the cluster (behind the Service), `local` for an
+    /// apiserver on this machine, registered by URL while this process runs (what `make run`
+    /// sets), `false` not here.
+    #[arg(long, env = "ENABLE_WEBHOOKS", value_enum, default_value_t = WebhookMode::True, num_args = 0..=1, default_missing_value = "true")]
+    enable_webhooks: WebhookMode,
+    /// Where to serve the webhooks (default: 0.0.0.0:9443; with `local`, 127.0.0.1:9443).
+    #[arg(long, env = "WEBHOOK_BIND_ADDRESS")]
+    webhook_bind_address: Option<String>,
     #[command(subcommand)]
     command: Option<Command>,
 }
@@ -75,6 +79,16 @@ enum LogFormat {
     Json,
 }
 
+/// Where the webhooks are served (`--enable-webhooks`).
+#[derive(ValueEnum, Clone, Copy, Debug, PartialEq, Eq)]
+enum WebhookMode {
+    /// Here, as in the cluster: behind the Service, with the certificate in the cert dir.
+    True,
+    /// Here, for an apiserver on this machine, registered by URL while this process runs.
+    Local,
+    /// Not here: the cluster calls a deployed operator.
+    False,
+}
 #[tokio::main]
 async fn main() -> ExitCode {
     let args = Args::parse();
@@ -131,18 +145,24 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         }
         builder = builder.leader_election(election);
     }
-    let builder = if args.enable_webhooks {
-        builder.webhook_server(backup_operator::webhooks::server(
-            args.manage_webhook_certificate,
-        ))
-    } else {
-        tracing::warn!(
-            "webhooks not served (ENABLE_WEBHOOKS=false, as `make run` sets): the cluster calls them \
-             through the operator's Service (`make deploy`); to serve them here, run with \
-             ENABLE_WEBHOOKS=true and tls.crt, tls.key in {}",
-            backup_operator::webhooks::cert_dir()
-        );
-        builder
+    let builder = match args.enable_webhooks {
+        WebhookMode::True => {
+            let mut server = backup_operator::webhooks::server(args.manage_webhook_certificate);
+            if let Some(address) = &args.webhook_bind_address {
+                server = server.bind_address(address.clone());
+            }
+            builder.webhook_server(server)
+        }
+        WebhookMode::Local => builder.webhook_server(backup_operator::webhooks::local_server(
+            args.webhook_bind_address.as_deref(),
+        )),
+        WebhookMode::False => {
+            tracing::warn!(
+                "webhooks not served (ENABLE_WEBHOOKS=false): the cluster calls them through the \
+                 operator's Service (`make deploy`)"
+            );
+            builder
+        }
     };
     let mut manager = builder.build().await?;
     backup_operator::add_controllers(&mut manager)?;

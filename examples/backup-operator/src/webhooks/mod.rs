@@ -32,7 +32,8 @@ use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::api::ObjectMeta;
 use opkit::manifest::{Documents, ManifestError};
 use opkit::webhook::{
-    DEFAULT_CERT_DIR, DEFAULT_PORT, ManagedCertificate, WebhookClient, WebhookServer, Webhooks,
+    DEFAULT_CERT_DIR, DEFAULT_PORT, LocalWebhooks, ManagedCertificate, WebhookClient,
+    WebhookServer, Webhooks,
 };
 
 use crate::{NAME, NAMESPACE, SERVICE_ACCOUNT};
@@ -46,6 +47,11 @@ pub const MUTATING: &str = "backup-operator-mutating";
 /// Where the serving certificate is read from (`tls.crt`, `tls.key`);
 /// `WEBHOOK_CERT_DIR` overrides it.
 pub const CERT_DIR_ENV: &str = "WEBHOOK_CERT_DIR";
+/// The configurations `make run` registers (see [`local_server`]), named
+/// apart from `deploy/`'s so a deployed operator's stay as they are.
+pub const LOCAL: &str = "backup-operator-local";
+/// Where `make run` serves the webhooks unless `WEBHOOK_BIND_ADDRESS` says.
+pub const LOCAL_ADDRESS: &str = "127.0.0.1:9443";
 
 // ANCHOR: webhooks
 /// Every webhook of the operator.
@@ -76,6 +82,27 @@ pub fn server(manage_certificate: bool) -> WebhookServer {
     } else {
         server
     }
+}
+
+/// `make run`'s webhook server (`--enable-webhooks=local`): served by this
+/// process on `bind_address` (default [`LOCAL_ADDRESS`]) with a certificate
+/// issued at start, and registered with an apiserver on this machine by URL
+/// in the configurations [`LOCAL`] (and the conversion of each CRD a
+/// conversion webhook converts) until the manager stops; see
+/// `opkit::webhook::LocalWebhooks`.
+pub fn local_server(bind_address: Option<&str>) -> WebhookServer {
+    let webhooks = webhooks();
+    let mut local = LocalWebhooks::new(LOCAL);
+    for crd in crate::crds() {
+        if webhooks.converts(&crd.spec.group, &crd.spec.names.kind)
+            && let Some(name) = crd.metadata.name
+        {
+            local = local.crd(name);
+        }
+    }
+    WebhookServer::new(webhooks)
+        .bind_address(bind_address.unwrap_or(LOCAL_ADDRESS))
+        .local(local)
 }
 
 /// The certificate the manager issues and keeps in the Secret
