@@ -34,6 +34,13 @@ fn a_generated_operator_runs_on_make_cluster() {
         kubeconfig: cluster.kubeconfig.clone(),
     };
 
+    // Before any deploy, `make run` on the cluster (issue 38): the
+    // manager serves the webhook from this machine, registered by URL, and
+    // it refuses a blank page; Ctrl-C takes the registration away.
+    env.make(&["install"]);
+    env.kubectl_ok(&["create", "namespace", "sites"]);
+    env.make_run_refuses_a_blank_page(&cluster.busybox);
+
     // The first image and deploy, with the opt-in NetworkPolicies (the
     // local cluster's bridge does not enforce them; the apiserver accepts
     // them and the webhook below is still called).
@@ -58,7 +65,6 @@ fn a_generated_operator_runs_on_make_cluster() {
     );
 
     // A StaticSite becomes a page served by name inside the cluster.
-    env.kubectl_ok(&["create", "namespace", "sites"]);
     // Right after a rollout the webhook Service may still lead to no pod:
     // the create is retried until the webhook answers.
     env.apply_once_served(&static_site(
@@ -394,6 +400,86 @@ impl ProjectEnv {
             .write_all(manifest.as_bytes())
             .expect("write the manifest");
         child.wait_with_output().expect("kubectl apply")
+    }
+
+    /// `make run` with its webhooks on (the default `ENABLE_WEBHOOKS=local`,
+    /// on free ports: other journeys run at the same time); a blank page is
+    /// refused by the webhook it serves, registered as
+    /// `site-operator-local`, which is gone after Ctrl-C (SIGINT to the
+    /// process group, as a terminal sends it).
+    fn make_run_refuses_a_blank_page(&self, image: &str) {
+        let free_port = || {
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+            listener.local_addr().expect("address").to_string()
+        };
+        let (probes, webhooks) = (free_port(), free_port());
+        let log = target_dir().join(format!("dev-cluster-make-run-{}.log", std::process::id()));
+        let file = std::fs::File::create(&log).expect("log file");
+        let mut run = self.command("make");
+        run.args(["run", "METRICS_ADDR=0", &format!("PROBE_ADDR={probes}")])
+            .env("WEBHOOK_BIND_ADDRESS", &webhooks)
+            .env_remove("ENABLE_WEBHOOKS")
+            .stdout(file.try_clone().expect("log"))
+            .stderr(file);
+        std::os::unix::process::CommandExt::process_group(&mut run, 0);
+        let mut child = run.spawn().expect("run make run");
+        let output = || std::fs::read_to_string(&log).unwrap_or_default();
+        // Refused once the webhook is registered and served (until then the
+        // apply is admitted or fails to call it; an admitted one is deleted).
+        let runtime = tokio::runtime::Runtime::new().expect("runtime");
+        let refused = runtime.block_on(opkit_envtest::eventually(
+            "make run's webhook to refuse a blank page",
+            Duration::from_secs(300),
+            || {
+                let exited = child.try_wait().ok().flatten();
+                let applied = self.kubectl_apply(&static_site("blank", "  ", image));
+                async move {
+                    if let Some(status) = exited {
+                        return Some(Err(format!("make run exited ({status})")));
+                    }
+                    let stderr = String::from_utf8_lossy(&applied.stderr).into_owned();
+                    if stderr.contains("spec.content must not be blank") {
+                        return Some(Ok(stderr));
+                    }
+                    None
+                }
+            },
+        ));
+        let _ = self.kubectl(&[
+            "delete",
+            "staticsite",
+            "blank",
+            "-n",
+            "sites",
+            "--ignore-not-found",
+        ]);
+        let group = format!("-{}", child.id());
+        let _ = Command::new("kill")
+            .args(["-s", "INT", "--", &group])
+            .status();
+        let stopped = runtime.block_on(opkit_envtest::eventually(
+            "make run to stop on Ctrl-C",
+            Duration::from_secs(60),
+            || {
+                let status = child.try_wait().ok().flatten();
+                async move { status }
+            },
+        ));
+        if let Err(why) = refused {
+            panic!("{why}\n{}", output());
+        }
+        let local = self.kubectl(&[
+            "get",
+            "validatingwebhookconfiguration",
+            "site-operator-local",
+        ]);
+        assert!(
+            !local.status.success(),
+            "site-operator-local outlived make run ({stopped}):\n{}",
+            output()
+        );
+        assert!(output().contains("webhooks served locally"), "{}", output());
+        let _ = std::fs::remove_file(&log);
     }
 
     /// Applies `manifest`, again while the answer is that its webhook is
