@@ -31,16 +31,9 @@ if [ -n "${REV:-}" ]; then
   trap 'git worktree remove --force "$dir" >/dev/null 2>&1 || true' EXIT
   git worktree add -q --detach "$dir" "$REV"
 fi
-target=${CARGO_TARGET_DIR:-$PWD/target}/api-count
-
-# rustdoc_json OUT CARGO-FEATURE-ARGS...: opkit's rustdoc JSON into OUT.
-rustdoc_json() {
-  local out=$1
-  shift
-  (cd "$dir" && RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$target" cargo rustdoc -q -p opkit "$@" -- \
-    -Z unstable-options --output-format json) >&2
-  cp "$target/doc/opkit.json" "$out"
-}
+api_dir=$dir
+# shellcheck source=tests/api/rustdoc-json.sh
+. tests/api/rustdoc-json.sh
 
 count() {
   python3 - "$@" <<'PY'

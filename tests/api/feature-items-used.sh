@@ -18,15 +18,8 @@
 # stable toolchain emit it (for this check only, never for builds).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-target=${CARGO_TARGET_DIR:-$PWD/target}/api-count
-
-rustdoc_json() {
-  local out=$1
-  shift
-  RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$target" cargo rustdoc -q -p opkit "$@" -- \
-    -Z unstable-options --output-format json >&2
-  cp "$target/doc/opkit.json" "$out"
-}
+# shellcheck source=tests/api/rustdoc-json.sh
+. tests/api/rustdoc-json.sh
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
