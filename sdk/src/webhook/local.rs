@@ -1,44 +1,13 @@
 //! [`LocalWebhooks`]: webhooks served by a manager running outside the
 //! cluster (`make run`), registered by URL with an apiserver on the same
-//! machine for as long as the server runs (feature `dev-cert`).
+//! machine for as long as the server runs (feature `dev-cert`); see the
+//! type's docs.
 //!
-//! ```no_run
-//! use opkit::manager::{Manager, ManagerError};
-//! use opkit::webhook::{LocalWebhooks, WebhookServer, Webhooks};
-//!
-//! # async fn example(webhooks: Webhooks) -> Result<(), ManagerError> {
-//! let local = LocalWebhooks::new("memcached-operator-local").crd("memcacheds.cache.example.com");
-//! let manager = Manager::builder()
-//!     .webhook_server(WebhookServer::new(webhooks).bind_address("127.0.0.1:9443").local(local))
-//!     .build()
-//!     .await?;
-//! manager.run().await
-//! # }
 //! ```
+//! use opkit::webhook::LocalWebhooks;
 //!
-//! At [`ManagerBuilder::build`](crate::manager::ManagerBuilder::build),
-//! when the kubeconfig's server is on this machine (a loopback address, or
-//! an address of one of its interfaces: opkit's local cluster and control
-//! plane):
-//!
-//! 1. a development certificate ([`DevCertificate`]) is issued for the
-//!    server's address and written to a directory of its own, which the
-//!    server reads;
-//! 2. a ValidatingWebhookConfiguration and a MutatingWebhookConfiguration
-//!    named as given (those the webhooks have) are applied, each webhook
-//!    at `https://<address><path>` with the certificate's CA as its
-//!    `caBundle`;
-//! 3. the conversion webhook of each named CRD is pointed there too.
-//!
-//! When the server stops (the manager's shutdown, e.g. Ctrl-C), the
-//! configurations are deleted, the CRDs' `spec.conversion` is put back as it
-//! was, and the certificate's directory is removed. A process killed
-//! outright leaves them: the next start replaces them.
-//!
-//! An apiserver elsewhere (a remote cluster) could not call this machine,
-//! so there the server is left out with one warning. kind's apiserver is
-//! published on 127.0.0.1 but runs in a container, which cannot reach the
-//! host's loopback: serve the webhooks in the cluster there (`make deploy`).
+//! assert!(LocalWebhooks::apiserver_is_on_this_host("https://127.0.0.1:6443"));
+//! ```
 
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -60,8 +29,46 @@ use super::webhooks::Webhooks;
 const FIELD_MANAGER: &str = "opkit-local-webhooks";
 
 /// Serve the webhooks for an apiserver on this machine, registered by URL
-/// while the server runs: see the [module docs](self). Give it to
+/// while the server runs. Give it to
 /// [`WebhookServer::local`](super::WebhookServer::local).
+///
+/// ```no_run
+/// use opkit::manager::{Manager, ManagerError};
+/// use opkit::webhook::{LocalWebhooks, WebhookServer, Webhooks};
+///
+/// # async fn example(webhooks: Webhooks) -> Result<(), ManagerError> {
+/// let local = LocalWebhooks::new("memcached-operator-local").crd("memcacheds.cache.example.com");
+/// let manager = Manager::builder()
+///     .webhook_server(WebhookServer::new(webhooks).bind_address("127.0.0.1:9443").local(local))
+///     .build()
+///     .await?;
+/// manager.run().await
+/// # }
+/// ```
+///
+/// At [`ManagerBuilder::build`](crate::manager::ManagerBuilder::build),
+/// when the kubeconfig's server is on this machine (a loopback address, or
+/// an address of one of its interfaces: opkit's local cluster and control
+/// plane):
+///
+/// 1. a development certificate ([`DevCertificate`]) is issued for the
+///    server's address and written to a directory of its own, which the
+///    server reads;
+/// 2. a ValidatingWebhookConfiguration and a MutatingWebhookConfiguration
+///    named as given (those the webhooks have) are applied, each webhook
+///    at `https://<address><path>` with the certificate's CA as its
+///    `caBundle`;
+/// 3. the conversion webhook of each named CRD is pointed there too.
+///
+/// When the server stops (the manager's shutdown, e.g. Ctrl-C), the
+/// configurations are deleted, the CRDs' `spec.conversion` is put back as it
+/// was, and the certificate's directory is removed. A process killed
+/// outright leaves them: the next start replaces them.
+///
+/// An apiserver elsewhere (a remote cluster) could not call this machine,
+/// so there the server is left out with one warning. kind's apiserver is
+/// published on 127.0.0.1 but runs in a container, which cannot reach the
+/// host's loopback: serve the webhooks in the cluster there (`make deploy`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalWebhooks {
     name: String,
