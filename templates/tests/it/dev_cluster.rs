@@ -424,24 +424,30 @@ impl ProjectEnv {
         std::os::unix::process::CommandExt::process_group(&mut run, 0);
         let mut child = run.spawn().expect("run make run");
         let output = || std::fs::read_to_string(&log).unwrap_or_default();
-        // Refused once the webhook is registered and served (until then the
-        // apply is admitted or fails to call it; an admitted one is deleted).
+        // Refused once the webhook is registered (its log line) and the
+        // apiserver has picked the configuration up; a blank page admitted
+        // before that is deleted, so the next apply is a create again (an
+        // apply with nothing to change sends no request to be refused).
         let runtime = tokio::runtime::Runtime::new().expect("runtime");
         let refused = runtime.block_on(opkit_envtest::eventually(
             "make run's webhook to refuse a blank page",
             Duration::from_secs(300),
             || {
                 let exited = child.try_wait().ok().flatten();
-                let applied = self.kubectl_apply(&static_site("blank", "  ", image));
+                let registered = output().contains("webhooks served locally");
+                let applied =
+                    registered.then(|| self.kubectl_apply(&static_site("blank", "  ", image)));
+                if applied.as_ref().is_some_and(|a| a.status.success()) {
+                    let _ = self.kubectl(&["delete", "staticsite", "blank", "-n", "sites"]);
+                }
                 async move {
                     if let Some(status) = exited {
                         return Some(Err(format!("make run exited ({status})")));
                     }
-                    let stderr = String::from_utf8_lossy(&applied.stderr).into_owned();
-                    if stderr.contains("spec.content must not be blank") {
-                        return Some(Ok(stderr));
-                    }
-                    None
+                    let stderr = String::from_utf8_lossy(&applied?.stderr).into_owned();
+                    stderr
+                        .contains("spec.content must not be blank")
+                        .then_some(Ok(stderr))
                 }
             },
         ));
