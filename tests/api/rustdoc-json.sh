@@ -2,23 +2,37 @@
 #
 #   rustdoc_json OUT [CARGO FEATURE ARGS...]
 #
-# writes opkit's rustdoc JSON for those features to OUT. Each feature set
-# builds in a target directory of its own under $api_target (default
-# $CARGO_TARGET_DIR/api-count): rustdoc writes one `doc/opkit.json` per
-# target directory, so with one directory for every set cargo documented
-# opkit again for each set on every run; with one each, a set whose code
-# did not change is fresh and costs nothing. Run in $api_dir (default .).
-# rustdoc's JSON output is unstable; RUSTC_BOOTSTRAP lets the stable
-# toolchain emit it (here only, never for builds: it reruns some build
-# scripts, which is why these builds stay out of the shared target).
+# writes opkit's rustdoc JSON for those features to OUT, built in
+# $api_target (default $CARGO_TARGET_DIR/api-count) from the checkout in
+# $api_dir (default .). rustdoc writes one `doc/opkit.json` per target
+# directory, so cargo documents opkit again for each feature set on every
+# call; the JSON is kept instead under $api_target/json, by the feature set
+# and a hash of what it is made from (sdk/, macros/, Cargo.lock and the
+# compiler), and a call whose inputs did not change copies it (one target
+# directory for every set keeps the dependencies built once, which a fresh
+# clone's first run needs). rustdoc's JSON output is unstable;
+# RUSTC_BOOTSTRAP lets the stable toolchain emit it (here only, never for
+# builds: it reruns some build scripts, which is why these builds stay out
+# of the shared target directory).
 api_target=${api_target:-${CARGO_TARGET_DIR:-$PWD/target}/api-count}
 rustdoc_json() {
   local out=$1
   shift
-  local key
-  key=$(printf '%s' "${*:-default}" | tr -c 'A-Za-z0-9' '_')
-  local target="$api_target/$key"
-  (cd "${api_dir:-.}" && RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$target" cargo rustdoc -q -p opkit "$@" -- \
-    -Z unstable-options --output-format json) >&2
-  cp "$target/doc/opkit.json" "$out"
+  local features inputs kept
+  features=$(printf '%s' "${*:-default}" | tr -c 'A-Za-z0-9' '_')
+  inputs=$(cd "${api_dir:-.}" && {
+    rustc -vV
+    find sdk macros -type f -not -path '*/target/*' -print0 | sort -z | xargs -0 sha256sum
+    sha256sum Cargo.lock
+  } | sha256sum | cut -c1-16)
+  kept="$api_target/json/$features-$inputs.json"
+  if [ ! -f "$kept" ]; then
+    (cd "${api_dir:-.}" && RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR="$api_target" cargo rustdoc -q -p opkit "$@" -- \
+      -Z unstable-options --output-format json) >&2
+    mkdir -p "$api_target/json"
+    rm -f "$api_target/json/$features"-*.json
+    cp "$api_target/doc/opkit.json" "$kept.tmp"
+    mv "$kept.tmp" "$kept"
+  fi
+  cp "$kept" "$out"
 }
