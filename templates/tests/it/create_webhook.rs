@@ -249,7 +249,7 @@ fn created_webhooks_are_served_rendered_and_tested() {
         &door,
         code.replacen(
             rule,
-            "return Err(opkit::webhook::Denied::invalid(\"spec.message must not be blank\"));\n        // }\n        if object.spec.panels > 8 {\n            return Err(opkit::webhook::Denied::invalid(\"spec.panels must be at most 8\"));\n        }\n",
+            "return Err(opkit::webhook::Denied::invalid(\"spec.message must not be blank\"));\n        // }\n        if object.spec.panels > 8 {\n            return Err(opkit::webhook::Denied::invalid(\n                \"spec.panels must be at most 8\",\n            ));\n        }\n",
             1,
         ),
     )
