@@ -476,7 +476,11 @@ fn make_run_works_with_webhooks(project: &Path) {
 
     // The apiserver calls `make run`'s webhooks: a Door of 9 panels is
     // refused with the user's message, one of 2 admitted.
-    let client = plane.client().expect("a client");
+    // A kube client spawns its buffer's task on the runtime it is made in.
+    let client = {
+        let _entered = runtime.enter();
+        plane.client().expect("a client")
+    };
     let configurations: kube::Api<
         k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
     > = kube::Api::all(client.clone());
