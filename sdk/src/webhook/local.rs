@@ -182,7 +182,6 @@ impl LocalWebhooks {
         target: &WebhookClient,
     ) -> Result<(), WebhookError> {
         let client = &registered.client;
-        let params = PatchParams::apply(FIELD_MANAGER).force();
         let failed = |action, object: String| {
             move |source| WebhookError::LocalRegistration {
                 action,
@@ -191,9 +190,8 @@ impl LocalWebhooks {
             }
         };
         if let Some(config) = webhooks.validating_configuration(&self.name, target) {
-            let api: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
             registered.validating = true;
-            api.patch(&self.name, &params, &Patch::Apply(&config))
+            apply_configuration(client, &self.name, &config)
                 .await
                 .map_err(failed(
                     "applying",
@@ -201,9 +199,8 @@ impl LocalWebhooks {
                 ))?;
         }
         if let Some(config) = webhooks.mutating_configuration(&self.name, target) {
-            let api: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
             registered.mutating = true;
-            api.patch(&self.name, &params, &Patch::Apply(&config))
+            apply_configuration(client, &self.name, &config)
                 .await
                 .map_err(failed(
                     "applying",
@@ -277,22 +274,10 @@ impl Registered {
     /// rest still done.
     pub(crate) async fn remove(self) {
         if self.validating {
-            let api: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
-            deleted(
-                api.delete(&self.name, &DeleteParams::default())
-                    .await
-                    .map(|_| ()),
-                &self.name,
-            );
+            delete_configuration::<ValidatingWebhookConfiguration>(&self.client, &self.name).await;
         }
         if self.mutating {
-            let api: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
-            deleted(
-                api.delete(&self.name, &DeleteParams::default())
-                    .await
-                    .map(|_| ()),
-                &self.name,
-            );
+            delete_configuration::<MutatingWebhookConfiguration>(&self.client, &self.name).await;
         }
         let crds: Api<CustomResourceDefinition> = Api::all(self.client.clone());
         for (name, before) in &self.crds {
@@ -305,9 +290,39 @@ impl Registered {
     }
 }
 
-fn deleted(result: Result<(), kube::Error>, name: &str) {
-    match result {
-        Ok(()) => {}
+/// A webhook configuration kind (cluster-scoped).
+trait Configuration:
+    kube::Resource<DynamicType = (), Scope = kube::core::ClusterResourceScope>
+    + Clone
+    + serde::Serialize
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+}
+impl Configuration for ValidatingWebhookConfiguration {}
+impl Configuration for MutatingWebhookConfiguration {}
+
+/// Server-side applies `config` as `name`, taking its fields over.
+async fn apply_configuration<K: Configuration>(
+    client: &kube::Client,
+    name: &str,
+    config: &K,
+) -> Result<(), kube::Error> {
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    Api::<K>::all(client.clone())
+        .patch(name, &params, &Patch::Apply(config))
+        .await
+        .map(|_| ())
+}
+
+/// Deletes the configuration `name` (gone already is fine; a failure is
+/// logged).
+async fn delete_configuration<K: Configuration>(client: &kube::Client, name: &str) {
+    match Api::<K>::all(client.clone())
+        .delete(name, &DeleteParams::default())
+        .await
+    {
+        Ok(_) => {}
         Err(kube::Error::Api(status)) if status.code == 404 => {}
         Err(error) => {
             tracing::warn!(configuration = %name, %error, "could not delete the local webhook configuration")

@@ -133,30 +133,30 @@ impl Journal {
     }
 }
 
+/// Every file under `root` with its contents, and every directory (as
+/// `None`): what the scaffold tests compare before and after.
 #[cfg(test)]
-mod tests {
-    use std::collections::BTreeMap;
-
-    use super::*;
-
-    /// Every file under `root`, and every directory (as `None`).
-    fn tree(root: &Path) -> BTreeMap<PathBuf, Option<Vec<u8>>> {
-        let mut out = BTreeMap::new();
-        let mut pending = vec![root.to_owned()];
-        while let Some(dir) = pending.pop() {
-            for entry in std::fs::read_dir(&dir).unwrap().flatten() {
-                let path = entry.path();
-                let relative = path.strip_prefix(root).unwrap().to_owned();
-                if path.is_dir() {
-                    out.insert(relative, None);
-                    pending.push(path);
-                } else {
-                    out.insert(relative, Some(std::fs::read(&path).unwrap()));
-                }
+pub(super) fn tree(root: &Path) -> std::collections::BTreeMap<PathBuf, Option<Vec<u8>>> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut pending = vec![root.to_owned()];
+    while let Some(dir) = pending.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap().flatten() {
+            let path = entry.path();
+            let relative = path.strip_prefix(root).unwrap().to_owned();
+            if path.is_dir() {
+                out.insert(relative, None);
+                pending.push(path);
+            } else {
+                out.insert(relative, Some(std::fs::read(&path).unwrap()));
             }
         }
-        out
     }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
 
     #[test]
     fn a_failed_finish_removes_what_was_written_and_restores_what_was_changed() {

@@ -743,22 +743,7 @@ fn make_run_listens_on_loopback_unless_told_otherwise() {
 fn create_api_whose_build_fails_leaves_the_project_as_it_was() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = project(tmp.path()).create().unwrap();
-    let snapshot = |dir: &Path| {
-        let mut files = std::collections::BTreeMap::new();
-        let mut pending = vec![dir.to_owned()];
-        while let Some(next) = pending.pop() {
-            for entry in std::fs::read_dir(&next).unwrap().flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    pending.push(path);
-                } else {
-                    files.insert(path.clone(), std::fs::read(&path).unwrap());
-                }
-            }
-        }
-        files
-    };
-    let before = snapshot(&dir);
+    let before = super::all_or_nothing::tree(&dir);
     let api = CreateApi {
         resource: false,
         group: Some("apps".into()),
@@ -774,7 +759,7 @@ fn create_api_whose_build_fails_leaves_the_project_as_it_was() {
         .unwrap_err();
     assert!(matches!(err, ScaffoldError::RolledBack { .. }), "{err:?}");
     assert!(err.to_string().contains("--skip-manifests"), "{err}");
-    assert_eq!(snapshot(&dir), before);
+    assert_eq!(super::all_or_nothing::tree(&dir), before);
     // And the same kind can be added afterwards.
     api.create().unwrap();
     assert!(dir.join("src/controllers/deployment.rs").is_file());
