@@ -23,7 +23,7 @@ left() {
     case "$kind" in
       process)
         pid=$name; start=${rest%% *}
-        now=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '{print $20}') || true
+        now=$(sed 's/.*) //' "/proc/$pid/stat" 2>/dev/null | awk '$1 != "Z" && $1 != "X" {print $20}') || true
         [ -n "$now" ] && [ "$now" = "$start" ] && echo "process $pid (${rest#* }) still runs"
         ;;
       dir) [ -e "$name" ] && echo "directory $name still exists" ;;

@@ -34,12 +34,16 @@ pub(crate) fn record_process(pid: u32, name: &str) {
     }
 }
 
-/// The start time of a process (clock ticks since boot), if it runs.
+/// The start time of a process (clock ticks since boot), if it runs: a
+/// zombie (exited, not yet reaped by whoever inherited it) does not.
 pub(crate) fn start_time(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // The command name may hold spaces; fields resume after its last ')'.
-    let rest = &stat[stat.rfind(')')? + 1..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    let mut fields = stat[stat.rfind(')')? + 1..].split_whitespace();
+    if matches!(fields.next(), Some("Z" | "X" | "x")) {
+        return None;
+    }
+    fields.nth(18)?.parse().ok()
 }
 
 /// Whether the process that had `start` as its start time still runs.

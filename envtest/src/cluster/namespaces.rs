@@ -7,6 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::error::{EnvtestError, Result};
+use crate::footprint::start_time;
 use crate::process::ChildProcess;
 
 /// How many clusters can run at once on one machine (one /24 each).
@@ -188,19 +189,33 @@ impl NodeNamespaces {
     }
 
     /// Kills init and with it everything inside, then waits (bounded) until
-    /// the namespaces' processes are gone.
+    /// init has exited: the kernel lets it exit only once every process of
+    /// the namespace has, which on a loaded machine with a node's worth of
+    /// processes took more than ten seconds (a CI run's journeys found the
+    /// `pause` init still there).
     pub fn destroy(&self, timeout: Duration) {
+        let init_start = start_time(self.init_pid);
         self.holder.kill();
         let begun = Instant::now();
-        while Path::new(&format!("/proc/{}", self.init_pid)).exists() && begun.elapsed() < timeout {
+        let running = || init_start.is_some() && start_time(self.init_pid) == init_start;
+        while running() && begun.elapsed() < timeout {
             std::thread::sleep(Duration::from_millis(10));
+        }
+        if running() {
+            tracing::warn!(
+                pid = self.init_pid,
+                ?timeout,
+                "the node's init has not exited"
+            );
+        } else if begun.elapsed() > Duration::from_secs(5) {
+            tracing::info!(pid = self.init_pid, elapsed = ?begun.elapsed(), "the node's processes took long to exit");
         }
     }
 }
 
 impl Drop for NodeNamespaces {
     fn drop(&mut self) {
-        self.destroy(Duration::from_secs(10));
+        self.destroy(Duration::from_secs(120));
     }
 }
 
