@@ -50,6 +50,15 @@ pub enum MultiClusterError {
         /// What is wrong with its kubeconfig or connection settings.
         reason: String,
     },
+    /// A [`ClusterProfileAccess`](super::ClusterProfileAccess) (the
+    /// access provider file) cannot be read or parsed.
+    #[error("{origin}: not an access provider configuration: {reason}")]
+    AccessConfig {
+        /// The file, or what the JSON came from.
+        origin: String,
+        /// What is wrong.
+        reason: String,
+    },
     /// Multicluster controllers were added to a manager, but no cluster
     /// provider ([`Manager::set_cluster_provider`](crate::manager::Manager::set_cluster_provider)).
     #[error(

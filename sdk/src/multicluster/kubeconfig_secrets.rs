@@ -1,16 +1,15 @@
 //! [`KubeconfigSecrets`]: clusters from kubeconfig Secrets in a hub
 //! namespace, joining, changing credentials and leaving as their Secrets do.
 
-use std::collections::HashMap;
-
 use k8s_openapi::api::core::v1::Secret;
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use super::credentials::{self, Endpoint};
+use super::credentials;
+use super::engagements::Engagements;
 use super::error::{MultiClusterError, ProviderError};
 use super::provider::{ClusterSink, Provider};
-use crate::cache::{InformerEvent, Scope, SharedCache, handler_fn};
+use super::watched_source::{WatchedSource, fleet_stopped};
+use crate::cache::Scope;
 use crate::cluster_request::ClusterName;
 
 /// The label a kubeconfig Secret carries (`"true"`), as multicluster-runtime's
@@ -91,139 +90,78 @@ impl KubeconfigSecrets {
     }
 }
 
-/// What a Secret event means for its cluster: its kubeconfig now, or gone.
-type Change = (ClusterName, Option<Vec<u8>>);
-
-/// An engaged cluster's kubeconfig and the endpoint it reaches.
-struct Engaged {
-    kubeconfig: Vec<u8>,
-    endpoint: Endpoint,
-}
-
 impl Provider for KubeconfigSecrets {
     async fn run(
         self,
         clusters: ClusterSink,
         stop: CancellationToken,
     ) -> Result<(), ProviderError> {
-        let cache = SharedCache::builder(self.hub.clone())
-            .read_your_writes(false)
-            .build();
         let scope = Scope::<Secret>::all()
             .namespace(self.namespace.clone())
             .labels(format!("{}=true", self.label));
-        let informer = cache.informer_for(scope)?;
-        let (changes, mut pending) = mpsc::unbounded_channel::<Change>();
-        let key = self.key.clone();
-        informer.add_event_handler(handler_fn(move |event: InformerEvent<Secret>| {
-            let change = match &event {
-                InformerEvent::Add { obj, .. } | InformerEvent::Update { new: obj, .. } => {
-                    obj.metadata.name.clone().map(|name| {
-                        let kubeconfig = obj
-                            .data
-                            .as_ref()
-                            .and_then(|d| d.get(&key))
-                            .map(|b| b.0.clone());
-                        (
-                            ClusterName::from(name),
-                            Some(kubeconfig.unwrap_or_default()),
-                        )
-                    })
-                }
-                InformerEvent::Delete { obj } => obj
-                    .object()
-                    .metadata
-                    .name
-                    .clone()
-                    .map(|name| (ClusterName::from(name), None)),
-            };
-            if let Some(change) = change {
-                let _ = changes.send(change);
+        let named = |s: &Secret| s.metadata.name.clone().map(ClusterName::from);
+        let mut secrets = WatchedSource::watch(self.hub.clone(), scope, named)?;
+        let mut engaged = Engagements::default();
+        while let Some((cluster, secret)) = secrets.next(&stop).await {
+            // A Secret without the key is one whose kubeconfig does not load.
+            let kubeconfig = secret.map(|s| {
+                s.data
+                    .as_ref()
+                    .and_then(|d| d.get(&self.key))
+                    .map(|b| b.0.clone())
+                    .unwrap_or_default()
+            });
+            let outcome = self
+                .apply(&clusters, &mut engaged, cluster.clone(), kubeconfig)
+                .await;
+            if fleet_stopped(outcome, &cluster, "kubeconfig Secret not applied") {
+                break;
             }
-        }))?;
-        cache.start()?;
-        let mut engaged: HashMap<ClusterName, Engaged> = HashMap::new();
-        let result = loop {
-            let change = tokio::select! {
-                () = stop.cancelled() => break Ok(()),
-                change = pending.recv() => change,
-            };
-            let Some((cluster, kubeconfig)) = change else {
-                break Ok(());
-            };
-            match self
-                .apply(&clusters, &mut engaged, cluster, kubeconfig)
-                .await
-            {
-                Err(MultiClusterError::FleetStopped) => break Ok(()),
-                Err(error) => tracing::error!(%error, "kubeconfig Secret not applied"),
-                Ok(()) => {}
-            }
-        };
-        cache.stop_and_wait().await;
-        result
+        }
+        secrets.stop().await;
+        Ok(())
     }
 }
 
 impl KubeconfigSecrets {
     /// Engages, swaps the credentials of, or disengages `cluster` for its
     /// Secret's `kubeconfig` (`None`: the Secret is gone); unchanged bytes
-    /// do nothing. New credentials to the same server (URL and trust)
-    /// keep the cluster's caches; to another server, it is engaged again.
+    /// do nothing (see [`Engagements::apply`]).
     async fn apply(
         &self,
         clusters: &ClusterSink,
-        engaged: &mut HashMap<ClusterName, Engaged>,
+        engaged: &mut Engagements,
         cluster: ClusterName,
         kubeconfig: Option<Vec<u8>>,
     ) -> Result<(), MultiClusterError> {
         let Some(kubeconfig) = kubeconfig else {
-            if engaged.remove(&cluster).is_some() {
-                clusters.disengage(&cluster).await?;
-            }
-            return Ok(());
+            return engaged.remove(clusters, &cluster).await;
         };
-        if engaged.get(&cluster).map(|e| &e.kubeconfig) == Some(&kubeconfig) {
+        if engaged.unchanged(&cluster, &kubeconfig) {
             return Ok(());
         }
-        let (endpoint, client) = match self.client_of(&cluster, &kubeconfig).await {
-            Ok(made) => made,
+        let origin = format!("Secret {}/{cluster}", self.namespace);
+        match self.config_of(&cluster, &kubeconfig, &origin).await {
+            Ok(config) => {
+                engaged
+                    .apply(clusters, cluster, kubeconfig, config, &origin)
+                    .await
+            }
             Err(error) => {
-                // Credentials that no longer load: the old ones are not trusted either.
-                if engaged.remove(&cluster).is_some() {
-                    clusters.disengage(&cluster).await?;
-                }
-                return Err(error);
+                engaged.remove(clusters, &cluster).await?;
+                Err(error)
             }
-        };
-        let same_server = engaged
-            .get(&cluster)
-            .is_some_and(|e| e.endpoint == endpoint);
-        if !same_server
-            || !clusters
-                .update_credentials(&cluster, client.clone())
-                .await?
-        {
-            clusters.engage(cluster.clone(), client).await?;
         }
-        engaged.insert(
-            cluster,
-            Engaged {
-                kubeconfig,
-                endpoint,
-            },
-        );
-        Ok(())
     }
 
-    /// The endpoint and client of `kubeconfig`.
-    async fn client_of(
+    /// The connection settings of `kubeconfig`.
+    async fn config_of(
         &self,
         cluster: &ClusterName,
         kubeconfig: &[u8],
-    ) -> Result<(Endpoint, kube::Client), MultiClusterError> {
-        let origin = format!("Secret {}/{cluster}", self.namespace);
-        let invalid = |reason: String| credentials::credentials(cluster, &origin, reason);
+        origin: &str,
+    ) -> Result<kube::Config, MultiClusterError> {
+        let invalid = |reason: String| credentials::credentials(cluster, origin, reason);
         if kubeconfig.is_empty() {
             return Err(invalid(format!("no data under the key {:?}", self.key)));
         }
@@ -231,8 +169,6 @@ impl KubeconfigSecrets {
             .map_err(|e| invalid(format!("the kubeconfig is not UTF-8: {e}")))?;
         let parsed = kube::config::Kubeconfig::from_yaml(text)
             .map_err(|e| invalid(format!("not a kubeconfig: {e}")))?;
-        let config = credentials::config_of(cluster, parsed, None, &origin).await?;
-        let endpoint = Endpoint::of(&config);
-        Ok((endpoint, credentials::client_of(cluster, config, &origin)?))
+        credentials::config_of(cluster, parsed, None, origin).await
     }
 }

@@ -79,7 +79,9 @@
 //! ```
 //!
 //! Providers: [`StaticClusters`] (configs, kubeconfig files and
-//! contexts), [`KubeconfigSecrets`] (Secrets in a hub namespace), and
+//! contexts), [`KubeconfigSecrets`] (Secrets in a hub namespace),
+//! [`ClusterProfiles`] (the Cluster Inventory API's [`ClusterProfile`]s,
+//! reached through the exec plugins of a [`ClusterProfileAccess`]), and
 //! [`ClusterSet`] (added and removed by the program: tests over several
 //! control planes). Any other source implements [`Provider`].
 //!
@@ -90,15 +92,30 @@
 //! cluster has its own, of `max_concurrent_reconciles` workers); watches on
 //! the hub mapped to member objects; sharding clusters over replicas.
 
+mod cluster_profile;
+mod cluster_profile_access;
+mod cluster_profiles;
 mod cluster_set;
 mod credentials;
+mod engagements;
 mod error;
 mod fleet;
 mod kubeconfig_secrets;
 mod provider;
 mod static_clusters;
+mod watched_source;
 
 pub use crate::cluster_request::{ClusterName, ClusterRequest};
+pub use cluster_profile::{
+    AccessCluster, AccessExtension, AccessProvider, CLUSTER_MANAGER_LABEL, CONTROL_PLANE_HEALTHY,
+    ClusterManager, ClusterProfile, ClusterProfileSpec, ClusterProfileStatus, ClusterProperty,
+    ClusterVersion,
+};
+pub use cluster_profile_access::{
+    ADDITIONAL_ARGS_EXTENSION, ADDITIONAL_ENVS_EXTENSION, AccessPlugin, ClusterProfileAccess,
+    ProfileArgsPolicy, ProfileEnvsPolicy,
+};
+pub use cluster_profiles::ClusterProfiles;
 pub use cluster_set::{ClusterSet, ClusterSetHandle};
 pub use error::{MultiClusterError, ProviderError};
 pub use fleet::Fleet;

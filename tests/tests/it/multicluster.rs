@@ -36,6 +36,8 @@ use tokio::sync::OnceCell;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+mod cluster_profiles;
+
 const WAIT: Duration = Duration::from_secs(30);
 const MEMBERS: [&str; 3] = ["m1", "m2", "m3"];
 
@@ -326,9 +328,9 @@ fn kubeconfig_secret(ns: &str, cluster: &str, kubeconfig: &str) -> Secret {
     }
 }
 
-/// A kubeconfig for `plane` authenticating as the ServiceAccount
-/// `ns/account`, bound to `cluster-admin`.
-async fn service_account_kubeconfig(plane: &ControlPlane, ns: &str, account: &str) -> String {
+/// A token of the ServiceAccount `ns/account` of `plane`, bound to
+/// `cluster-admin`.
+async fn cluster_admin_token(plane: &ControlPlane, ns: &str, account: &str) -> String {
     let admin = plane.client().unwrap();
     let token = opkit_tests::service_account_token(&admin, ns, account).await;
     let binding =
@@ -337,6 +339,13 @@ async fn service_account_kubeconfig(plane: &ControlPlane, ns: &str, account: &st
         .create(&PostParams::default(), &binding)
         .await
         .unwrap_or_else(|e| panic!("binding {ns}/{account}: {e}"));
+    token
+}
+
+/// A kubeconfig for `plane` authenticating as the ServiceAccount
+/// `ns/account`, bound to `cluster-admin`.
+async fn service_account_kubeconfig(plane: &ControlPlane, ns: &str, account: &str) -> String {
+    let token = cluster_admin_token(plane, ns, account).await;
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("kubeconfig");
     plane.write_token_kubeconfig(&token, &path).unwrap();
