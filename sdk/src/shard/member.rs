@@ -572,21 +572,57 @@ impl<S: LeaseStore> Runner<S> {
             tracing::warn!(ring = %self.member.ring, "reconciles still running at shutdown; leaving the member Lease to expire");
             return;
         }
-        let Some(version) = self
+        let Some(mut version) = self
             .own
             .as_ref()
             .and_then(|l| l.metadata.resource_version.clone())
         else {
             return;
         };
-        match self.store.delete(&self.member.lease_name, &version).await {
-            Ok(()) => {
-                tracing::info!(ring = %self.member.ring, lease = %self.member.lease_name, "left the shard ring")
-            }
-            Err(error) => {
-                tracing::warn!(ring = %self.member.ring, %error, "failed to delete the member Lease; others remove it when it expires")
+        let mut read_again = false;
+        loop {
+            match self.store.delete(&self.member.lease_name, &version).await {
+                Ok(()) => {
+                    tracing::info!(ring = %self.member.ring, lease = %self.member.lease_name, "left the shard ring");
+                    return;
+                }
+                // The shutdown cut off a renew whose write went through:
+                // the Lease is newer than the one this replica knows. If
+                // it is still this replica's, delete that one.
+                Err(kube::Error::Api(e)) if e.code == 409 && !read_again => {
+                    read_again = true;
+                    match self.own_lease_version().await {
+                        Some(current) => version = current,
+                        None => return,
+                    }
+                }
+                Err(error) => {
+                    tracing::warn!(ring = %self.member.ring, %error, "failed to delete the member Lease; others remove it when it expires");
+                    return;
+                }
             }
         }
+    }
+
+    /// The `resourceVersion` of this replica's Lease as the apiserver has
+    /// it now, if it is still this replica's (held by its identity).
+    async fn own_lease_version(&self) -> Option<String> {
+        let leases = match self.store.list().await {
+            Ok(leases) => leases,
+            Err(error) => {
+                tracing::warn!(ring = %self.member.ring, %error, "failed to read the member Lease again; others remove it when it expires");
+                return None;
+            }
+        };
+        let identity = self.member.identity.to_string();
+        leases
+            .into_iter()
+            .find(|l| l.metadata.name.as_deref() == Some(self.member.lease_name.as_str()))
+            .filter(|l| {
+                l.spec.as_ref().and_then(|s| s.holder_identity.as_deref())
+                    == Some(identity.as_str())
+            })
+            .and_then(|l| l.metadata.resource_version)
     }
 }
 

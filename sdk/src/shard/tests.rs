@@ -488,6 +488,28 @@ async fn a_graceful_leave_hands_over_without_waiting_for_expiry() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_graceful_leave_deletes_its_lease_after_a_renew_the_shutdown_cut_off() {
+    let mut c = Cluster::converged(&["a", "b", "c"]).await;
+    // A renew whose write went through but whose answer the shutdown
+    // dropped: the stored Lease is newer than the one "c" knows.
+    {
+        let mut store = c.store.lock();
+        let name = lease_of(&store, "c");
+        let lease = store.leases[&name].clone();
+        let renewed = bump(&mut store, &lease);
+        store.leases.insert(name, renewed);
+    }
+    let at = c.replicas.iter().position(|r| r.name == "c").unwrap();
+    let leaving = c.replicas.remove(at);
+    leaving.handle.shutdown().await;
+    leaving.worker.abort();
+    assert_eq!(c.store.lock().leases.len(), 2, "c's Lease is deleted");
+    let took = c.converge(LEASE).await;
+    assert!(took < RETRY * 3, "took {took:?}");
+    c.assert_no_overlap();
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_stale_lease_of_the_same_identity_is_replaced_not_reused() {
     let mut c = Cluster::new();
     c.start("a");
