@@ -232,6 +232,26 @@ impl ClusterProfileAccess {
     }
 }
 
+/// `kubeconfig` as bytes that are equal exactly when two kubeconfigs are:
+/// its JSON with every object's keys sorted (an exec plugin's environment
+/// entries are maps, whose order is not kept).
+pub(super) fn identity_of(kubeconfig: &Kubeconfig) -> Result<Vec<u8>, serde_json::Error> {
+    fn sorted(value: serde_json::Value) -> serde_json::Value {
+        match value {
+            serde_json::Value::Object(map) => {
+                let entries: BTreeMap<String, serde_json::Value> =
+                    map.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+                serde_json::Value::Object(entries.into_iter().collect())
+            }
+            serde_json::Value::Array(items) => {
+                serde_json::Value::Array(items.into_iter().map(sorted).collect())
+            }
+            other => other,
+        }
+    }
+    serde_json::to_vec(&sorted(serde_json::to_value(kubeconfig)?))
+}
+
 /// The cluster name of `profile` in a fleet: `namespace/name`, as
 /// multicluster-runtime's provider names it.
 pub(super) fn profile_cluster_name(profile: &ClusterProfile) -> ClusterName {
@@ -520,6 +540,24 @@ mod tests {
             envs(&replaced),
             [pair("MODE", "profile"), pair("REGION", "eu")]
         );
+    }
+
+    #[test]
+    fn one_profile_always_makes_the_same_identity() {
+        let profile = profile(vec![provider(
+            "token",
+            vec![AccessExtension {
+                name: ADDITIONAL_ENVS_EXTENSION.to_owned(),
+                extension: serde_json::json!({"A": "1", "B": "2", "C": "3"}),
+            }],
+        )]);
+        let access =
+            ClusterProfileAccess::new().plugin(plugin().profile_envs(ProfileEnvsPolicy::Replace));
+        let identity = || identity_of(&access.kubeconfig_for(&profile).expect("kubeconfig"));
+        let first = identity().expect("identity");
+        for _ in 0..20 {
+            assert_eq!(identity().expect("identity"), first);
+        }
     }
 
     #[test]

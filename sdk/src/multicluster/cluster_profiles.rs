@@ -7,7 +7,7 @@ use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 
 use super::cluster_profile::{CLUSTER_MANAGER_LABEL, CONTROL_PLANE_HEALTHY, ClusterProfile};
-use super::cluster_profile_access::{ClusterProfileAccess, profile_cluster_name};
+use super::cluster_profile_access::{ClusterProfileAccess, identity_of, profile_cluster_name};
 use super::credentials;
 use super::engagements::Engagements;
 use super::error::{MultiClusterError, ProviderError};
@@ -172,7 +172,7 @@ impl ClusterProfiles {
                 return Err(error);
             }
         };
-        let source = serde_json::to_vec(&kubeconfig)
+        let source = identity_of(&kubeconfig)
             .map_err(|e| credentials::credentials(cluster, ORIGIN, e.to_string()))?;
         if engaged.unchanged(cluster, &source) {
             return Ok(());
