@@ -7,8 +7,8 @@ use std::path::Path;
 use std::process::Command;
 
 use super::support::{
-    cargo_opkit, new_project, path_with_cargo_opkit, persist, render_manifests, succeeds,
-    sync_into, target_dir, text,
+    cargo_opkit, free_loopback_address, new_project, path_with_cargo_opkit, persist,
+    render_manifests, succeeds, sync_into, target_dir, text,
 };
 
 #[test]
@@ -408,12 +408,7 @@ fn make_run_works_with_webhooks(project: &Path) {
         .block_on(opkit_envtest::ControlPlane::start())
         .expect("start etcd and kube-apiserver");
     let path = path_with_cargo_opkit();
-    let free_port = || {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-        listener.local_addr().expect("address")
-    };
-    // Ports of their own: other journeys run `make run` at the same time.
-    let (probes_address, webhook_address) = (free_port(), free_port());
+    let (probes_address, webhook_address) = (free_loopback_address(), free_loopback_address());
     let make = |args: &[&str]| {
         let mut command = Command::new("make");
         cargo_opkit::clear_crate_env(&mut command)

@@ -13,8 +13,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use super::support::{
-    Persisted, cargo_opkit, new_project, path_with_cargo_opkit, persist, render_manifests,
-    succeeds, target_dir, text, workspace,
+    Persisted, cargo_opkit, free_loopback_address, new_project, path_with_cargo_opkit, persist,
+    render_manifests, succeeds, target_dir, text, workspace,
 };
 
 /// How long each wait on the cluster may take (images, rollouts).
@@ -408,16 +408,12 @@ impl ProjectEnv {
     /// `site-operator-local`, which is gone after Ctrl-C (SIGINT to the
     /// process group, as a terminal sends it).
     fn make_run_refuses_a_blank_page(&self, image: &str) {
-        let free_port = || {
-            let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
-            listener.local_addr().expect("address").to_string()
-        };
-        let (probes, webhooks) = (free_port(), free_port());
+        let (probes, webhooks) = (free_loopback_address(), free_loopback_address());
         let log = target_dir().join(format!("dev-cluster-make-run-{}.log", std::process::id()));
         let file = std::fs::File::create(&log).expect("log file");
         let mut run = self.command("make");
         run.args(["run", "METRICS_ADDR=0", &format!("PROBE_ADDR={probes}")])
-            .env("WEBHOOK_BIND_ADDRESS", &webhooks)
+            .env("WEBHOOK_BIND_ADDRESS", webhooks.to_string())
             .env_remove("ENABLE_WEBHOOKS")
             .stdout(file.try_clone().expect("log"))
             .stderr(file);

@@ -22,6 +22,13 @@ pub fn target_dir() -> PathBuf {
         .unwrap_or_else(|| workspace().join("target"))
 }
 
+/// A loopback address with a port no one listens on now (for a `make run`
+/// of a journey: other journeys run theirs at the same time).
+pub fn free_loopback_address() -> std::net::SocketAddr {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("a free port");
+    listener.local_addr().expect("address")
+}
+
 /// Runs `cargo-opkit ARGS` (ARGS start with `opkit`, as cargo passes them)
 /// in `cwd`.
 pub fn cargo_opkit(args: &[&str], cwd: &Path) -> Output {
