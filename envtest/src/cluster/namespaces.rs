@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::error::{EnvtestError, Result};
-use crate::footprint::start_time;
+use crate::footprint::{start_time, still_running};
 use crate::process::ChildProcess;
 
 /// How many clusters can run at once on one machine (one /24 each).
@@ -197,7 +197,7 @@ impl NodeNamespaces {
         let init_start = start_time(self.init_pid);
         self.holder.kill();
         let begun = Instant::now();
-        let running = || init_start.is_some() && start_time(self.init_pid) == init_start;
+        let running = || init_start.is_some_and(|start| still_running(self.init_pid, start));
         while running() && begun.elapsed() < timeout {
             std::thread::sleep(Duration::from_millis(10));
         }

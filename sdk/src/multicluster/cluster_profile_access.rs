@@ -12,7 +12,7 @@ use kube::config::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::cluster_profile::{AccessProvider, ClusterProfile};
+use super::cluster_profile::{AccessProvider, ClusterProfile, ClusterProfileStatus};
 use super::credentials;
 use super::error::MultiClusterError;
 use crate::cluster_request::ClusterName;
@@ -149,10 +149,7 @@ impl ClusterProfileAccess {
 
     /// The access providers of a provider file's JSON.
     pub fn from_json(json: &str) -> Result<Self, MultiClusterError> {
-        serde_json::from_str(json).map_err(|e| MultiClusterError::AccessConfig {
-            origin: "the access provider configuration".to_owned(),
-            reason: e.to_string(),
-        })
+        Self::parse(json, || "the access provider configuration".to_owned())
     }
 
     /// The access providers of the provider file at `path`.
@@ -163,7 +160,12 @@ impl ClusterProfileAccess {
             origin: origin(),
             reason: e.to_string(),
         })?;
-        serde_json::from_str(&json).map_err(|e| MultiClusterError::AccessConfig {
+        Self::parse(&json, origin)
+    }
+
+    /// The access providers of `json`; `origin` names it in the error.
+    fn parse(json: &str, origin: impl Fn() -> String) -> Result<Self, MultiClusterError> {
+        serde_json::from_str(json).map_err(|e| MultiClusterError::AccessConfig {
             origin: origin(),
             reason: e.to_string(),
         })
@@ -185,7 +187,8 @@ impl ClusterProfileAccess {
     ) -> Result<Kubeconfig, MultiClusterError> {
         let cluster = profile_cluster_name(profile);
         let invalid = |reason: String| credentials::credentials(&cluster, "ClusterProfile", reason);
-        let status = profile.status.clone().unwrap_or_default();
+        let none = ClusterProfileStatus::default();
+        let status = profile.status.as_ref().unwrap_or(&none);
         let (plugin, access) = self
             .plugins
             .iter()
@@ -367,9 +370,7 @@ fn kubeconfig(access: &AccessProvider, exec: ExecConfig) -> Kubeconfig {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::multicluster::cluster_profile::{
-        AccessCluster, AccessExtension, ClusterProfileStatus,
-    };
+    use crate::multicluster::cluster_profile::{AccessCluster, AccessExtension};
 
     fn plugin() -> AccessPlugin {
         AccessPlugin::new(

@@ -167,10 +167,7 @@ impl ClusterProfiles {
         };
         let kubeconfig = match self.access.kubeconfig_for(&profile) {
             Ok(kubeconfig) => kubeconfig,
-            Err(error) => {
-                engaged.remove(clusters, cluster).await?;
-                return Err(error);
-            }
+            Err(error) => return engaged.refuse(clusters, cluster, error).await,
         };
         let source = identity_of(&kubeconfig)
             .map_err(|e| credentials::credentials(cluster, ORIGIN, e.to_string()))?;
@@ -183,10 +180,7 @@ impl ClusterProfiles {
         }
         let config = match credentials::config_of(cluster, kubeconfig, None, ORIGIN).await {
             Ok(config) => config,
-            Err(error) => {
-                engaged.remove(clusters, cluster).await?;
-                return Err(error);
-            }
+            Err(error) => return engaged.refuse(clusters, cluster, error).await,
         };
         engaged
             .apply(clusters, cluster.clone(), source, config, ORIGIN)

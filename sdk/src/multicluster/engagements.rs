@@ -37,8 +37,7 @@ impl Engagements {
         self.engaged.contains_key(cluster)
     }
 
-    /// `cluster` is gone, or its kubeconfig no longer loads (the old
-    /// credentials are not trusted either): disengaged if it was engaged.
+    /// `cluster` is gone: disengaged if it was engaged.
     pub(super) async fn remove(
         &mut self,
         clusters: &ClusterSink,
@@ -48,6 +47,19 @@ impl Engagements {
             clusters.disengage(cluster).await?;
         }
         Ok(())
+    }
+
+    /// `cluster`'s source no longer loads (`error`): its old credentials
+    /// are not trusted either, so it is disengaged if it was engaged, and
+    /// `error` is the answer.
+    pub(super) async fn refuse(
+        &mut self,
+        clusters: &ClusterSink,
+        cluster: &ClusterName,
+        error: MultiClusterError,
+    ) -> Result<(), MultiClusterError> {
+        self.remove(clusters, cluster).await?;
+        Err(error)
     }
 
     /// `cluster` is now reached through `config`, loaded from `source`
@@ -66,10 +78,7 @@ impl Engagements {
         let endpoint = Endpoint::of(&config);
         let client = match credentials::client_of(&cluster, config, origin) {
             Ok(client) => client,
-            Err(error) => {
-                self.remove(clusters, &cluster).await?;
-                return Err(error);
-            }
+            Err(error) => return self.refuse(clusters, &cluster, error).await,
         };
         let same_server = self
             .engaged

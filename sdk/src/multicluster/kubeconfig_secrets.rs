@@ -147,10 +147,7 @@ impl KubeconfigSecrets {
                     .apply(clusters, cluster, kubeconfig, config, &origin)
                     .await
             }
-            Err(error) => {
-                engaged.remove(clusters, &cluster).await?;
-                Err(error)
-            }
+            Err(error) => engaged.refuse(clusters, &cluster, error).await,
         }
     }
 

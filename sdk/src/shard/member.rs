@@ -572,34 +572,30 @@ impl<S: LeaseStore> Runner<S> {
             tracing::warn!(ring = %self.member.ring, "reconciles still running at shutdown; leaving the member Lease to expire");
             return;
         }
-        let Some(mut version) = self
+        let Some(version) = self
             .own
             .as_ref()
             .and_then(|l| l.metadata.resource_version.clone())
         else {
             return;
         };
-        let mut read_again = false;
-        loop {
-            match self.store.delete(&self.member.lease_name, &version).await {
-                Ok(()) => {
-                    tracing::info!(ring = %self.member.ring, lease = %self.member.lease_name, "left the shard ring");
-                    return;
-                }
-                // The shutdown cut off a renew whose write went through:
-                // the Lease is newer than the one this replica knows. If
-                // it is still this replica's, delete that one.
-                Err(kube::Error::Api(e)) if e.code == 409 && !read_again => {
-                    read_again = true;
-                    match self.own_lease_version().await {
-                        Some(current) => version = current,
-                        None => return,
-                    }
-                }
-                Err(error) => {
-                    tracing::warn!(ring = %self.member.ring, %error, "failed to delete the member Lease; others remove it when it expires");
-                    return;
-                }
+        let name = &self.member.lease_name;
+        let mut deleted = self.store.delete(name, &version).await;
+        // The shutdown cut off a renew whose write went through: the Lease
+        // is newer than the one this replica knows. If it is still this
+        // replica's, delete that one.
+        if matches!(&deleted, Err(kube::Error::Api(e)) if e.code == 409) {
+            let Some(current) = self.own_lease_version().await else {
+                return;
+            };
+            deleted = self.store.delete(name, &current).await;
+        }
+        match deleted {
+            Ok(()) => {
+                tracing::info!(ring = %self.member.ring, lease = %name, "left the shard ring")
+            }
+            Err(error) => {
+                tracing::warn!(ring = %self.member.ring, %error, "failed to delete the member Lease; others remove it when it expires")
             }
         }
     }
