@@ -29,7 +29,7 @@ help:
 	@echo "make bench-webhook create latency with and without opkit's admission webhooks"
 	@echo "make bench-memory  bytes per cached ConfigMap and Pod by component, opkit vs client-go"
 	@echo "make bench-scale   one Pod controller in opkit and controller-runtime over 10k kwok Pods with churn"
-	@echo "make bench-shard   sharded replicas: per-replica cache (1 vs 3), throughput and takeover (1-4 replicas)"
+	@echo "make bench-shard   sharded replicas: per-replica cache (1 vs 3), throughput and takeover (1-4 replicas), pause at a membership change"
 	@echo "make bench-build   generated projects (plain, with a webhook): crates, cold debug build, release binary and image"
 
 controlplane:
@@ -171,10 +171,12 @@ bench-scale: controlplane
 # shard_replica processes) over 3 000 ConfigMaps, with the apiserver's
 # ShardedListAndWatch gate on and off; then the throughput of 1-4 replicas
 # over 10 000 ConfigMaps (4 workers, a reconcile waiting 20 ms) and a
-# SIGKILLed replica's takeover (issue 26). Prints tables.
+# SIGKILLed replica's takeover (issue 26); then how long reconciles pause
+# when a replica joins, leaves and crashes (issue 38). Prints tables.
 bench-shard: controlplane
 	$(CARGO) test -p opkit-tests --test it shard_cache::measure -- --ignored --nocapture
 	$(CARGO) test -p opkit-tests --test it shard_bench -- --ignored --nocapture
+	$(CARGO) test -p opkit-tests --test it shard_pause_bench -- --ignored --nocapture
 
 # What managedFields cost a cached ConfigMap and Pod, decoded by k8s-openapi,
 # as raw bytes (WithManagedFields) and in client-go (issue 27); prints a table.

@@ -23,6 +23,10 @@ use crate::leader::LeaseTiming;
 /// as leader election's Lease is.
 pub(crate) type Timing = LeaseTiming;
 
+/// While a view change is being acknowledged, a round runs every retry
+/// period divided by this.
+const FAST_ROUNDS: u32 = 4;
+
 /// The name of `identity`'s member Lease in `ring`: `<ring>-<16 hex digits
 /// of the identity's hash>`.
 pub(crate) fn lease_name(ring: &str, identity: &str) -> String {
@@ -70,6 +74,7 @@ pub(crate) fn spawn_member<S: LeaseStore>(member: Member, store: S) -> ShardHand
         reported_invalid: hashbrown::HashSet::new(),
         reported_kinds: hashbrown::HashSet::new(),
         reported_durations: hashbrown::HashSet::new(),
+        changed_at: None,
     };
     let task = tokio::spawn(runner.run());
     ShardHandle {
@@ -109,6 +114,8 @@ struct Runner<S> {
     reported_kinds: hashbrown::HashSet<String>,
     /// `(Lease, seconds)` of lease durations already reported as differing.
     reported_durations: hashbrown::HashSet<(String, i32)>,
+    /// When this replica last entered a new view.
+    changed_at: Option<Instant>,
 }
 
 /// A ring Lease read as a member: its holder and acknowledgement.
@@ -149,9 +156,27 @@ impl<S: LeaseStore> Runner<S> {
             if outcome.is_err() {
                 tracing::warn!(ring = %self.member.ring, timeout = ?self.member.timing.renew_deadline, "shard membership round timed out");
             }
+            if self.acknowledging() {
+                next = next.min(sent + self.member.timing.retry_period / FAST_ROUNDS);
+            }
             self.publish(false);
         }
         self.leave().await;
+    }
+
+    /// Whether a view change entered less than a lease duration ago is
+    /// still being acknowledged. Every member's acknowledgement must be
+    /// read in a later round, so at one round per retry period each change
+    /// costs about two periods, and a join that overlaps a takeover
+    /// another two: meanwhile rounds run [`FAST_ROUNDS`] times as often.
+    /// Bounded by the lease duration so that a view that never completes
+    /// (an invalid Lease, a member hashing keys another way) does not
+    /// keep them fast.
+    fn acknowledging(&self) -> bool {
+        !self.gate.is_active()
+            && self
+                .changed_at
+                .is_some_and(|at| at.elapsed() < self.member.timing.lease_duration)
     }
 
     /// One read-decide-write round. Errors are logged; a round that does
@@ -166,6 +191,7 @@ impl<S: LeaseStore> Runner<S> {
         };
         let observed = self.observe(&leases).await;
         if self.gate.enter(&observed.view) {
+            self.changed_at = Some(Instant::now());
             let rebalances = self.publish(true);
             tracing::info!(
                 ring = %self.member.ring,

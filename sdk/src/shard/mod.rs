@@ -36,7 +36,11 @@
 //! Each replica holds its own `coordination.k8s.io/v1` Lease named
 //! `<ring>-<16 hex digits of its identity's hash>`, labelled
 //! `shard.opkit.dev/ring=<ring>`, in the operator's namespace, and renews
-//! it every *retry period*. Every round a replica lists the ring's Leases
+//! it every *retry period* (four times as often while a change of the
+//! member set is being acknowledged, for at most a lease duration: each
+//! change needs every member's acknowledgement read in a later round, and
+//! a join that overlaps a takeover would otherwise add two retry periods
+//! to it). Every round a replica lists the ring's Leases
 //! (a consistent read) and judges each one fresh as leader election does:
 //! by when *it* last saw the Lease change, so clock skew does not matter.
 //! A Lease unchanged for the *lease duration* is removed with a delete

@@ -139,6 +139,8 @@ struct Replica {
 }
 
 struct Cluster {
+    /// Lease duration, renew deadline and retry period of every replica.
+    timing: [Duration; 3],
     store: Arc<Mutex<Store>>,
     keys: Arc<Vec<String>>,
     log: Arc<Mutex<Vec<Interval>>>,
@@ -148,6 +150,7 @@ struct Cluster {
 impl Cluster {
     fn new() -> Self {
         Self {
+            timing: [LEASE, RENEW, RETRY],
             store: Arc::default(),
             keys: Arc::new((0..KEYS).map(|i| format!("ns-{}/obj-{i}", i % 3)).collect()),
             log: Arc::default(),
@@ -177,11 +180,12 @@ impl Cluster {
             failing: failing.clone(),
             frozen: frozen.clone(),
         };
+        let [lease, renew, retry] = self.timing;
         let member = sharding
             .identity(name)
-            .lease_duration(LEASE)
-            .renew_deadline(RENEW)
-            .retry_period(RETRY)
+            .lease_duration(lease)
+            .renew_deadline(renew)
+            .retry_period(retry)
             .member("ns".to_owned())
             .unwrap();
         let handle = spawn_member(member, store);
@@ -425,6 +429,12 @@ async fn a_replica_frozen_past_its_lease_starts_nothing_it_lost_and_rejoins() {
     }
     let _ = c.replica("c").frozen.send(false);
     let resumed = Instant::now();
+    let mut status = c.replica("c").handle.subscribe();
+    let _ = status
+        .wait_for(|s| s.active && s.members == ["a", "b", "c"])
+        .await;
+    let rejoined = Instant::now();
+    assert!(rejoined > resumed, "c rejoined only after it resumed");
     c.converge(Duration::from_secs(10)).await;
     sleep(Duration::from_secs(2)).await;
     c.assert_no_overlap();
@@ -434,7 +444,7 @@ async fn a_replica_frozen_past_its_lease_starts_nothing_it_lost_and_rejoins() {
         .log
         .lock()
         .iter()
-        .filter(|(r, _, start, _)| r == "c" && *start >= frozen_at && *start < resumed + RETRY)
+        .filter(|(r, _, start, _)| r == "c" && *start >= frozen_at && *start < rejoined)
         .cloned()
         .collect();
     assert!(
@@ -690,8 +700,9 @@ async fn a_view_change_pauses_only_the_keys_that_move() {
     sampler.abort();
     // The reconciles started by now are logged when they end.
     sleep(RECONCILE * 2).await;
+    // long enough for a pause to show in the gaps (200 ms at most)
     assert!(
-        active - joined >= RETRY * 2,
+        active - joined >= RETRY,
         "the handover took {:?}",
         active - joined
     );
@@ -764,4 +775,59 @@ fn assert_largest_gap_between_starts(c: &Cluster, name: &str, from: Instant, to:
         largest <= Duration::from_millis(200),
         "{name} started nothing for {largest:?} during the handover"
     );
+}
+
+/// Issue 38: a crashed replica's keys are taken over within the lease
+/// duration plus three retry periods (one of them this test's worker,
+/// whose pass over its keys takes up to 1.5 s), also when a replica joins
+/// while the takeover is being acknowledged. Each membership change needs every
+/// member's acknowledgement, read in a later round; at one round per retry
+/// period a join overlapping the takeover added two more periods (with the
+/// defaults, run here: 15 s lease and 2 s retry; a takeover of 26 s was
+/// seen in label mode). While a change is being acknowledged a replica
+/// runs its rounds four times as often.
+#[tokio::test(start_paused = true)]
+async fn a_join_during_a_takeover_does_not_hold_it_up() {
+    let (lease, retry) = (Duration::from_secs(15), Duration::from_secs(2));
+    for join_after in [lease / 2, lease, lease + retry, lease + retry * 2] {
+        let mut c = Cluster::new();
+        c.timing = [lease, Duration::from_secs(10), retry];
+        for name in ["a", "b", "c"] {
+            c.start(name);
+        }
+        c.converge(Duration::from_secs(30)).await;
+        let orphans = owned_by(&c, "c");
+        c.kill("c").await;
+        let killed = Instant::now();
+        sleep(join_after).await;
+        c.start("d");
+        let took = c.converge(Duration::from_secs(60)).await + join_after;
+        // a worker's pass over its keys takes up to 1.5 s (40 ms each)
+        sleep(Duration::from_secs(3)).await;
+        let done = c.reconciled_since(killed);
+        for key in &orphans {
+            assert!(
+                done.iter().any(|(r, k)| k == key && r != "c"),
+                "{key} not taken over"
+            );
+        }
+        let log = c.log.lock().clone();
+        let taken_over = orphans
+            .iter()
+            .filter_map(|key| {
+                log.iter()
+                    .filter(|(r, k, start, _)| k == key && r != "c" && *start >= killed)
+                    .map(|(_, _, start, _)| *start - killed)
+                    .min()
+            })
+            .max()
+            .unwrap_or_default();
+        // before: 22.6 to 23.1 s for these four joins; now 19.1 to 20.4 s
+        assert!(
+            taken_over <= lease + retry * 3,
+            "d joined {join_after:?} after the kill (its ring active after {took:?}): the last of \
+             c's keys started {taken_over:?} after the kill (lease {lease:?}, retry {retry:?})"
+        );
+        c.assert_no_overlap();
+    }
 }

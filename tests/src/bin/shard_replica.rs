@@ -11,7 +11,10 @@
 //!
 //! `SHARD_RECONCILE_MS` (default 10) is how long each reconcile waits (a
 //! simulated external call), `SHARD_WORKERS` (default 4) the controller's
-//! workers: the throughput benchmark (`shard_bench.rs`) sets them. With
+//! workers: the throughput benchmark (`shard_bench.rs`) sets them.
+//! `SHARD_REQUEUE_MS` (default 0: done) makes every reconcile ask to run
+//! again after that long, so that each key this replica owns is
+//! reconciled steadily (the pause benchmark reads the gaps). With
 //! `SHARD_WAIT_MEMBERS=N` the controller starts only once this replica is
 //! active in a ring of N members, so that a benchmark times reconciles and
 //! not the ring's formation.
@@ -43,6 +46,8 @@ fn now() -> u128 {
 struct Recorder {
     /// How long a reconcile waits: a simulated external call.
     wait: Duration,
+    /// Run again after this long; zero: done.
+    requeue: Duration,
 }
 
 impl Reconcile for Recorder {
@@ -57,7 +62,7 @@ impl Reconcile for Recorder {
         say(&format!("start {key} {}", now()));
         tokio::time::sleep(self.wait).await;
         say(&format!("end {key} {}", now()));
-        Ok(Action::done())
+        Ok(Action::requeue_after(self.requeue))
     }
 }
 
@@ -151,8 +156,9 @@ async fn main() {
         tokio::spawn(report_cache(cache.clone()));
     }
     let wait = Duration::from_millis(env_number("SHARD_RECONCILE_MS", 10));
+    let requeue = Duration::from_millis(env_number("SHARD_REQUEUE_MS", 0));
     let workers = usize::try_from(env_number("SHARD_WORKERS", 4)).expect("a worker count");
-    let controller = Controller::new(Recorder { wait })
+    let controller = Controller::new(Recorder { wait, requeue })
         .name(format!("recorder-{identity}"))
         .max_concurrent_reconciles(workers)
         .sharded(shard.clone());

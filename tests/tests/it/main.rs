@@ -33,6 +33,8 @@ mod shard_bad_input;
 mod shard_bench;
 mod shard_cache;
 mod shard_in_cluster;
+mod shard_label_takeover;
+mod shard_pause_bench;
 mod shard_processes;
 mod user_roles;
 mod webhook;

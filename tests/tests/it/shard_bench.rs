@@ -28,7 +28,7 @@ use opkit_envtest::ControlPlane;
 use opkit_tests::{create_namespace, init_tracing};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-const NS: &str = "shard-bench";
+pub(crate) const NS: &str = "shard-bench";
 const WORKERS: u64 = 4;
 const RECONCILE_MS: u64 = 20;
 const LEASE_MS: u64 = 3_000;
@@ -38,14 +38,14 @@ const NAMES: [&str; 4] = ["a", "b", "c", "d"];
 /// Idle this long with every object reconciled: the run is over.
 const QUIET: Duration = Duration::from_secs(2);
 
-fn now() -> u128 {
+pub(crate) fn now() -> u128 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
         .as_nanos()
 }
 
-fn secs(ns: u128) -> f64 {
+pub(crate) fn secs(ns: u128) -> f64 {
     ns as f64 / 1e9
 }
 
@@ -55,7 +55,7 @@ fn objects() -> usize {
 
 /// What the replicas reported, folded as it arrives (10 000s of lines).
 #[derive(Default)]
-struct Tally {
+pub(crate) struct Tally {
     /// Per replica: its last status line (`true a,b,c`) and when it was read.
     status: HashMap<String, (String, u128)>,
     /// Reconciles starting before this (Unix ns) do not count.
@@ -70,6 +70,8 @@ struct Tally {
     last_end: u128,
     /// When the last start or end line was read.
     last_activity: u128,
+    /// Per key: every reconcile start (replica, Unix ns), counted or not.
+    pub(crate) starts: HashMap<String, Vec<(String, u128)>>,
 }
 
 impl Tally {
@@ -84,6 +86,10 @@ impl Tally {
             (Some("start"), Some(key), Some(t)) => {
                 self.last_activity = read;
                 let t: u128 = t.parse().unwrap();
+                self.starts
+                    .entry(key.to_owned())
+                    .or_default()
+                    .push((replica.to_owned(), t));
                 if t >= self.since {
                     self.open.insert((replica.to_owned(), key.to_owned()), t);
                     self.first_start = Some(self.first_start.map_or(t, |f| f.min(t)));
@@ -124,16 +130,27 @@ impl Tally {
     }
 }
 
-type Shared = Arc<Mutex<Tally>>;
+pub(crate) type Shared = Arc<Mutex<Tally>>;
 
-struct Replica {
-    name: String,
-    pid: u32,
-    child: tokio::process::Child,
+pub(crate) struct Replica {
+    pub(crate) name: String,
+    pub(crate) pid: u32,
+    pub(crate) child: tokio::process::Child,
 }
 
 impl Replica {
-    fn start(plane: &ControlPlane, name: &str, members: usize, tally: &Shared) -> Self {
+    pub(crate) fn start(plane: &ControlPlane, name: &str, members: usize, tally: &Shared) -> Self {
+        Self::start_with(plane, name, members, tally, &[])
+    }
+
+    /// [`Replica::start`] with more environment for `shard_replica`.
+    pub(crate) fn start_with(
+        plane: &ControlPlane,
+        name: &str,
+        members: usize,
+        tally: &Shared,
+        env: &[(&str, String)],
+    ) -> Self {
         let binary = std::env::var("SHARD_REPLICA_BIN")
             .unwrap_or_else(|_| env!("CARGO_BIN_EXE_shard_replica").to_owned());
         let mut child = tokio::process::Command::new(binary)
@@ -145,6 +162,7 @@ impl Replica {
             .env("SHARD_WORKERS", WORKERS.to_string())
             .env("SHARD_WAIT_MEMBERS", members.to_string())
             .env("RUST_LOG", "warn")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .kill_on_drop(true)
@@ -165,7 +183,7 @@ impl Replica {
         }
     }
 
-    async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         let _ = std::process::Command::new("kill")
             .args(["-INT", &self.pid.to_string()])
             .status();
@@ -246,7 +264,7 @@ fn clock_ticks() -> f64 {
         .unwrap_or(100.0)
 }
 
-fn loadavg() -> String {
+pub(crate) fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .unwrap_or_default()
         .split_whitespace()
@@ -257,7 +275,7 @@ fn loadavg() -> String {
 
 /// Waits until each of `names` last reported `true <names>`; returns when
 /// the last of them did (Unix ns, as read).
-async fn converge(tally: &Shared, names: &[&str], within: Duration) -> u128 {
+pub(crate) async fn converge(tally: &Shared, names: &[&str], within: Duration) -> u128 {
     let want = format!("true {}", names.join(","));
     let started = Instant::now();
     loop {
@@ -306,7 +324,7 @@ async fn settle(tally: &Shared, within: Duration, done: impl Fn(&Tally) -> bool)
     }
 }
 
-async fn delete_leases(admin: &kube::Client) {
+pub(crate) async fn delete_leases(admin: &kube::Client) {
     let leases: Api<Lease> = Api::namespaced(admin.clone(), NS);
     let _ = leases
         .delete_collection(
@@ -316,7 +334,7 @@ async fn delete_leases(admin: &kube::Client) {
         .await;
 }
 
-async fn populate(admin: &kube::Client, count: usize) {
+pub(crate) async fn populate(admin: &kube::Client, count: usize) {
     create_namespace(admin, NS).await;
     let api = Api::<ConfigMap>::namespaced(admin.clone(), NS);
     let names: Vec<usize> = (0..count).collect();
