@@ -165,7 +165,10 @@ impl ManagerBuilder {
     /// Split the objects across the replicas (see [`crate::shard`]): each
     /// replica joins the ring at [`build`](Self::build), and every
     /// controller [`add`](Manager::add)ed reconciles only this replica's
-    /// share. Adds the `/readyz` check `shard` (this replica is a member)
+    /// share; with feature `multicluster`, the clusters of the manager's
+    /// cluster provider are divided too, each engaged on one replica
+    /// (`multicluster::Fleet::shard_clusters`).
+    /// Adds the `/readyz` check `shard` (this replica is a member)
     /// and the `opkit_shard_*` metrics. Excludes leader election. The ring's
     /// Leases default to the manager's [`namespace`](Self::namespace), else
     /// the connection's.
@@ -372,6 +375,14 @@ impl ManagerBuilder {
         }
         let (leading, _) = watch::channel(false);
         let leading = std::sync::Arc::new(leading);
+        // A sharded manager divides the fleet's clusters over its ring too.
+        #[cfg(feature = "multicluster")]
+        #[cfg_attr(not(feature = "shard"), allow(unused_mut))]
+        let mut fleet = crate::multicluster::Fleet::without_provider();
+        #[cfg(all(feature = "multicluster", feature = "shard"))]
+        if let Some(shard) = &shard {
+            fleet.shard_clusters(shard.clone());
+        }
         Ok(Manager {
             client,
             api_url,
@@ -391,7 +402,7 @@ impl ManagerBuilder {
             cache_sync_timeout: self.cache_sync_timeout,
             leading,
             #[cfg(feature = "multicluster")]
-            fleet: crate::multicluster::Fleet::without_provider(),
+            fleet,
         })
     }
 }

@@ -11,6 +11,7 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use super::claims::{Claim, Claims};
 use super::credentials::{CredentialSwap, swappable};
 use super::error::{MultiClusterError, ProviderError};
 use super::provider::{ClusterSink, Command, Provider};
@@ -44,6 +45,7 @@ pub struct Fleet {
     controllers: Vec<Arc<dyn ClusterController>>,
     engaged: watch::Sender<Vec<ClusterName>>,
     caches: EngagedCaches,
+    claims: Claims,
 }
 
 /// The caches of the engaged clusters, by name: what their states are read from.
@@ -81,6 +83,7 @@ impl Fleet {
             controllers: Vec::new(),
             engaged: watch::Sender::new(Vec::new()),
             caches: EngagedCaches::default(),
+            claims: Claims::All,
         }
     }
 
@@ -116,6 +119,41 @@ impl Fleet {
         }
         self.controllers.push(controller.into_cluster_controller()?);
         Ok(())
+    }
+
+    #[cfg(feature = "shard")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "shard")))]
+    /// Divides the clusters over the replicas of `shard`'s ring, as a
+    /// sharded controller divides objects: each cluster the provider
+    /// offers is engaged on the one replica that owns it (its name hashed
+    /// onto the ring), under a [`ShardPermit`](crate::shard::ShardPermit)
+    /// held for as long as it stays engaged there. Every replica runs the
+    /// provider and the fleet; [`engaged`](Self::engaged) shows this
+    /// replica's clusters.
+    ///
+    /// - **When the ring changes**, a cluster that moves away is disengaged
+    ///   here (its reconciles cancelled, its informers stopped), and only
+    ///   then is its permit released: the replica it moves to engages it
+    ///   once every member acknowledged the new member set, which this
+    ///   replica does only after that release. No cluster is engaged on
+    ///   two replicas at once, with the guarantee the permits give keys
+    ///   (see [`crate::shard`]). Clusters that stay where they are keep
+    ///   running through the change.
+    /// - **A replica that crashes**: its clusters are engaged elsewhere once
+    ///   its Lease expired. One that cannot renew disengages its clusters
+    ///   at its renew deadline, before the others may take them.
+    /// - **The provider's answers** are about the fleet, not this replica:
+    ///   [`ClusterSink::engage`] succeeds for a cluster another replica
+    ///   engages (it is offered, and engaged here if it moves here), and
+    ///   [`ClusterSink::update_credentials`] / [`ClusterSink::disengage`]
+    ///   answer `true` for an offered cluster.
+    ///
+    /// A [`Manager`](crate::manager::Manager) built with
+    /// [`sharding`](crate::manager::ManagerBuilder::sharding) does this
+    /// with its ring. The ring may be the one sharded controllers use, or
+    /// one of its own.
+    pub fn shard_clusters(&mut self, shard: crate::shard::ShardHandle) {
+        self.claims = Claims::sharded(shard);
     }
 
     /// Whether a controller named `name` was added.
@@ -173,21 +211,30 @@ impl Fleet {
         let (commands, mut requests) = mpsc::channel(COMMANDS);
         let mut provider = provider(ClusterSink { commands }, stop.child_token());
         let mut provider_running = true;
+        let (lapses, mut lapsed) = mpsc::unbounded_channel();
+        let mut claims = self.claims;
         let mut members = Members {
             controllers: self.controllers,
             clusters: BTreeMap::new(),
+            offered: BTreeMap::new(),
             engaged: self.engaged,
             caches: self.caches,
             stop: stop.clone(),
+            lapses,
+            engagements: 0,
         };
         let mut open = true;
         let result = loop {
             tokio::select! {
                 () = stop.cancelled() => break Ok(()),
                 command = requests.recv(), if open => match command {
-                    Some(command) => members.handle(command).await,
+                    Some(command) => members.handle(command, &claims).await,
                     None => open = false,
                 },
+                Some((cluster, engagement)) = lapsed.recv() => {
+                    members.lapsed(&cluster, engagement).await;
+                }
+                () = claims.changed() => members.claim_offered(&claims).await,
                 ended = &mut provider, if provider_running => {
                     provider_running = false;
                     if let Err(error) = ended {
@@ -208,18 +255,30 @@ impl Fleet {
 struct Members {
     controllers: Vec<Arc<dyn ClusterController>>,
     clusters: BTreeMap<ClusterName, Member>,
+    /// Every cluster the provider engaged and has not disengaged, with its
+    /// latest client: with sharding, also those another replica engages
+    /// (claimed here when the ring gives them to this replica).
+    offered: BTreeMap<ClusterName, kube::Client>,
     engaged: watch::Sender<Vec<ClusterName>>,
     caches: EngagedCaches,
     stop: CancellationToken,
+    /// Where a member's claim reports its lapse: (cluster, engagement).
+    lapses: mpsc::UnboundedSender<(ClusterName, u64)>,
+    /// Engagements so far: each member's number, so that a lapse reported
+    /// late is not taken for a later engagement's.
+    engagements: u64,
 }
 
 /// One engaged cluster: its cache (over a client whose credentials can
-/// be swapped), and its controllers' runs.
+/// be swapped), its controllers' runs, and the claim it is engaged under
+/// (released when the member is dropped, after it was disengaged).
 struct Member {
     cache: SharedCache,
     credentials: CredentialSwap,
     disengaged: CancellationToken,
     runs: JoinSet<()>,
+    claim: Claim,
+    engagement: u64,
 }
 
 impl Member {
@@ -249,17 +308,18 @@ impl Member {
 }
 
 impl Members {
-    async fn handle(&mut self, command: Command) {
+    async fn handle(&mut self, command: Command, claims: &Claims) {
         match command {
             Command::Engage {
                 cluster,
                 client,
                 done,
             } => {
-                let result = self.engage(cluster, client).await;
+                let result = self.engage(cluster, client, claims).await;
                 let _ = done.send(result);
             }
             Command::Disengage { cluster, done } => {
+                let offered = self.offered.remove(&cluster).is_some();
                 let was = match self.clusters.remove(&cluster) {
                     Some(member) => {
                         member.disengage(&cluster, &self.controllers).await;
@@ -269,13 +329,20 @@ impl Members {
                     None => false,
                 };
                 self.publish();
-                let _ = done.send(was);
+                let _ = done.send(was || offered);
             }
             Command::UpdateCredentials {
                 cluster,
                 client,
                 done,
             } => {
+                let offered = match self.offered.get_mut(&cluster) {
+                    Some(latest) => {
+                        *latest = client.clone();
+                        true
+                    }
+                    None => false,
+                };
                 let engaged = match self.clusters.get(&cluster) {
                     Some(member) => {
                         member.credentials.swap(client);
@@ -284,27 +351,60 @@ impl Members {
                     }
                     None => false,
                 };
-                let _ = done.send(engaged);
+                let _ = done.send(engaged || offered);
             }
         }
     }
 
+    /// The provider offers `cluster`: engaged here if this replica may
+    /// claim it (always, without sharding), else remembered.
     async fn engage(
         &mut self,
         cluster: ClusterName,
         client: kube::Client,
+        claims: &Claims,
     ) -> Result<(), MultiClusterError> {
-        if let Some(old) = self.clusters.remove(&cluster) {
-            tracing::info!(%cluster, "cluster engaged again (new credentials); disengaging the old one first");
-            old.disengage(&cluster, &self.controllers).await;
-            self.publish();
+        self.offered.insert(cluster.clone(), client.clone());
+        let claim = match self.clusters.remove(&cluster) {
+            Some(old) => {
+                tracing::info!(%cluster, "cluster engaged again (new credentials); disengaging the old one first");
+                // the claim stays held across the re-engagement
+                let claim = old.claim.clone();
+                old.disengage(&cluster, &self.controllers).await;
+                self.publish();
+                Some(claim)
+            }
+            None => claims.claim(&cluster),
+        };
+        let Some(claim) = claim else {
+            tracing::debug!(%cluster, "cluster offered; another replica of the ring engages it");
+            return Ok(());
+        };
+        let engaged = self.engage_claimed(cluster.clone(), client, claim).await;
+        if engaged.is_err() && claims.all() {
+            self.offered.remove(&cluster);
         }
+        engaged
+    }
+
+    /// Engages `cluster` under `claim`; a claim that can lapse is watched:
+    /// at its lapse the cluster's reconciles are cancelled at once and the
+    /// fleet told to disengage it.
+    async fn engage_claimed(
+        &mut self,
+        cluster: ClusterName,
+        client: kube::Client,
+        claim: Claim,
+    ) -> Result<(), MultiClusterError> {
         let (client, credentials) = swappable(client);
+        self.engagements += 1;
         let mut member = Member {
             cache: SharedCache::new(client),
             credentials,
             disengaged: CancellationToken::new(),
             runs: JoinSet::new(),
+            claim,
+            engagement: self.engagements,
         };
         if let Err(source) = self.start(&cluster, &mut member) {
             member.disengage(&cluster, &self.controllers).await;
@@ -313,10 +413,60 @@ impl Members {
                 source: Box::new(source),
             });
         }
+        if member.claim.can_lapse() {
+            let (claim, disengaged) = (member.claim.clone(), member.disengaged.clone());
+            let (lapses, report) = (self.lapses.clone(), (cluster.clone(), member.engagement));
+            tokio::spawn(async move {
+                tokio::select! {
+                    () = claim.lapsed() => {
+                        disengaged.cancel();
+                        let _ = lapses.send(report);
+                    }
+                    () = disengaged.cancelled() => {}
+                }
+            });
+        }
         tracing::info!(%cluster, controllers = self.controllers.len(), "cluster engaged");
         self.clusters.insert(cluster, member);
         self.publish();
         Ok(())
+    }
+
+    /// The claim of engagement `engagement` of `cluster` lapsed (its
+    /// reconciles were cancelled then): disengages it, which releases the
+    /// claim. It stays offered, claimed again when the ring allows.
+    async fn lapsed(&mut self, cluster: &ClusterName, engagement: u64) {
+        if self
+            .clusters
+            .get(cluster)
+            .is_none_or(|member| member.engagement != engagement)
+        {
+            return;
+        }
+        if let Some(member) = self.clusters.remove(cluster) {
+            member.disengage(cluster, &self.controllers).await;
+            tracing::info!(%cluster, "cluster disengaged: the ring gives it to another replica, or this replica's membership lapsed");
+            self.publish();
+        }
+    }
+
+    /// Engages each offered cluster not engaged here that this replica
+    /// may claim now (the ring changed).
+    async fn claim_offered(&mut self, claims: &Claims) {
+        let waiting: Vec<(ClusterName, kube::Client)> = self
+            .offered
+            .iter()
+            .filter(|(cluster, _)| !self.clusters.contains_key(*cluster))
+            .map(|(cluster, client)| (cluster.clone(), client.clone()))
+            .collect();
+        for (cluster, client) in waiting {
+            let Some(claim) = claims.claim(&cluster) else {
+                continue;
+            };
+            if let Err(error) = self.engage_claimed(cluster.clone(), client, claim).await {
+                tracing::warn!(%cluster, %error, "could not engage a cluster the ring gives this replica; trying again at the ring's next change");
+            }
+        }
     }
 
     /// Engages every controller on `member`'s cache and starts it.

@@ -86,12 +86,18 @@
 //! control planes). Any other source implements [`Provider`].
 //!
 //! A [`Manager`](crate::manager::Manager) runs the fleet while it leads;
-//! [`Fleet`] runs one on its own.
+//! [`Fleet`] runs one on its own. With feature `shard`, a manager built
+//! with [`sharding`](crate::manager::ManagerBuilder::sharding) (or a
+//! fleet given a ring with `Fleet::shard_clusters`) divides the clusters
+//! over its replicas instead: each cluster is engaged on the one replica
+//! that owns it, under a permit, and moves with the ring's membership
+//! without ever being engaged on two replicas at once.
 //!
 //! Not yet: one queue and worker pool shared by every cluster (each
 //! cluster has its own, of `max_concurrent_reconciles` workers); watches on
-//! the hub mapped to member objects; sharding clusters over replicas.
+//! the hub mapped to member objects.
 
+mod claims;
 mod cluster_profile;
 mod cluster_profile_access;
 mod cluster_profiles;

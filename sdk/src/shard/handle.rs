@@ -71,6 +71,15 @@ impl ShardHandle {
         self.gate.try_start(key)
     }
 
+    /// A permit to keep the fleet cluster `cluster` engaged on this
+    /// replica (a fleet whose clusters the ring divides), or `None`. The
+    /// cluster's key spreads its name over the ring under either key
+    /// scheme: [`cluster_key`](super::hash::cluster_key).
+    #[cfg(feature = "multicluster")]
+    pub(crate) fn try_start_cluster(&self, cluster: &str) -> Option<ShardPermit> {
+        self.gate.try_start(&super::hash::cluster_key(cluster))
+    }
+
     /// Whether this replica owns `key` in the member set it currently
     /// sees (it may still have to wait before starting it).
     pub fn owns(&self, key: &str) -> bool {

@@ -26,6 +26,17 @@ pub(crate) fn fnv1a64(bytes: &[u8]) -> u64 {
     h
 }
 
+/// The ring key of a fleet's cluster (see `Fleet::shard_clusters`):
+/// `<16 hex digits of hash64(name)>/<name>`. Hashed whole (the default
+/// scheme) it spreads like any key; hashed by its "namespace" (a
+/// `by_namespace` ring) the 16 well-mixed digits spread it too, where the
+/// name alone would not (plain FNV-1a puts `member-1` … `member-9`
+/// close together, and a name without `/` has no namespace at all).
+#[cfg(feature = "multicluster")]
+pub(crate) fn cluster_key(cluster: &str) -> String {
+    format!("{:016x}/{cluster}", hash64(cluster.as_bytes()))
+}
+
 /// splitmix64's finalizer.
 fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -55,5 +66,23 @@ mod tests {
             format!("{:016x}", hash64(b"a")),
             format!("{:016x}", hash64(b"a"))
         );
+    }
+
+    /// Clusters named alike (`member-1` … `member-30`) spread over three
+    /// replicas under either key scheme.
+    #[cfg(feature = "multicluster")]
+    #[test]
+    fn cluster_keys_spread_under_both_schemes() {
+        use crate::shard::view::{KeyScheme, View};
+        for scheme in [KeyScheme::Object, KeyScheme::Namespace] {
+            let view = View::with_scheme(["a", "b", "c"], scheme);
+            let mut shares = std::collections::BTreeMap::<&str, usize>::new();
+            for i in 1..=30 {
+                let owner = view.owner(&cluster_key(&format!("member-{i}"))).unwrap();
+                *shares.entry(owner).or_default() += 1;
+            }
+            assert_eq!(shares.len(), 3, "{scheme:?}: {shares:?}");
+            assert!(shares.values().all(|n| *n >= 5), "{scheme:?}: {shares:?}");
+        }
     }
 }
