@@ -12,7 +12,7 @@ use super::credentials;
 use super::engagements::Engagements;
 use super::error::{MultiClusterError, ProviderError};
 use super::provider::{ClusterSink, Provider};
-use super::watched_source::{WatchedSource, fleet_stopped};
+use super::watched_source::{Outcomes, WatchedSource};
 use crate::cache::Scope;
 use crate::cluster_request::ClusterName;
 
@@ -140,9 +140,10 @@ impl Provider for ClusterProfiles {
         let named = |p: &ClusterProfile| Some(profile_cluster_name(p));
         let mut profiles = WatchedSource::watch(self.hub.clone(), scope, named)?;
         let mut engaged = Engagements::default();
+        let mut outcomes = Outcomes::default();
         while let Some((cluster, profile)) = profiles.next(&stop).await {
             let outcome = self.apply(&clusters, &mut engaged, &cluster, profile).await;
-            if fleet_stopped(outcome, &cluster, "ClusterProfile not applied") {
+            if outcomes.fleet_stopped(outcome, &cluster, "ClusterProfile not applied") {
                 break;
             }
         }

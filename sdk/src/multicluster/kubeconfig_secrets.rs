@@ -8,7 +8,7 @@ use super::credentials;
 use super::engagements::Engagements;
 use super::error::{MultiClusterError, ProviderError};
 use super::provider::{ClusterSink, Provider};
-use super::watched_source::{WatchedSource, fleet_stopped};
+use super::watched_source::{Outcomes, WatchedSource};
 use crate::cache::Scope;
 use crate::cluster_request::ClusterName;
 
@@ -102,6 +102,7 @@ impl Provider for KubeconfigSecrets {
         let named = |s: &Secret| s.metadata.name.clone().map(ClusterName::from);
         let mut secrets = WatchedSource::watch(self.hub.clone(), scope, named)?;
         let mut engaged = Engagements::default();
+        let mut outcomes = Outcomes::default();
         while let Some((cluster, secret)) = secrets.next(&stop).await {
             // A Secret without the key is one whose kubeconfig does not load.
             let kubeconfig = secret.map(|s| {
@@ -114,7 +115,7 @@ impl Provider for KubeconfigSecrets {
             let outcome = self
                 .apply(&clusters, &mut engaged, cluster.clone(), kubeconfig)
                 .await;
-            if fleet_stopped(outcome, &cluster, "kubeconfig Secret not applied") {
+            if outcomes.fleet_stopped(outcome, &cluster, "kubeconfig Secret not applied") {
                 break;
             }
         }

@@ -63,20 +63,67 @@ impl<K: Cacheable> WatchedSource<K> {
     }
 }
 
-/// Whether a provider stops after carrying out a change of `cluster`
-/// (`what`: what could not be carried out): only when the fleet stopped;
-/// another error is logged, and the next change is taken.
-pub(super) fn fleet_stopped(
-    outcome: Result<(), MultiClusterError>,
-    cluster: &ClusterName,
-    what: &str,
-) -> bool {
-    match outcome {
-        Err(MultiClusterError::FleetStopped) => true,
-        Err(error) => {
-            tracing::error!(%cluster, %error, "{what}");
-            false
+/// What a provider did with each change of its source: it stops only when
+/// the fleet stopped; another error is logged, once per cluster until the
+/// error changes or a change of the cluster is carried out (a source
+/// object whose status is updated every few seconds, with credentials
+/// that keep failing the same way, is not logged at every update).
+#[derive(Default)]
+pub(super) struct Outcomes {
+    /// The last error logged per cluster.
+    reported: std::collections::HashMap<ClusterName, String>,
+}
+
+impl Outcomes {
+    /// Whether the provider stops after carrying out a change of
+    /// `cluster` (`what`: what could not be carried out).
+    pub(super) fn fleet_stopped(
+        &mut self,
+        outcome: Result<(), MultiClusterError>,
+        cluster: &ClusterName,
+        what: &str,
+    ) -> bool {
+        match outcome {
+            Err(MultiClusterError::FleetStopped) => true,
+            Err(error) => {
+                if self.first_report(cluster, error.to_string()) {
+                    tracing::error!(%cluster, %error, "{what}");
+                } else {
+                    tracing::debug!(%cluster, %error, "{what} (as before)");
+                }
+                false
+            }
+            Ok(()) => {
+                self.reported.remove(cluster);
+                false
+            }
         }
-        Ok(()) => false,
+    }
+
+    /// Whether `error` is new for `cluster` (remembered if so).
+    fn first_report(&mut self, cluster: &ClusterName, error: String) -> bool {
+        if self.reported.get(cluster) == Some(&error) {
+            return false;
+        }
+        self.reported.insert(cluster.clone(), error);
+        true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_error_is_reported_once_until_it_changes_or_the_cluster_recovers() {
+        let mut outcomes = Outcomes::default();
+        let (m1, m2) = (ClusterName::new("m1"), ClusterName::new("m2"));
+        assert!(outcomes.first_report(&m1, "no access provider".into()));
+        assert!(!outcomes.first_report(&m1, "no access provider".into()));
+        assert!(outcomes.first_report(&m2, "no access provider".into()));
+        assert!(outcomes.first_report(&m1, "plugin failed".into()));
+        assert!(!outcomes.fleet_stopped(Ok(()), &m1, "applied"));
+        assert!(outcomes.first_report(&m1, "plugin failed".into()));
+        assert!(outcomes.fleet_stopped(Err(MultiClusterError::FleetStopped), &m2, "applied"));
     }
 }
