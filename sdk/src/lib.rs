@@ -37,7 +37,8 @@
 //!
 //! `cargo opkit new` turns on what the project it writes uses:
 //! `features = ["secure-metrics"]` (its `main` serves `/metrics` over HTTPS
-//! by default, `--metrics-secure`), plus `shard` with `--sharding`; `cargo
+//! by default, `--metrics-secure`), plus `shard` with `--sharding` and
+//! `multicluster` with `--multicluster`; `cargo
 //! opkit create webhook` adds `webhook` and `dev-cert` (and the `webhook`
 //! feature of `opkit-envtest`, which installs webhooks in tests).
 //!

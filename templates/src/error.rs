@@ -31,6 +31,14 @@ pub enum ScaffoldError {
         /// The version given.
         version: String,
     },
+    /// `--multicluster` names no provider `cargo opkit new` knows.
+    #[error("unknown cluster provider {given:?} for --multicluster: expected one of {known}")]
+    UnknownClusterProvider {
+        /// The name given.
+        given: String,
+        /// The names it knows.
+        known: String,
+    },
     /// The kind cannot be used.
     #[error("invalid kind {kind:?}: {reason}")]
     InvalidKind {

@@ -10,11 +10,15 @@ pub(crate) const WEBHOOK: &[&str] = &["webhook", "dev-cert"];
 pub(crate) const ENVTEST_WEBHOOK: &[&str] = &["webhook"];
 
 /// The opkit cargo features a new project turns on: `secure-metrics` (its
-/// `main` serves `/metrics` over HTTPS by default, `--metrics-secure`) and,
-/// with `--sharding`, `shard`. opkit's own defaults (none) stay on; `cargo
-/// opkit create webhook` adds `webhook` and `dev-cert`.
-pub(crate) fn new_project(sharding: bool) -> Vec<&'static str> {
+/// `main` serves `/metrics` over HTTPS by default, `--metrics-secure`),
+/// with `--multicluster`, `multicluster`, and with `--sharding`, `shard`.
+/// opkit's own defaults (none) stay on; `cargo opkit create webhook` adds
+/// `webhook` and `dev-cert`.
+pub(crate) fn new_project(sharding: bool, multicluster: bool) -> Vec<&'static str> {
     let mut features = vec!["secure-metrics"];
+    if multicluster {
+        features.push("multicluster");
+    }
     if sharding {
         features.push("shard");
     }

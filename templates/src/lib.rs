@@ -11,6 +11,7 @@
 //!     dir: None,
 //!     opkit: OpkitDependency::Version("0.1".into()),
 //!     sharding: false,
+//!     multicluster: None,
 //! };
 //! // Writes ./memcached-operator, builds it to render deploy/01-crds.yaml and
 //! // deploy/03-rbac.yaml, all or nothing: a failed build leaves no directory.
@@ -47,7 +48,7 @@ pub use cargo_env::{cargo_command, clear_crate_env};
 pub use error::ScaffoldError;
 pub use names::{snake_case, validate_group, validate_kind, validate_name, validate_version};
 pub use project::{
-    CreateApi, NewProject, OpkitDependency, ProjectFile, ProjectResource, find_project, manifests,
-    shared_target_dir,
+    ClusterProvider, CreateApi, NewProject, OpkitDependency, ProjectFile, ProjectResource,
+    find_project, manifests, shared_target_dir,
 };
 pub use webhook::CreateWebhook;

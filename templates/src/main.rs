@@ -91,12 +91,40 @@ struct New {
     /// the RBAC allows the ring's Leases.
     #[arg(long)]
     sharding: bool,
+    /// A hub operator: its kinds are reconciled in every member cluster the provider engages
+    /// (opkit::multicluster): kubeconfig Secrets in a hub namespace, or the hub's ClusterProfiles
+    /// (Cluster Inventory API); with the provider's flags, the hub's RBAC for its source, and
+    /// tests that run a hub and a member control plane.
+    #[arg(long, value_enum, value_name = "PROVIDER")]
+    multicluster: Option<MulticlusterProvider>,
     /// Do not build the project to write deploy/01-crds.yaml and deploy/03-rbac.yaml.
     #[arg(long)]
     skip_manifests: bool,
     /// Seed the project's Cargo.lock from this one (pins dependency versions).
     #[arg(long, hide = true)]
     lock_from: Option<PathBuf>,
+}
+
+/// Where `new --multicluster`'s member clusters come from.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+enum MulticlusterProvider {
+    // Plain comments: documented variants would turn `new --help` into
+    // clap's long, multi-line layout for every option.
+    // Kubeconfig Secrets in a hub namespace (`--fleet-namespace`),
+    // multicluster-runtime's kubeconfig provider.
+    KubeconfigSecrets,
+    // The hub's ClusterProfiles (Cluster Inventory API), with an
+    // access-provider file.
+    ClusterProfiles,
+}
+
+impl MulticlusterProvider {
+    fn provider(self) -> cargo_opkit::ClusterProvider {
+        match self {
+            Self::KubeconfigSecrets => cargo_opkit::ClusterProvider::KubeconfigSecrets,
+            Self::ClusterProfiles => cargo_opkit::ClusterProvider::ClusterProfiles,
+        }
+    }
 }
 
 /// `cargo opkit image`: see the `cargo_opkit::image` docs.
@@ -279,6 +307,7 @@ fn run(command: Top) -> Result<(), CommandError> {
                 dir: new.dir,
                 opkit,
                 sharding: new.sharding,
+                multicluster: new.multicluster.map(MulticlusterProvider::provider),
             };
             // Every input is checked before anything is said or built.
             project.validate()?;

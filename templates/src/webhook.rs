@@ -479,6 +479,7 @@ mod tests {
             dir: Some(tmp.path().to_owned()),
             opkit: crate::OpkitDependency::Version("0.1".into()),
             sharding: false,
+            multicluster: None,
         }
         .create()
         .unwrap();

@@ -130,6 +130,7 @@ pub(super) fn plan_api(
         .set("namespaced_attr", namespaced_attr)
         .set("sample_namespace", sample_namespace)
         .set("test_api", test_api);
+    super::multicluster::api_values(&mut values, project.multicluster.is_some());
     let owned = spec.external.is_none();
     let files = render_set(
         if owned {

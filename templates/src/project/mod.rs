@@ -7,6 +7,7 @@ mod dependency;
 mod external_module;
 mod files;
 mod manifests;
+mod multicluster;
 mod new;
 mod project_file;
 
@@ -18,5 +19,6 @@ pub use api::CreateApi;
 pub use dependency::OpkitDependency;
 pub(crate) use files::{insert_before_marker, kind_values, read, render_set};
 pub use manifests::{manifests, shared_target_dir};
+pub use multicluster::ClusterProvider;
 pub use new::NewProject;
 pub use project_file::{ProjectFile, ProjectResource, find_project};

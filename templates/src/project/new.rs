@@ -6,6 +6,7 @@ use super::api::{ApiSpec, plan_api};
 use super::dependency::{OpkitDependency, toml_string};
 use super::files::{format_rust, kind_values, render_set, write_tree};
 use super::manifests::{manifests_in, shared_target_dir};
+use super::multicluster::{ClusterProvider, project_values};
 use super::project_file::ProjectFile;
 use crate::error::ScaffoldError;
 use crate::names::{validate_group, validate_kind, validate_name, validate_version};
@@ -32,6 +33,10 @@ pub struct NewProject {
     /// on, 3 replicas, the ring's Lease RBAC (see `opkit::shard`). The
     /// `--sharding` flag itself is generated only then.
     pub sharding: bool,
+    /// A hub operator whose kinds are reconciled in every member cluster
+    /// this provider engages (see `opkit::multicluster`); recorded in the
+    /// `PROJECT` file, so the kinds `create api` adds run in the members too.
+    pub multicluster: Option<ClusterProvider>,
 }
 
 impl NewProject {
@@ -101,9 +106,10 @@ impl NewProject {
         finish: impl FnOnce(&Path) -> Result<(), ScaffoldError>,
     ) -> Result<PathBuf, ScaffoldError> {
         let (parent, target) = self.checked()?;
-        let (dependency, dev_dependency) = self
-            .opkit
-            .lines(&crate::features::new_project(self.sharding))?;
+        let (dependency, dev_dependency) = self.opkit.lines(&crate::features::new_project(
+            self.sharding,
+            self.multicluster.is_some(),
+        ))?;
         // Without a kind, the README names the one `create api` will add.
         let kind = self.kind.as_deref().unwrap_or("YourKind");
         let mut values = kind_values(&self.name, &self.group, &self.version, kind);
@@ -115,6 +121,7 @@ impl NewProject {
             None => (String::new(), String::new()),
         };
         sharding_values(&mut values, &self.name, self.sharding);
+        project_values(&mut values, self.multicluster);
         values
             .set("opkit_dependency", dependency)
             .set("opkit_dev_dependency", dev_dependency)
@@ -125,6 +132,7 @@ impl NewProject {
             name: self.name.clone(),
             group: self.group.clone(),
             version: self.version.clone(),
+            multicluster: self.multicluster,
             resources: Vec::new(),
         };
         if let Some(kind) = &self.kind {

@@ -4,6 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::files::read;
+use super::multicluster::ClusterProvider;
 use crate::error::ScaffoldError;
 
 /// The `PROJECT` file: what `create api`, `create webhook` and
@@ -17,6 +18,9 @@ pub struct ProjectFile {
     pub group: String,
     /// The default API version of `create api`.
     pub version: String,
+    /// For a hub operator (`new --multicluster`): where its member clusters
+    /// come from. Its kinds' controllers run in every member.
+    pub multicluster: Option<ClusterProvider>,
     /// The kinds, in the order they were added.
     pub resources: Vec<ProjectResource>,
 }
@@ -106,6 +110,10 @@ impl ProjectFile {
         let name = need(&top, "name", "")?;
         let group = need(&top, "group", "")?;
         let version = need(&top, "version", "")?;
+        let multicluster = match find(&top, "multicluster") {
+            Some(name) => Some(ClusterProvider::parse(&name).map_err(|e| e.to_string())?),
+            None => None,
+        };
         let mut resources = Vec::new();
         if let Some(kinds) = find(&top, "kinds") {
             // The first format: every kind in the project's group.
@@ -143,6 +151,7 @@ impl ProjectFile {
             name,
             group,
             version,
+            multicluster,
             resources,
         })
     }
@@ -160,9 +169,13 @@ impl ProjectFile {
     pub(crate) fn render(&self) -> String {
         let mut out = format!(
             "# Written by `cargo opkit`, read by `cargo opkit create api`, `create webhook` and `manifests`.\n\
-             name: {}\ngroup: {}\nversion: {}\nresources:",
+             name: {}\ngroup: {}\nversion: {}\n",
             self.name, self.group, self.version
         );
+        if let Some(provider) = self.multicluster {
+            out.push_str(&format!("multicluster: {}\n", provider.as_str()));
+        }
+        out.push_str("resources:");
         if self.resources.is_empty() {
             out.push_str(" []");
         }

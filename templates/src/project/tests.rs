@@ -16,6 +16,7 @@ fn project(dir: &Path) -> NewProject {
         dir: Some(dir.to_owned()),
         opkit: OpkitDependency::Version("0.1".into()),
         sharding: false,
+        multicluster: None,
     }
 }
 
@@ -763,4 +764,59 @@ fn create_api_whose_build_fails_leaves_the_project_as_it_was() {
     // And the same kind can be added afterwards.
     api.create().unwrap();
     assert!(dir.join("src/controllers/deployment.rs").is_file());
+}
+
+/// `new --multicluster`: each provider fills every placeholder; the
+/// `PROJECT` file records the provider (and reads it back), so a kind
+/// `create api` adds later runs in the members too, with a test that
+/// engages a member; a single-cluster project has none of it.
+#[test]
+fn a_multicluster_project_runs_every_kind_in_the_members() {
+    for provider in ClusterProvider::ALL {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = NewProject {
+            multicluster: Some(provider),
+            ..project(tmp.path())
+        }
+        .create()
+        .unwrap();
+        let read = |file: &str| std::fs::read_to_string(dir.join(file)).unwrap();
+        for file in [
+            "src/main.rs",
+            "src/lib.rs",
+            "README.md",
+            "tests/widget_controller.rs",
+        ] {
+            assert!(!read(file).contains("{{"), "{file} has a placeholder left");
+        }
+        assert!(read("Cargo.toml").contains("features = [\"secure-metrics\", \"multicluster\"]"));
+        assert!(read("src/main.rs").contains("manager.set_cluster_provider("));
+        let written = ProjectFile::read(&dir).unwrap();
+        assert_eq!(written.multicluster, Some(provider));
+        assert_eq!(ProjectFile::parse(&written.render()).unwrap(), written);
+
+        CreateApi::new(dir.clone(), "Gadget").create().unwrap();
+        for controller in ["src/controllers/widget.rs", "src/controllers/gadget.rs"] {
+            assert!(
+                read(controller).contains("events, multicluster)]"),
+                "{controller}"
+            );
+        }
+        let test = read("tests/gadget_controller.rs");
+        assert!(test.contains("ClusterSet::new()"), "{test}");
+        assert!(
+            test.contains(".client(hub.client().expect(\"hub admin client\"))"),
+            "{test}"
+        );
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = project(tmp.path()).create().unwrap();
+    let read = |file: &str| std::fs::read_to_string(dir.join(file)).unwrap();
+    assert!(!read("src/main.rs").contains("cluster_provider"));
+    assert!(!read("src/controllers/widget.rs").contains("multicluster"));
+    assert!(!read("PROJECT").contains("multicluster"));
+    assert!(matches!(
+        ClusterProvider::parse("carrier-pigeons"),
+        Err(ScaffoldError::UnknownClusterProvider { .. })
+    ));
 }

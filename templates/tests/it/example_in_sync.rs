@@ -67,6 +67,7 @@ fn the_memcached_example_deploys_with_the_generated_makefile_and_manifests() {
         dir: Some(tmp.path().to_owned()),
         opkit: OpkitDependency::Version("0.1".into()),
         sharding: false,
+        multicluster: None,
     }
     .create()
     .expect("generate the project");

@@ -454,6 +454,7 @@ fn a_webhook_project_chart_turns_the_webhooks_on_and_off() {
         dir: Some(tmp.path().to_owned()),
         opkit: OpkitDependency::Version("0.1".into()),
         sharding: false,
+        multicluster: None,
     }
     .create()
     .expect("generate the project");

@@ -9,6 +9,7 @@ mod example_in_sync;
 mod image;
 mod installer;
 mod make_test_e2e;
+mod new_multicluster;
 mod new_project;
 mod new_sharded;
 mod persist;

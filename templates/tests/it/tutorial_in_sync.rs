@@ -23,6 +23,7 @@ fn the_tutorial_operator_is_the_generated_project_plus_the_tutorials_edits() {
         dir: Some(tmp.path().to_owned()),
         opkit: OpkitDependency::Version("0.1".into()),
         sharding: false,
+        multicluster: None,
     }
     .create()
     .expect("generate the project");

@@ -1,0 +1,195 @@
+//! `cargo opkit new --multicluster <provider>`: a hub operator whose
+//! kinds are reconciled in every member cluster a provider engages (see
+//! `opkit::multicluster`). What it changes in the generated project:
+//! opkit's `multicluster` feature, the manager's provider flags and setup,
+//! the hub's RBAC for the provider's source, `multicluster` on each kind's
+//! controller (also for kinds `create api` adds later, from the `PROJECT`
+//! file), and tests that run a hub and a member control plane.
+
+use crate::error::ScaffoldError;
+use crate::render::Values;
+
+/// Where a multicluster project's member clusters come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClusterProvider {
+    /// Secrets in a hub namespace, each holding a member's kubeconfig
+    /// (`opkit::multicluster::KubeconfigSecrets`, multicluster-runtime's
+    /// kubeconfig provider).
+    KubeconfigSecrets,
+    /// The Cluster Inventory API's `ClusterProfile`s on the hub, reached
+    /// through the access providers of a provider file
+    /// (`opkit::multicluster::ClusterProfiles`).
+    ClusterProfiles,
+}
+
+impl ClusterProvider {
+    /// Every provider, in the order the help lists them.
+    pub const ALL: [Self; 2] = [Self::KubeconfigSecrets, Self::ClusterProfiles];
+
+    /// The flag's value, also the `PROJECT` file's.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::KubeconfigSecrets => "kubeconfig-secrets",
+            Self::ClusterProfiles => "cluster-profiles",
+        }
+    }
+
+    /// The provider named `text`, or an error listing the names.
+    pub fn parse(text: &str) -> Result<Self, ScaffoldError> {
+        Self::ALL
+            .into_iter()
+            .find(|p| p.as_str() == text)
+            .ok_or_else(|| ScaffoldError::UnknownClusterProvider {
+                given: text.to_owned(),
+                known: Self::ALL.map(Self::as_str).join(", "),
+            })
+    }
+}
+
+/// The placeholders of the project templates: empty without
+/// `--multicluster`, so a single-cluster project does not change.
+pub(super) fn project_values(values: &mut Values, provider: Option<ClusterProvider>) {
+    let Some(provider) = provider else {
+        values
+            .set("multicluster_arg", "")
+            .set("multicluster_setup", "")
+            .set("multicluster_rbac", "")
+            .set("multicluster_readme", "");
+        return;
+    };
+    let (arg, setup, rbac, readme) = match provider {
+        ClusterProvider::KubeconfigSecrets => (
+            r#"    /// The hub namespace whose Secrets labelled `sigs.k8s.io/multicluster-runtime-kubeconfig=true`
+    /// hold the member clusters' kubeconfigs (key `kubeconfig`): a cluster per Secret, named like it.
+    #[arg(long, default_value = "fleet")]
+    fleet_namespace: String,
+"#,
+            r#"    // The member clusters: one per kubeconfig Secret in the hub's fleet
+    // namespace, engaged when its Secret appears, rotated when it changes,
+    // disengaged when it goes. The controllers marked `multicluster` run
+    // in every member.
+    let hub = manager.client().clone();
+    manager.set_cluster_provider(opkit::multicluster::KubeconfigSecrets::new(
+        hub,
+        args.fleet_namespace,
+    ));
+"#,
+            "        // the members' kubeconfig Secrets on the hub (`--fleet-namespace`)\n        .allow::<k8s_openapi::api::core::v1::Secret>(&[rbac::Verb::Get, rbac::Verb::List, rbac::Verb::Watch])\n",
+            r#"
+## Member clusters
+
+This is a hub operator (`--multicluster kubeconfig-secrets`): it runs in
+the hub, and the controllers marked `multicluster` reconcile their kinds
+in every member cluster. A member joins when a Secret labelled
+`sigs.k8s.io/multicluster-runtime-kubeconfig=true` with its kubeconfig
+under the key `kubeconfig` appears in the hub's fleet namespace
+(`--fleet-namespace`, default `fleet`), is rotated when the Secret
+changes, and leaves when it is deleted:
+
+```sh
+kubectl create namespace fleet
+kubectl -n fleet create secret generic member-1 --from-file=kubeconfig=member-1.kubeconfig
+kubectl -n fleet label secret member-1 sigs.k8s.io/multicluster-runtime-kubeconfig=true
+```
+
+What the member credentials must allow: the controllers' rules, the
+ClusterRole `deploy/03-rbac.yaml` renders (its Secret rule is the hub's
+and can be left out), bound in each member to the kubeconfig's identity.
+Install the CRDs (`deploy/01-crds.yaml`) in every member. In the hub, that
+Secret rule lets the operator read Secrets in every namespace; narrow it
+to a Role in the fleet namespace where that matters.
+"#,
+        ),
+        ClusterProvider::ClusterProfiles => (
+            r#"    /// The access-provider file (multicluster-runtime's `--clusterprofile-provider-file` JSON):
+    /// how to get credentials for a `ClusterProfile`'s cluster.
+    #[arg(long, default_value = "/etc/clusterprofile/providers.json")]
+    clusterprofile_provider_file: PathBuf,
+    /// Engage only the ClusterProfiles of this hub namespace (default: all).
+    #[arg(long)]
+    clusterprofile_namespace: Option<String>,
+"#,
+            r#"    // The member clusters: the hub's ClusterProfiles (Cluster Inventory
+    // API), each engaged once its control plane is healthy, through the
+    // access provider the file configures. The controllers marked
+    // `multicluster` run in every member.
+    let access = opkit::multicluster::ClusterProfileAccess::from_file(&args.clusterprofile_provider_file)?;
+    let mut profiles = opkit::multicluster::ClusterProfiles::new(manager.client().clone(), access);
+    if let Some(namespace) = args.clusterprofile_namespace {
+        profiles = profiles.namespace(namespace);
+    }
+    manager.set_cluster_provider(profiles);
+"#,
+            "        // the hub's ClusterProfiles (Cluster Inventory API)\n        .allow_resource(\"multicluster.x-k8s.io\", \"clusterprofiles\", &[rbac::Verb::Get, rbac::Verb::List, rbac::Verb::Watch])\n",
+            r#"
+## Member clusters
+
+This is a hub operator (`--multicluster cluster-profiles`): it runs in the
+hub, and the controllers marked `multicluster` reconcile their kinds in
+every member cluster. The members are the hub's `ClusterProfile`s
+(`multicluster.x-k8s.io/v1alpha1`, the Cluster Inventory API), each
+engaged once its `ControlPlaneHealthy` condition is `True`, with the
+credentials of the first access provider of
+`--clusterprofile-provider-file` that the profile lists (the same JSON as
+multicluster-runtime's). Mount that file and the provider's plugin binary
+into the pod.
+
+What the member credentials must allow: the controllers' rules, the
+ClusterRole `deploy/03-rbac.yaml` renders (its ClusterProfile rule is the
+hub's), granted in each member to the identity the access provider
+yields. Install the CRDs (`deploy/01-crds.yaml`) in every member.
+"#,
+        ),
+    };
+    values
+        .set("multicluster_arg", arg)
+        .set("multicluster_setup", setup)
+        .set("multicluster_rbac", rbac)
+        .set("multicluster_readme", readme);
+}
+
+/// The placeholders of a kind's templates (`create api`, and `new`'s first
+/// kind): with `multicluster`, the controller runs in every member, and
+/// its test starts a hub and a member and engages the member as the
+/// provider would.
+pub(super) fn api_values(values: &mut Values, multicluster: bool) {
+    if !multicluster {
+        values
+            .set("multicluster_attr", "")
+            .set("test_hub", "")
+            .set("test_manager_client", "client.clone()")
+            .set("test_provider", "")
+            .set("test_engage", "");
+        return;
+    }
+    values
+        .set("multicluster_attr", ", multicluster")
+        .set(
+            "test_hub",
+            r#"    // The hub the operator runs in; the control plane above is the
+    // member cluster the objects live in, engaged below as the project's
+    // provider would engage it.
+    let hub = ControlPlane::start()
+        .await
+        .expect("start the hub's etcd and kube-apiserver");
+"#,
+        )
+        .set(
+            "test_manager_client",
+            r#"hub.client().expect("hub admin client")"#,
+        )
+        .set(
+            "test_provider",
+            r#"    let (members, fleet) = opkit::multicluster::ClusterSet::new();
+    manager.set_cluster_provider(members);
+"#,
+        )
+        .set(
+            "test_engage",
+            r#"    fleet
+        .add("member-1", client.clone())
+        .await
+        .expect("engage the member");
+"#,
+        );
+}

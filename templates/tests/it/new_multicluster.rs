@@ -1,0 +1,180 @@
+//! `cargo opkit new --multicluster`: a hub operator. With
+//! `kubeconfig-secrets`, opkit's `multicluster` feature is on, the manager
+//! has `--fleet-namespace` and sets `KubeconfigSecrets` as its provider,
+//! the kind's controller runs in every member (`multicluster` in its
+//! derive, recorded in `PROJECT`), the rendered RBAC lets the hub read the
+//! kubeconfig Secrets, the README says what the member credentials must
+//! allow, and the generated test (a hub and a member control plane, the
+//! member engaged as the provider would) passes. With `cluster-profiles`,
+//! the manager reads an access-provider file and watches the hub's
+//! ClusterProfiles, and the project is `clippy -D warnings` clean too.
+
+use super::support::{cargo, cargo_opkit, persist, text, workspace};
+
+/// `cargo opkit new NAME --group G --kind K --multicluster PROVIDER`
+/// under `dir`, without building it.
+fn generate(dir: &std::path::Path, name: &str, kind: &str, provider: &str) {
+    let workspace = workspace();
+    let lock = workspace.join("Cargo.lock");
+    let output = cargo_opkit(
+        &[
+            "opkit",
+            "new",
+            name,
+            "--group",
+            "fleet.example.com",
+            "--kind",
+            kind,
+            "--multicluster",
+            provider,
+            "--dir",
+            dir.to_str().expect("utf-8"),
+            "--opkit-path",
+            workspace.to_str().expect("utf-8"),
+            "--lock-from",
+            lock.to_str().expect("utf-8"),
+            "--skip-manifests",
+        ],
+        dir,
+    );
+    assert!(
+        output.status.success(),
+        "new --multicluster {provider}:\n{}",
+        text(&output)
+    );
+}
+
+#[test]
+fn a_multicluster_project_reconciles_its_kind_in_a_member_cluster() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    generate(tmp.path(), "fleet-operator", "Beacon", "kubeconfig-secrets");
+    // Built in a directory that persists between runs (support::persist):
+    // unchanged, it compiles nothing again.
+    let persisted = persist(&tmp.path().join("fleet-operator"), "new_multicluster", None);
+    let project = persisted.dir.clone();
+    let read = |file: &str| std::fs::read_to_string(project.join(file)).expect(file);
+
+    let manifest = read("Cargo.toml");
+    assert!(
+        manifest.contains("features = [\"secure-metrics\", \"multicluster\"] }\n"),
+        "opkit's multicluster feature is not on:\n{manifest}"
+    );
+    let main = read("src/main.rs");
+    assert!(main.contains("fleet_namespace: String,"), "{main}");
+    assert!(main.contains("KubeconfigSecrets::new("), "{main}");
+    let controller = read("src/controllers/beacon.rs");
+    assert!(
+        controller.contains("#[controller(for = Beacon, status, finalizer, events, multicluster)]"),
+        "{controller}"
+    );
+    assert!(
+        read("PROJECT").contains("multicluster: kubeconfig-secrets\n"),
+        "{}",
+        read("PROJECT")
+    );
+    let readme = read("README.md");
+    assert!(readme.contains("## Member clusters"), "{readme}");
+    assert!(
+        readme.contains("What the member credentials must allow"),
+        "{readme}"
+    );
+
+    let output = cargo(&["fmt", "--check"], &project);
+    assert!(
+        output.status.success(),
+        "cargo fmt --check:\n{}",
+        text(&output)
+    );
+    let output = cargo(
+        &["clippy", "--all-targets", "--quiet", "--", "-D", "warnings"],
+        &project,
+    );
+    assert!(output.status.success(), "cargo clippy:\n{}", text(&output));
+    let output = cargo(
+        &["run", "--quiet", "--", "manifests", "--dir", "deploy"],
+        &project,
+    );
+    assert!(output.status.success(), "manifests:\n{}", text(&output));
+    let rbac = read("deploy/03-rbac.yaml");
+    let secrets = rbac
+        .split("- apiGroups:")
+        .find(|rule| rule.contains("- secrets"))
+        .unwrap_or_else(|| panic!("no Secret rule:\n{rbac}"));
+    for verb in ["get", "list", "watch"] {
+        assert!(secrets.contains(&format!("- {verb}")), "{verb}:\n{secrets}");
+    }
+    let output = cargo(&["run", "--quiet", "--", "--help"], &project);
+    assert!(
+        text(&output).contains("--fleet-namespace"),
+        "{}",
+        text(&output)
+    );
+    // the generated test: a hub and a member control plane
+    let output = cargo(&["test", "--", "--show-output"], &project);
+    assert!(
+        output.status.success(),
+        "the generated project's tests failed:\n{}",
+        text(&output)
+    );
+    assert!(
+        String::from_utf8_lossy(&output.stdout)
+            .contains("beacon_gets_a_finalizer_and_a_ready_condition_and_goes_away ... ok"),
+        "{}",
+        text(&output)
+    );
+}
+
+#[test]
+fn a_cluster_profiles_project_reads_its_provider_file_and_is_lint_clean() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    generate(
+        tmp.path(),
+        "inventory-operator",
+        "Probe",
+        "cluster-profiles",
+    );
+    let persisted = persist(
+        &tmp.path().join("inventory-operator"),
+        "new_multicluster_profiles",
+        None,
+    );
+    let project = persisted.dir.clone();
+    let main = std::fs::read_to_string(project.join("src/main.rs")).expect("main.rs");
+    assert!(
+        main.contains("ClusterProfileAccess::from_file(&args.clusterprofile_provider_file)"),
+        "{main}"
+    );
+    let lib = std::fs::read_to_string(project.join("src/lib.rs")).expect("lib.rs");
+    assert!(lib.contains("\"clusterprofiles\""), "{lib}");
+    let output = cargo(
+        &["clippy", "--all-targets", "--quiet", "--", "-D", "warnings"],
+        &project,
+    );
+    assert!(output.status.success(), "cargo clippy:\n{}", text(&output));
+}
+
+#[test]
+fn an_unknown_provider_is_refused_and_nothing_is_written() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let output = cargo_opkit(
+        &[
+            "opkit",
+            "new",
+            "lost-operator",
+            "--group",
+            "fleet.example.com",
+            "--multicluster",
+            "carrier-pigeons",
+            "--dir",
+            tmp.path().to_str().expect("utf-8"),
+        ],
+        tmp.path(),
+    );
+    assert!(!output.status.success());
+    let said = text(&output);
+    assert!(
+        said.contains("kubeconfig-secrets") && said.contains("cluster-profiles"),
+        "{said}"
+    );
+    assert!(!tmp.path().join("lost-operator").exists());
+}
