@@ -37,6 +37,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 mod cluster_profiles;
+mod footprint_bench;
 mod sharded;
 
 const WAIT: Duration = Duration::from_secs(30);
