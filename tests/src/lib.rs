@@ -45,6 +45,32 @@ pub async fn create_namespace(client: &kube::Client, name: &str) {
     }
 }
 
+/// Creates `count` ConfigMaps `obj-0`… in `namespace` (which must
+/// exist), each with one data key, 100 at a time: a benchmark's objects.
+pub async fn create_config_maps(client: &kube::Client, namespace: &str, count: usize) {
+    let api = Api::<k8s_openapi::api::core::v1::ConfigMap>::namespaced(client.clone(), namespace);
+    let names: Vec<usize> = (0..count).collect();
+    for chunk in names.chunks(100) {
+        futures::future::join_all(chunk.iter().map(|i| {
+            let cm = k8s_openapi::api::core::v1::ConfigMap {
+                metadata: ObjectMeta {
+                    name: Some(format!("obj-{i}")),
+                    ..ObjectMeta::default()
+                },
+                data: Some([("k".to_owned(), format!("value {i}"))].into()),
+                ..Default::default()
+            };
+            let api = api.clone();
+            async move {
+                api.create(&PostParams::default(), &cm)
+                    .await
+                    .unwrap_or_else(|e| panic!("creating {namespace}/obj-{i}: {e}"))
+            }
+        }))
+        .await;
+    }
+}
+
 /// The usual start of a test: tracing, the test process's shared control
 /// plane (started on first use), an admin client for it, and a fresh
 /// namespace `ns`. Panics, naming what failed, when any of it fails.

@@ -9,38 +9,17 @@
 //! the manager reads an access-provider file and watches the hub's
 //! ClusterProfiles, and the project is `clippy -D warnings` clean too.
 
-use super::support::{cargo, cargo_opkit, persist, text, workspace};
+use super::support::{cargo, cargo_opkit, new_project_with, persist, text};
 
-/// `cargo opkit new NAME --group G --kind K --multicluster PROVIDER`
-/// under `dir`, without building it.
+/// `cargo opkit new NAME --group fleet.example.com --kind KIND
+/// --multicluster PROVIDER` under `dir`, without building it.
 fn generate(dir: &std::path::Path, name: &str, kind: &str, provider: &str) {
-    let workspace = workspace();
-    let lock = workspace.join("Cargo.lock");
-    let output = cargo_opkit(
-        &[
-            "opkit",
-            "new",
-            name,
-            "--group",
-            "fleet.example.com",
-            "--kind",
-            kind,
-            "--multicluster",
-            provider,
-            "--dir",
-            dir.to_str().expect("utf-8"),
-            "--opkit-path",
-            workspace.to_str().expect("utf-8"),
-            "--lock-from",
-            lock.to_str().expect("utf-8"),
-            "--skip-manifests",
-        ],
+    new_project_with(
         dir,
-    );
-    assert!(
-        output.status.success(),
-        "new --multicluster {provider}:\n{}",
-        text(&output)
+        name,
+        "fleet.example.com",
+        kind,
+        &["--multicluster", provider],
     );
 }
 

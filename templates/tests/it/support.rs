@@ -91,30 +91,38 @@ pub fn succeeds(output: Output, what: &str) {
 /// rendering the manifests (the first `create` or `make` does); panics if
 /// it fails. The project's directory.
 pub fn new_project(dir: &Path, name: &str, group: &str, kind: &str) -> PathBuf {
+    new_project_with(dir, name, group, kind, &[])
+}
+
+/// [`new_project`] with more flags for `cargo opkit new` (`--sharding`,
+/// `--multicluster PROVIDER`).
+pub fn new_project_with(
+    dir: &Path,
+    name: &str,
+    group: &str,
+    kind: &str,
+    flags: &[&str],
+) -> PathBuf {
     let workspace = workspace();
     let lock = workspace.join("Cargo.lock");
-    succeeds(
-        cargo_opkit(
-            &[
-                "opkit",
-                "new",
-                name,
-                "--group",
-                group,
-                "--kind",
-                kind,
-                "--dir",
-                dir.to_str().expect("utf-8"),
-                "--opkit-path",
-                workspace.to_str().expect("utf-8"),
-                "--lock-from",
-                lock.to_str().expect("utf-8"),
-                "--skip-manifests",
-            ],
-            dir,
-        ),
-        "cargo opkit new",
-    );
+    let mut args = vec![
+        "opkit",
+        "new",
+        name,
+        "--group",
+        group,
+        "--kind",
+        kind,
+        "--dir",
+        dir.to_str().expect("utf-8"),
+        "--opkit-path",
+        workspace.to_str().expect("utf-8"),
+        "--lock-from",
+        lock.to_str().expect("utf-8"),
+        "--skip-manifests",
+    ];
+    args.extend_from_slice(flags);
+    succeeds(cargo_opkit(&args, dir), "cargo opkit new");
     dir.join(name)
 }
 

@@ -22,10 +22,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams};
+use kube::api::{Api, DeleteParams, ListParams};
 use opkit_envtest::ControlPlane;
-use opkit_tests::{create_namespace, init_tracing};
+use opkit_tests::{create_config_maps, create_namespace, init_tracing};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
 pub(crate) const NS: &str = "shard-bench";
@@ -336,23 +335,7 @@ pub(crate) async fn delete_leases(admin: &kube::Client) {
 
 pub(crate) async fn populate(admin: &kube::Client, count: usize) {
     create_namespace(admin, NS).await;
-    let api = Api::<ConfigMap>::namespaced(admin.clone(), NS);
-    let names: Vec<usize> = (0..count).collect();
-    for chunk in names.chunks(100) {
-        futures::future::join_all(chunk.iter().map(|i| {
-            let cm = ConfigMap {
-                metadata: ObjectMeta {
-                    name: Some(format!("obj-{i}")),
-                    ..ObjectMeta::default()
-                },
-                data: Some([("k".to_owned(), format!("value {i}"))].into()),
-                ..ConfigMap::default()
-            };
-            let api = api.clone();
-            async move { api.create(&PostParams::default(), &cm).await.unwrap() }
-        }))
-        .await;
-    }
+    create_config_maps(admin, NS, count).await;
 }
 
 /// What one run printed: its summary row and one row per replica.

@@ -15,12 +15,11 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ObjectMeta, PostParams};
 use opkit::ControllerWiring;
 use opkit::multicluster::{ClusterSet, Fleet};
 use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
 use opkit_envtest::ControlPlane;
-use opkit_tests::{create_namespace, eventually, init_tracing};
+use opkit_tests::{create_config_maps, create_namespace, eventually, init_tracing};
 use tokio_util::sync::CancellationToken;
 
 const NS: &str = "mc-footprint";
@@ -100,34 +99,14 @@ fn tasks() -> usize {
         .num_alive_tasks()
 }
 
-async fn populate(admin: &kube::Client) {
-    create_namespace(admin, NS).await;
-    let api = Api::<ConfigMap>::namespaced(admin.clone(), NS);
-    let names: Vec<usize> = (0..OBJECTS).collect();
-    for chunk in names.chunks(100) {
-        futures::future::join_all(chunk.iter().map(|i| {
-            let cm = ConfigMap {
-                metadata: ObjectMeta {
-                    name: Some(format!("obj-{i}")),
-                    ..ObjectMeta::default()
-                },
-                data: Some([("k".to_owned(), format!("value {i}"))].into()),
-                ..ConfigMap::default()
-            };
-            let api = api.clone();
-            async move { api.create(&PostParams::default(), &cm).await.unwrap() }
-        }))
-        .await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "measurement, not a check (about two minutes)"]
 async fn measure_engaged_cluster_footprint() {
     init_tracing();
     let plane = ControlPlane::start().await.unwrap();
     let admin = plane.client().unwrap();
-    populate(&admin).await;
+    create_namespace(&admin, NS).await;
+    create_config_maps(&admin, NS, OBJECTS).await;
     let seen: Seen = Arc::default();
     let (clusters, handle) = ClusterSet::new();
     let mut fleet = Fleet::new(clusters);
