@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use super::support::{
-    Persisted, cargo, cargo_opkit, persist, render_manifests, sync_into, text, workspace,
+    Persisted, cargo, cargo_opkit, lint, persist, render_manifests, sync_into, text, workspace,
 };
 
 fn read(path: &Path) -> String {
@@ -48,20 +48,6 @@ fn built(staged: &Path, state: &str, last: bool) -> Persisted {
     render_manifests(&persisted.dir);
     sync_into(&persisted.dir.join("deploy"), &staged.join("deploy"));
     persisted
-}
-
-fn lint(project: &Path) {
-    let output = cargo(&["fmt", "--check"], project);
-    assert!(
-        output.status.success(),
-        "cargo fmt --check:\n{}",
-        text(&output)
-    );
-    let output = cargo(
-        &["clippy", "--all-targets", "--quiet", "--", "-D", "warnings"],
-        project,
-    );
-    assert!(output.status.success(), "cargo clippy:\n{}", text(&output));
 }
 
 /// A kind another operator defines, as the project would hold its type.

@@ -9,7 +9,7 @@
 //! the manager reads an access-provider file and watches the hub's
 //! ClusterProfiles, and the project is `clippy -D warnings` clean too.
 
-use super::support::{cargo, cargo_opkit, new_project_with, persist, text};
+use super::support::{cargo, cargo_opkit, lint, new_project_with, persist, text};
 
 /// `cargo opkit new NAME --group fleet.example.com --kind KIND
 /// --multicluster PROVIDER` under `dir`, without building it.
@@ -58,17 +58,7 @@ fn a_multicluster_project_reconciles_its_kind_in_a_member_cluster() {
         "{readme}"
     );
 
-    let output = cargo(&["fmt", "--check"], &project);
-    assert!(
-        output.status.success(),
-        "cargo fmt --check:\n{}",
-        text(&output)
-    );
-    let output = cargo(
-        &["clippy", "--all-targets", "--quiet", "--", "-D", "warnings"],
-        &project,
-    );
-    assert!(output.status.success(), "cargo clippy:\n{}", text(&output));
+    lint(&project);
     let output = cargo(
         &["run", "--quiet", "--", "manifests", "--dir", "deploy"],
         &project,
@@ -125,11 +115,7 @@ fn a_cluster_profiles_project_reads_its_provider_file_and_is_lint_clean() {
     );
     let lib = std::fs::read_to_string(project.join("src/lib.rs")).expect("lib.rs");
     assert!(lib.contains("\"clusterprofiles\""), "{lib}");
-    let output = cargo(
-        &["clippy", "--all-targets", "--quiet", "--", "-D", "warnings"],
-        &project,
-    );
-    assert!(output.status.success(), "cargo clippy:\n{}", text(&output));
+    lint(&project);
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //! RBAC the project renders allows the ring's Leases, and the generated
 //! code is `cargo fmt` and `cargo clippy -D warnings` clean.
 
-use super::support::{cargo, cargo_opkit, persist, text, workspace};
+use super::support::{cargo, cargo_opkit, lint, persist, text, workspace};
 
 #[test]
 fn a_sharded_project_has_the_flag_three_replicas_and_the_lease_rbac() {
@@ -61,17 +61,7 @@ fn a_sharded_project_has_the_flag_three_replicas_and_the_lease_rbac() {
     assert!(lib.contains("pub const SHARD_RING: &str = \"split-operator\";"));
     assert!(lib.contains(".sharding()"), "{lib}");
 
-    let output = cargo(&["fmt", "--check"], &project);
-    assert!(
-        output.status.success(),
-        "cargo fmt --check:\n{}",
-        text(&output)
-    );
-    let output = cargo(
-        &["clippy", "--all-targets", "--quiet", "--", "-D", "warnings"],
-        &project,
-    );
-    assert!(output.status.success(), "cargo clippy:\n{}", text(&output));
+    lint(&project);
     // the rendered RBAC: the ring's Leases (list and delete beyond leader election's verbs)
     let output = cargo(
         &["run", "--quiet", "--", "manifests", "--dir", "deploy"],

@@ -155,3 +155,19 @@ pub use super::persist::{Persisted, sync_into};
 pub fn persist(staged: &Path, state: &str, package: Option<&str>) -> Persisted {
     super::persist::persist(&generated_root(), staged, state, package)
 }
+
+/// `cargo fmt --check` and `cargo clippy --all-targets -D warnings` pass in
+/// `project`; panics with their output if not.
+pub fn lint(project: &Path) {
+    let output = cargo(&["fmt", "--check"], project);
+    assert!(
+        output.status.success(),
+        "cargo fmt --check:\n{}",
+        text(&output)
+    );
+    let output = cargo(
+        &["clippy", "--all-targets", "--quiet", "--", "-D", "warnings"],
+        project,
+    );
+    assert!(output.status.success(), "cargo clippy:\n{}", text(&output));
+}
