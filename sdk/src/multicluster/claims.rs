@@ -8,6 +8,14 @@ use std::sync::Arc;
 
 use crate::cluster_request::ClusterName;
 
+/// What a ring dividing a fleet's clusters publishes as the kind it
+/// divides (`Cluster.multicluster.opkit.dev`): not a served kind, a name
+/// for the ring's kinds annotation.
+#[cfg(feature = "shard")]
+const CLUSTERS_KIND: &str = "Cluster";
+#[cfg(feature = "shard")]
+const CLUSTERS_GROUP: &str = "multicluster.opkit.dev";
+
 /// Who may engage which cluster.
 #[derive(Debug, Default)]
 pub(super) enum Claims {
@@ -37,6 +45,9 @@ impl Claims {
     /// The clusters `shard`'s share gives this replica.
     #[cfg(feature = "shard")]
     pub(super) fn sharded(shard: crate::shard::ShardHandle) -> Self {
+        // Published in the member Lease like a sharded controller's kind,
+        // so that another operator sharing the ring name is told apart.
+        shard.register_kind(CLUSTERS_GROUP, CLUSTERS_KIND);
         let status = shard.subscribe();
         Self::Sharded { shard, status }
     }

@@ -13,7 +13,9 @@ use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams};
 use opkit::ControllerWiring;
 use opkit::manager::Manager;
 use opkit::multicluster::{ClusterName, ClusterSet, ClusterSetHandle, Fleet};
@@ -258,6 +260,24 @@ async fn two_replicas_divide_the_clusters_and_hand_them_over_without_overlap() {
     let r2 = Replica::fleet("r2", hub, &planes, &log).await;
     let shares = wait_divided(&[&r1, &r2]).await;
     eprintln!("two replicas: r1 {:?}, r2 {:?}", shares[0], shares[1]);
+    // each member Lease says the ring divides clusters, as a sharded
+    // controller's says its kind (two operators sharing a ring are told apart)
+    let leases = Api::<Lease>::namespaced(hub.clone(), NS)
+        .list(&ListParams::default().labels("shard.opkit.dev/ring=fleet"))
+        .await
+        .unwrap();
+    assert_eq!(leases.items.len(), 2);
+    for lease in &leases.items {
+        let kinds = lease
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("shard.opkit.dev/kinds"));
+        assert_eq!(
+            kinds.map(String::as_str),
+            Some("Cluster.multicluster.opkit.dev")
+        );
+    }
     let since = Instant::now();
     wait_reconciled(&log, "r1", &shares[0], since).await;
     wait_reconciled(&log, "r2", &shares[1], since).await;
