@@ -45,11 +45,19 @@ impl Claims {
     /// The clusters `shard`'s share gives this replica.
     #[cfg(feature = "shard")]
     pub(super) fn sharded(shard: crate::shard::ShardHandle) -> Self {
-        // Published in the member Lease like a sharded controller's kind,
-        // so that another operator sharing the ring name is told apart.
-        shard.register_kind(CLUSTERS_GROUP, CLUSTERS_KIND);
         let status = shard.subscribe();
         Self::Sharded { shard, status }
+    }
+
+    /// Says, once the fleet runs, that its ring divides clusters: published
+    /// in the member Lease like a sharded controller's kind, so that another
+    /// operator sharing the ring name is told apart. (A sharded manager
+    /// with no multicluster controller runs no fleet, and publishes nothing.)
+    pub(super) fn announce(&self) {
+        #[cfg(feature = "shard")]
+        if let Self::Sharded { shard, .. } = self {
+            shard.register_kind(CLUSTERS_GROUP, CLUSTERS_KIND);
+        }
     }
 
     /// A claim on `cluster` now, or `None` when another replica owns it or

@@ -213,6 +213,7 @@ impl Fleet {
         let mut provider_running = true;
         let (lapses, mut lapsed) = mpsc::unbounded_channel();
         let mut claims = self.claims;
+        claims.announce();
         let mut members = Members {
             controllers: self.controllers,
             clusters: BTreeMap::new(),
