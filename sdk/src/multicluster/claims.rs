@@ -17,10 +17,9 @@ const CLUSTERS_KIND: &str = "Cluster";
 const CLUSTERS_GROUP: &str = "multicluster.opkit.dev";
 
 /// Who may engage which cluster.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(super) enum Claims {
     /// Every cluster offered is engaged (one replica, or one that leads).
-    #[default]
     All,
     /// Only the clusters this replica owns in its ring; see
     /// [`Fleet::shard_clusters`](super::Fleet::shard_clusters).

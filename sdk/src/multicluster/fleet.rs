@@ -321,15 +321,10 @@ impl Members {
             }
             Command::Disengage { cluster, done } => {
                 let offered = self.offered.remove(&cluster).is_some();
-                let was = match self.clusters.remove(&cluster) {
-                    Some(member) => {
-                        member.disengage(&cluster, &self.controllers).await;
-                        tracing::info!(%cluster, "cluster disengaged");
-                        true
-                    }
-                    None => false,
-                };
-                self.publish();
+                let was = self
+                    .disengage(&cluster, "cluster disengaged")
+                    .await
+                    .is_some();
                 let _ = done.send(was || offered);
             }
             Command::UpdateCredentials {
@@ -366,17 +361,15 @@ impl Members {
         claims: &Claims,
     ) -> Result<(), MultiClusterError> {
         self.offered.insert(cluster.clone(), client.clone());
-        let claim = match self.clusters.remove(&cluster) {
-            Some(old) => {
-                tracing::info!(%cluster, "cluster engaged again (new credentials); disengaging the old one first");
-                // the claim stays held across the re-engagement
-                let claim = old.claim.clone();
-                old.disengage(&cluster, &self.controllers).await;
-                self.publish();
-                Some(claim)
-            }
-            None => claims.claim(&cluster),
-        };
+        // engaged again (new credentials): the old engagement goes first,
+        // and its claim stays held across the re-engagement
+        let old = self
+            .disengage(
+                &cluster,
+                "cluster engaged again (new credentials); the old engagement disengaged",
+            )
+            .await;
+        let claim = old.or_else(|| claims.claim(&cluster));
         let Some(claim) = claim else {
             tracing::debug!(%cluster, "cluster offered; another replica of the ring engages it");
             return Ok(());
@@ -444,11 +437,19 @@ impl Members {
         {
             return;
         }
-        if let Some(member) = self.clusters.remove(cluster) {
-            member.disengage(cluster, &self.controllers).await;
-            tracing::info!(%cluster, "cluster disengaged: the ring gives it to another replica, or this replica's membership lapsed");
-            self.publish();
-        }
+        self.disengage(cluster, "cluster disengaged: the ring gives it to another replica, or this replica's membership lapsed").await;
+    }
+
+    /// Disengages `cluster` if it is engaged here (logging `why`) and
+    /// publishes the change; returns the claim it was engaged under, held
+    /// until the caller drops it.
+    async fn disengage(&mut self, cluster: &ClusterName, why: &str) -> Option<Claim> {
+        let member = self.clusters.remove(cluster)?;
+        let claim = member.claim.clone();
+        member.disengage(cluster, &self.controllers).await;
+        tracing::info!(%cluster, "{why}");
+        self.publish();
+        Some(claim)
     }
 
     /// Engages each offered cluster not engaged here that this replica

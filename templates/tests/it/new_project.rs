@@ -13,7 +13,8 @@ use std::path::Path;
 use std::process::Command;
 
 use super::support::{
-    cargo, cargo_opkit, cargo_opkit_with, persist, render_manifests, target_dir, text, workspace,
+    cargo, cargo_opkit, cargo_opkit_with, lint, persist, render_manifests, target_dir, text,
+    workspace,
 };
 
 /// The workspace's Cargo.lock: generated projects resolve to the versions
@@ -309,22 +310,7 @@ fn generated_code_is_fmt_and_clippy_clean_for_any_name() {
         // Checked in a directory that persists between runs: unchanged, it
         // compiles nothing again.
         let persisted = persist(&staged, &format!("new_project-lint-{name}"), None);
-        let project = &persisted.dir;
-        let output = cargo(&["fmt", "--check"], project);
-        assert!(
-            output.status.success(),
-            "{name}: cargo fmt --check:\n{}",
-            text(&output)
-        );
-        let output = cargo(
-            &["clippy", "--all-targets", "--quiet", "--", "-D", "warnings"],
-            project,
-        );
-        assert!(
-            output.status.success(),
-            "{name}: cargo clippy:\n{}",
-            text(&output)
-        );
+        lint(&persisted.dir);
     }
 }
 

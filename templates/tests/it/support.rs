@@ -162,12 +162,18 @@ pub fn lint(project: &Path) {
     let output = cargo(&["fmt", "--check"], project);
     assert!(
         output.status.success(),
-        "cargo fmt --check:\n{}",
+        "{}: cargo fmt --check:\n{}",
+        project.display(),
         text(&output)
     );
     let output = cargo(
         &["clippy", "--all-targets", "--quiet", "--", "-D", "warnings"],
         project,
     );
-    assert!(output.status.success(), "cargo clippy:\n{}", text(&output));
+    assert!(
+        output.status.success(),
+        "{}: cargo clippy:\n{}",
+        project.display(),
+        text(&output)
+    );
 }

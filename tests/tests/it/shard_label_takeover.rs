@@ -11,10 +11,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{Api, ObjectMeta, PostParams};
 use opkit_envtest::ControlPlane;
-use opkit_tests::{create_namespace, eventually};
+use opkit_tests::{create_config_maps, create_namespace, eventually};
 
 use crate::shard_bench::{NS, Replica, Shared, converge, now, secs};
 
@@ -39,18 +37,8 @@ async fn populate(admin: &kube::Client) -> BTreeSet<String> {
         // the end close together on the ring
         let namespace = format!("{n:02}-takeover");
         create_namespace(admin, &namespace).await;
-        let api: Api<ConfigMap> = Api::namespaced(admin.clone(), &namespace);
-        for i in 0..PER_NAMESPACE {
-            let cm = ConfigMap {
-                metadata: ObjectMeta {
-                    name: Some(format!("obj-{i}")),
-                    ..ObjectMeta::default()
-                },
-                ..ConfigMap::default()
-            };
-            api.create(&PostParams::default(), &cm).await.unwrap();
-            keys.insert(format!("{namespace}/obj-{i}"));
-        }
+        create_config_maps(admin, &namespace, PER_NAMESPACE).await;
+        keys.extend((0..PER_NAMESPACE).map(|i| format!("{namespace}/obj-{i}")));
     }
     keys
 }
