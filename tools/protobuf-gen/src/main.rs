@@ -200,8 +200,23 @@ fn go_module(module: &str) -> Result<PathBuf, String> {
     Ok(dir)
 }
 
+/// The host's target triple (`rustc -vV`'s `host:` line).
+fn host_triple() -> Result<String, String> {
+    let rustc = env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
+    let out = Command::new(rustc)
+        .arg("-vV")
+        .output()
+        .map_err(|e| format!("rustc -vV: {e}"))?;
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find_map(|line| line.strip_prefix("host: "))
+        .map(str::to_owned)
+        .ok_or_else(|| "rustc -vV printed no host triple".into())
+}
+
 /// The k8s-openapi crate the workspace builds against (from `cargo
-/// metadata`).
+/// metadata`, offline, for the host platform only: a new machine's
+/// registry holds what a build downloaded, not other platforms' crates).
 fn openapi_dir() -> Result<PathBuf, String> {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../Cargo.toml");
@@ -211,6 +226,8 @@ fn openapi_dir() -> Result<PathBuf, String> {
             "--format-version",
             "1",
             "--offline",
+            "--filter-platform",
+            &host_triple()?,
             "--manifest-path",
         ])
         .arg(&manifest)
