@@ -25,17 +25,19 @@ use crate::reconcile::Request;
 use crate::workqueue::{Priority, WorkQueue};
 
 /// A shared mapping function.
-type MapFn<K> = Arc<dyn Fn(&K) -> Vec<Request> + Send + Sync>;
+type MapFn<K, T> = Arc<dyn Fn(&K) -> Vec<T> + Send + Sync>;
 
-/// Maps an object of kind `K` to the requests it should trigger.
-pub(crate) struct Mapper<K> {
-    map: MapFn<K>,
+/// Maps an object of kind `K` to the requests it should trigger (`T`:
+/// [`Request`]s, or the [`ClusterRequest`](crate::cluster_request::ClusterRequest)s
+/// a hub-side watch of a multicluster controller names members with).
+pub(crate) struct Mapper<K, T = Request> {
+    map: MapFn<K, T>,
     /// The requests depend only on the object's name and namespace, which
     /// never change: an update's old object maps to the same requests.
     by_identity: bool,
 }
 
-impl<K> Clone for Mapper<K> {
+impl<K, T> Clone for Mapper<K, T> {
     fn clone(&self) -> Self {
         Self {
             map: Arc::clone(&self.map),
@@ -44,15 +46,15 @@ impl<K> Clone for Mapper<K> {
     }
 }
 
-impl<K> std::fmt::Debug for Mapper<K> {
+impl<K, T> std::fmt::Debug for Mapper<K, T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("Mapper")
     }
 }
 
-impl<K> Mapper<K> {
+impl<K, T> Mapper<K, T> {
     /// A mapper from a function (any object to any requests).
-    pub(crate) fn from_fn(f: impl Fn(&K) -> Vec<Request> + Send + Sync + 'static) -> Self {
+    pub(crate) fn from_fn(f: impl Fn(&K) -> Vec<T> + Send + Sync + 'static) -> Self {
         Self {
             map: Arc::new(f),
             by_identity: false,
@@ -60,8 +62,35 @@ impl<K> Mapper<K> {
     }
 
     /// The requests for `obj`.
-    pub(crate) fn map(&self, obj: &K) -> Vec<Request> {
+    pub(crate) fn map(&self, obj: &K) -> Vec<T> {
         (self.map)(obj)
+    }
+}
+
+/// Where an [`EnqueueHandler`]'s mapped requests go: a controller's
+/// [`WorkQueue`], or (for a multicluster controller's hub-side watch) the
+/// queues of the engaged members a request names.
+pub(crate) trait Enqueue: Send + Sync + 'static {
+    /// What the handler's mapper yields.
+    type Item: PartialEq + Send + 'static;
+
+    /// Adds `item` at `priority`.
+    fn enqueue(&self, item: Self::Item, priority: Priority);
+
+    /// Adds the own key of an object that could not be decoded, for a watch
+    /// that maps objects to themselves (only a controller's queue does).
+    fn enqueue_undecodable(&self, _request: Request) {}
+}
+
+impl Enqueue for WorkQueue<Request> {
+    type Item = Request;
+
+    fn enqueue(&self, item: Request, priority: Priority) {
+        self.add_with_priority(item, priority);
+    }
+
+    fn enqueue_undecodable(&self, request: Request) {
+        self.add_with_priority(request, Priority::Normal);
     }
 }
 
@@ -197,19 +226,19 @@ impl<K: Resource + 'static> WatchPredicates<K> {
 }
 
 /// An informer event handler that enqueues mapped requests.
-pub(crate) struct EnqueueHandler<K> {
-    mapper: Mapper<K>,
+pub(crate) struct EnqueueHandler<K, Q: Enqueue = WorkQueue<Request>> {
+    mapper: Mapper<K, Q::Item>,
     predicates: WatchPredicates<K>,
-    queue: WorkQueue<Request>,
+    queue: Q,
 }
 
-impl<K: Resource + 'static> EnqueueHandler<K> {
+impl<K: Resource + 'static, Q: Enqueue> EnqueueHandler<K, Q> {
     /// A handler adding `mapper`'s requests to `queue` for events that pass
     /// `predicates`.
     pub(crate) fn new(
-        mapper: Mapper<K>,
+        mapper: Mapper<K, Q::Item>,
         predicates: WatchPredicates<K>,
-        queue: WorkQueue<Request>,
+        queue: Q,
     ) -> Self {
         Self {
             mapper,
@@ -220,7 +249,7 @@ impl<K: Resource + 'static> EnqueueHandler<K> {
 
     fn enqueue(&self, obj: &K, priority: Priority) {
         for request in self.mapper.map(obj) {
-            self.queue.add_with_priority(request, priority);
+            self.queue.enqueue(request, priority);
         }
     }
 
@@ -233,12 +262,12 @@ impl<K: Resource + 'static> EnqueueHandler<K> {
         if !self.mapper.by_identity {
             for request in self.mapper.map(old) {
                 if !requests.contains(&request) {
-                    self.queue.add_with_priority(request, priority);
+                    self.queue.enqueue(request, priority);
                 }
             }
         }
         for request in requests {
-            self.queue.add_with_priority(request, priority);
+            self.queue.enqueue(request, priority);
         }
     }
 }
@@ -251,7 +280,7 @@ fn priority(background: bool) -> Priority {
     }
 }
 
-impl<K: Resource + Send + Sync + 'static> EventHandler<K> for EnqueueHandler<K> {
+impl<K: Resource + Send + Sync + 'static, Q: Enqueue> EventHandler<K> for EnqueueHandler<K, Q> {
     async fn on_add(&mut self, obj: Arc<K>, is_in_initial_list: bool) {
         if self.predicates.passes(&PredicateEvent::Create(&*obj)) {
             self.enqueue(&obj, priority(is_in_initial_list));
@@ -290,7 +319,7 @@ impl<K: Resource + Send + Sync + 'static> EventHandler<K> for EnqueueHandler<K> 
                 namespace: obj.namespace().map(str::to_owned),
                 name: obj.name().to_owned(),
             };
-            self.queue.add_with_priority(request, Priority::Normal);
+            self.queue.enqueue_undecodable(request);
         }
     }
 }

@@ -46,6 +46,10 @@ pub struct Controller<R> {
     /// ([`multicluster`](Self::multicluster)).
     #[cfg(feature = "multicluster")]
     pub(super) multicluster: bool,
+    /// Watches crossing a fleet's clusters ([`watches_hub`](Self::watches_hub),
+    /// [`watches_members`](Self::watches_members)).
+    #[cfg(feature = "multicluster")]
+    pub(super) fleet_watches: super::fleet_watch::FleetWatches,
     /// Sources of requests outside any watch ([`watches_channel`](Self::watches_channel)):
     /// taken by the one queue the controller is prepared with.
     pub(super) sources: Vec<watch::Source>,
@@ -117,6 +121,8 @@ impl<R: Reconcile> Controller<R> {
             observer: None,
             #[cfg(feature = "multicluster")]
             multicluster: false,
+            #[cfg(feature = "multicluster")]
+            fleet_watches: Default::default(),
             sources: Vec::new(),
         };
         controller.add_watch::<R::Object>(|_| Ok(the_object::<R::Object>()), predicates);

@@ -59,4 +59,42 @@ pub enum ControllerError {
         /// What it uses that a fleet cannot give each cluster.
         reason: &'static str,
     },
+    #[cfg(feature = "multicluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "multicluster")))]
+    /// A controller with hub-side watches
+    /// ([`watches_hub`](crate::controller::Controller::watches_hub)) that
+    /// is not a multicluster controller.
+    #[error(
+        "controller {controller} maps hub objects to member clusters (watches_hub) but is not a \
+         multicluster controller: call .multicluster(), or map hub objects to hub objects with watches"
+    )]
+    HubWatchesNeedMulticluster {
+        /// The controller.
+        controller: String,
+    },
+    #[cfg(feature = "multicluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "multicluster")))]
+    /// A multicluster controller with hub-side watches run by a
+    /// [`Fleet`](crate::multicluster::Fleet) that has no hub cache.
+    #[error(
+        "controller {controller} watches the hub (watches_hub) but its fleet has no hub: run it \
+         under a Manager, or give the Fleet the hub's cache with Fleet::hub"
+    )]
+    NoHub {
+        /// The controller.
+        controller: String,
+    },
+    #[cfg(feature = "multicluster")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "multicluster")))]
+    /// A controller with member-side watches
+    /// ([`watches_members`](crate::controller::Controller::watches_members))
+    /// run without a fleet.
+    #[error(
+        "controller {controller} watches member clusters (watches_members) but runs without a \
+         fleet: add it to a Manager given a cluster provider (Manager::set_cluster_provider)"
+    )]
+    NoFleet {
+        /// The controller.
+        controller: String,
+    },
 }

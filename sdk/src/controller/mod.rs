@@ -71,6 +71,8 @@
 mod builder;
 mod error;
 #[cfg(feature = "multicluster")]
+mod fleet_watch;
+#[cfg(feature = "multicluster")]
 mod multicluster;
 mod observer;
 mod run;
@@ -84,6 +86,8 @@ mod workers;
 
 pub use builder::Controller;
 pub use error::ControllerError;
+#[cfg(feature = "multicluster")]
+pub(crate) use fleet_watch::{MemberWatchFeed, WatchRegistrations};
 #[cfg(feature = "multicluster")]
 pub(crate) use multicluster::ClusterController;
 pub(crate) use observer::{ControllerObservers, ReconcileObserver, ReconcileResult};

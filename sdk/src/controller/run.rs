@@ -79,7 +79,15 @@ impl<R: Reconcile> Controller<R> {
             .or_else(|| self.reconcile_observer(None));
         let settings = self.settings.clone();
         let sources = std::mem::take(&mut self.sources);
+        #[cfg(feature = "multicluster")]
+        if self.watches_the_hub() {
+            return Err(ControllerError::HubWatchesNeedMulticluster {
+                controller: settings.name,
+            });
+        }
         let mut prepared = self.prepare_on(cache, settings, limiter, observer)?;
+        #[cfg(feature = "multicluster")]
+        self.feed_member_watches(&prepared.queue)?;
         for source in sources {
             let registered =
                 watch::forward_source(&prepared.settings.name, source, &prepared.queue)

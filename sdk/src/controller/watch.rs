@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use crate::cache::Cacheable;
 use crate::cache::{CacheError, SharedCache};
-use crate::handler::{EnqueueHandler, Mapper, WatchPredicates};
+use crate::handler::{Enqueue, EnqueueHandler, Mapper, WatchPredicates};
 use crate::predicate::{HasMetadata, Predicate};
 use crate::reconcile::Request;
 use crate::workqueue::WorkQueue;
@@ -44,6 +44,7 @@ pub(super) struct RegisteredWatch {
 }
 
 /// What every watch of a controller enqueues into, and how.
+#[derive(Clone)]
 pub(super) struct WatchTarget {
     pub(super) queue: WorkQueue<Request>,
     pub(super) event_filters: Arc<[Arc<dyn Predicate<dyn HasMetadata>>]>,
@@ -61,34 +62,52 @@ where
     K::Scope: 'static,
 {
     Arc::new(move |cache: &SharedCache, target: &WatchTarget| {
-        let kind = K::kind(&()).into_owned();
         let predicates = predicates
             .clone()
             .with_event_filters(Arc::clone(&target.event_filters));
-        let mapper = mapper(cache).map_err(|e| (kind.clone(), e))?;
-        let handler = EnqueueHandler::new(mapper, predicates, target.queue.clone());
-        let informer = cache.informer::<K>().map_err(|e| (kind.clone(), e))?;
-        let registration = informer
-            .add_event_handler(handler)
-            .map_err(|e| (kind.clone(), e))?;
-        let synced: SyncWait = {
+        let mapper = mapper(cache).map_err(|e| (K::kind(&()).into_owned(), e))?;
+        register_handler(cache, mapper, predicates, target.queue.clone())
+    })
+}
+
+/// Registers on `cache`'s informer of kind `K` a handler adding `mapper`'s
+/// requests for the events that pass `predicates` to `queue`: what every
+/// watch of a controller leaves behind (and the fleet-crossing ones, whose
+/// `queue` routes to other clusters' controllers).
+pub(super) fn register_handler<K, Q>(
+    cache: &SharedCache,
+    mapper: Mapper<K, Q::Item>,
+    predicates: WatchPredicates<K>,
+    queue: Q,
+) -> Result<RegisteredWatch, (String, CacheError)>
+where
+    K: Cacheable<DynamicType = ()>,
+    K::Scope: 'static,
+    Q: Enqueue,
+{
+    let kind = K::kind(&()).into_owned();
+    let handler = EnqueueHandler::new(mapper, predicates, queue);
+    let informer = cache.informer::<K>().map_err(|e| (kind.clone(), e))?;
+    let registration = informer
+        .add_event_handler(handler)
+        .map_err(|e| (kind.clone(), e))?;
+    let synced: SyncWait = {
+        let registration = registration.clone();
+        Box::new(move || {
             let registration = registration.clone();
-            Box::new(move || {
-                let registration = registration.clone();
-                Box::pin(async move {
-                    registration.wait_synced().await;
-                    true
-                })
+            Box::pin(async move {
+                registration.wait_synced().await;
+                true
             })
-        };
-        let remove = Box::new(move || {
-            informer.remove_event_handler(&registration);
-        }) as Box<dyn FnOnce() + Send + Sync>;
-        Ok(RegisteredWatch {
-            kind,
-            synced,
-            remove,
         })
+    };
+    let remove = Box::new(move || {
+        informer.remove_event_handler(&registration);
+    }) as Box<dyn FnOnce() + Send + Sync>;
+    Ok(RegisteredWatch {
+        kind,
+        synced,
+        remove,
     })
 }
 

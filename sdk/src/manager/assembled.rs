@@ -209,6 +209,17 @@ impl Manager {
                 .add(controller)
                 .map_err(ManagerError::MultiCluster);
         }
+        #[cfg(feature = "multicluster")]
+        if controller.watches_the_hub() {
+            return Err(ControllerError::HubWatchesNeedMulticluster { controller: name }.into());
+        }
+        // Its member-side watches join the fleet once its queue exists.
+        #[cfg(feature = "multicluster")]
+        let controller = if controller.watches_the_members() {
+            controller.feeding(self.fleet.feed_member_watches())
+        } else {
+            controller
+        };
         // The manager's graceful shutdown timeout bounds the controller's
         // drain (and reports what it abandons): the controller has no bound
         // of its own.

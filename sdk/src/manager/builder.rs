@@ -376,9 +376,11 @@ impl ManagerBuilder {
         let (leading, _) = watch::channel(false);
         let leading = std::sync::Arc::new(leading);
         // A sharded manager divides the fleet's clusters over its ring too.
+        // The fleet's hub-side watches register on the manager's cache.
         #[cfg(feature = "multicluster")]
-        #[cfg_attr(not(feature = "shard"), allow(unused_mut))]
         let mut fleet = crate::multicluster::Fleet::without_provider();
+        #[cfg(feature = "multicluster")]
+        fleet.hub(cache.clone());
         #[cfg(all(feature = "multicluster", feature = "shard"))]
         if let Some(shard) = &shard {
             fleet.shard_clusters(shard.clone());

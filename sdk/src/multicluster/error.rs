@@ -32,8 +32,8 @@ pub enum MultiClusterError {
         source: Box<ControllerError>,
     },
     /// A controller cannot be added to a fleet (see
-    /// [`ControllerError::NotMulticluster`]), or one of its name was added
-    /// already.
+    /// [`ControllerError::NotMulticluster`]), or its hub-side watches
+    /// cannot be registered (see [`ControllerError::NoHub`]).
     #[error(transparent)]
     Controller(Box<ControllerError>),
     /// Two controllers of one fleet have the same name.
@@ -59,11 +59,12 @@ pub enum MultiClusterError {
         /// What is wrong.
         reason: String,
     },
-    /// Multicluster controllers were added to a manager, but no cluster
-    /// provider ([`Manager::set_cluster_provider`](crate::manager::Manager::set_cluster_provider)).
+    /// Multicluster controllers (or a hub controller watching the
+    /// members) were added to a manager, but no cluster provider
+    /// ([`Manager::set_cluster_provider`](crate::manager::Manager::set_cluster_provider)).
     #[error(
-        "multicluster controllers were added, but no cluster provider: \
-         call Manager::set_cluster_provider"
+        "multicluster controllers (or watches of member clusters) were added, but no cluster \
+         provider: call Manager::set_cluster_provider"
     )]
     NoProvider,
     /// The provider failed; the fleet stopped.

@@ -17,7 +17,10 @@ use super::error::{MultiClusterError, ProviderError};
 use super::provider::{ClusterSink, Command, Provider};
 use crate::cache::{SharedCache, SyncState};
 use crate::cluster_request::ClusterName;
-use crate::controller::{ClusterController, Controller, ControllerError, until_shutdown};
+use crate::controller::{
+    ClusterController, Controller, ControllerError, MemberWatchFeed, WatchRegistrations,
+    until_shutdown,
+};
 use crate::reconcile::Reconcile;
 
 /// Runs a provider until the fleet stops.
@@ -46,6 +49,12 @@ pub struct Fleet {
     engaged: watch::Sender<Vec<ClusterName>>,
     caches: EngagedCaches,
     claims: Claims,
+    /// The hub's cache: where the controllers' hub-side watches register.
+    hub: Option<SharedCache>,
+    /// The hub controllers' member-side watches, registered on every
+    /// engaged cluster, and how many hub controllers feed them.
+    member_watches: MemberWatchFeed,
+    member_watchers: usize,
 }
 
 /// The caches of the engaged clusters, by name: what their states are read from.
@@ -84,7 +93,27 @@ impl Fleet {
             engaged: watch::Sender::new(Vec::new()),
             caches: EngagedCaches::default(),
             claims: Claims::All,
+            hub: None,
+            member_watches: MemberWatchFeed::default(),
+            member_watchers: 0,
         }
+    }
+
+    /// The hub's cache: the cluster the fleet's controllers' hub-side
+    /// watches ([`Controller::watches_hub`]) register on, the cache of
+    /// the cluster the operator runs against. A
+    /// [`Manager`](crate::manager::Manager) gives its fleet its own.
+    pub fn hub(&mut self, cache: SharedCache) {
+        self.hub = Some(cache);
+    }
+
+    /// Where a hub controller's member-side watches
+    /// ([`Controller::watches_members`]) join the fleet: registered on
+    /// every cluster it engages (the fleet runs for them even with no
+    /// multicluster controller).
+    pub(crate) fn feed_member_watches(&mut self) -> MemberWatchFeed {
+        self.member_watchers += 1;
+        self.member_watches.clone()
     }
 
     /// Sets (or replaces) the provider.
@@ -99,9 +128,9 @@ impl Fleet {
         self.provider.is_some()
     }
 
-    /// Whether no controller was added.
+    /// Whether no controller was added (nor member-side watches fed).
     pub(crate) fn is_empty(&self) -> bool {
-        self.controllers.is_empty()
+        self.controllers.is_empty() && self.member_watchers == 0
     }
 
     /// Adds a controller that runs in every engaged cluster (whether or not
@@ -208,6 +237,11 @@ impl Fleet {
         let Some(provider) = self.provider else {
             return Err(MultiClusterError::NoProvider);
         };
+        // hub-side watches route to the clusters' queues from the start
+        let mut hub_watches = Vec::with_capacity(self.controllers.len());
+        for controller in &self.controllers {
+            hub_watches.push(controller.watch_hub(self.hub.as_ref())?);
+        }
         let (commands, mut requests) = mpsc::channel(COMMANDS);
         let mut provider = provider(ClusterSink { commands }, stop.child_token());
         let mut provider_running = true;
@@ -220,6 +254,8 @@ impl Fleet {
             offered: BTreeMap::new(),
             engaged: self.engaged,
             caches: self.caches,
+            hub: self.hub,
+            member_watches: self.member_watches,
             stop: stop.clone(),
             lapses,
             engagements: 0,
@@ -248,6 +284,7 @@ impl Fleet {
         };
         stop.cancel();
         members.shut_down().await;
+        drop(hub_watches);
         result
     }
 }
@@ -262,6 +299,8 @@ struct Members {
     offered: BTreeMap<ClusterName, kube::Client>,
     engaged: watch::Sender<Vec<ClusterName>>,
     caches: EngagedCaches,
+    hub: Option<SharedCache>,
+    member_watches: MemberWatchFeed,
     stop: CancellationToken,
     /// Where a member's claim reports its lapse: (cluster, engagement).
     lapses: mpsc::UnboundedSender<(ClusterName, u64)>,
@@ -278,6 +317,8 @@ struct Member {
     credentials: CredentialSwap,
     disengaged: CancellationToken,
     runs: JoinSet<()>,
+    /// The hub controllers' watches on this cluster.
+    member_watches: Option<WatchRegistrations>,
     claim: Claim,
     engagement: u64,
 }
@@ -294,6 +335,7 @@ impl Member {
     ) {
         self.disengaged.cancel();
         while self.runs.join_next().await.is_some() {}
+        drop(self.member_watches.take());
         self.cache.stop_and_wait().await;
         for controller in controllers {
             controller.forget(cluster);
@@ -397,6 +439,7 @@ impl Members {
             credentials,
             disengaged: CancellationToken::new(),
             runs: JoinSet::new(),
+            member_watches: None,
             claim,
             engagement: self.engagements,
         };
@@ -477,6 +520,7 @@ impl Members {
             let run = controller.engage(
                 cluster,
                 &member.cache,
+                self.hub.as_ref(),
                 self.stop.child_token(),
                 member.disengaged.clone(),
             )?;
@@ -487,6 +531,7 @@ impl Members {
                 }
             });
         }
+        member.member_watches = Some(self.member_watches.register(cluster, &member.cache)?);
         member
             .cache
             .start()

@@ -93,9 +93,15 @@
 //! that owns it, under a permit, and moves with the ring's membership
 //! without ever being engaged on two replicas at once.
 //!
+//! Watches may cross the fleet: a multicluster controller's
+//! [`watches_hub`](crate::controller::Controller::watches_hub) maps the
+//! hub's objects to [`ClusterRequest`]s, each queued in the member it names
+//! (replayed when a member is engaged), and a hub controller's
+//! [`watches_members`](crate::controller::Controller::watches_members)
+//! maps objects in every engaged member back to its own requests.
+//!
 //! Not yet: one queue and worker pool shared by every cluster (each
-//! cluster has its own, of `max_concurrent_reconciles` workers); watches on
-//! the hub mapped to member objects.
+//! cluster has its own, of `max_concurrent_reconciles` workers).
 
 mod claims;
 mod cluster_profile;

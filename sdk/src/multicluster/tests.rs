@@ -113,3 +113,58 @@ async fn an_unreachable_member_is_engaged_and_disengaged_without_waiting_for_it(
         Err(MultiClusterError::FleetStopped)
     ));
 }
+
+#[tokio::test]
+async fn watches_across_the_fleet_are_refused_where_they_cannot_run() {
+    let to_members = |_: &ConfigMap| vec![ClusterRequest::new("m1", Request::cluster("x"))];
+    // hub-side watches on a fleet with no hub
+    let (clusters, _handle) = ClusterSet::new();
+    let mut fleet = Fleet::new(clusters);
+    fleet
+        .add(
+            Controller::new(Nothing)
+                .multicluster()
+                .watches_hub(to_members),
+        )
+        .unwrap();
+    assert!(matches!(
+        bounded(fleet.run(std::future::pending())).await.unwrap(),
+        Err(MultiClusterError::Controller(e)) if matches!(*e, ControllerError::NoHub { .. })
+    ));
+    // member-side watches on a multicluster controller
+    let (clusters, _handle) = ClusterSet::new();
+    let mut fleet = Fleet::new(clusters);
+    let back = Controller::new(Nothing)
+        .multicluster()
+        .watches_members(|_, _: &ConfigMap| Vec::new());
+    assert!(matches!(
+        fleet.add(back),
+        Err(MultiClusterError::Controller(e)) if matches!(*e, ControllerError::NotMulticluster { .. })
+    ));
+    // hub-side watches on a single-cluster controller, member-side ones
+    // without a fleet: each says what to do
+    let cache = crate::cache::SharedCache::new(unreachable_client());
+    let hub_only = Controller::new(Nothing).watches_hub(to_members);
+    let error = bounded(hub_only.run(&cache, std::future::pending()))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(
+        matches!(&error, ControllerError::HubWatchesNeedMulticluster { .. }),
+        "{error}"
+    );
+    assert!(
+        error.to_string().contains("call .multicluster()"),
+        "{error}"
+    );
+    let members_only = Controller::new(Nothing).watches_members(|_, _: &ConfigMap| Vec::new());
+    let error = bounded(members_only.run(&cache, std::future::pending()))
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(matches!(&error, ControllerError::NoFleet { .. }), "{error}");
+    assert!(
+        error.to_string().contains("set_cluster_provider"),
+        "{error}"
+    );
+}

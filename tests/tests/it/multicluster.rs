@@ -38,6 +38,7 @@ use tokio_util::sync::CancellationToken;
 
 mod cluster_profiles;
 mod footprint_bench;
+mod hub_watches;
 mod sharded;
 
 const WAIT: Duration = Duration::from_secs(30);
