@@ -92,9 +92,9 @@ struct New {
     #[arg(long)]
     sharding: bool,
     /// A hub operator: its kinds are reconciled in every member cluster the provider engages
-    /// (opkit::multicluster): kubeconfig Secrets in a hub namespace, or the hub's ClusterProfiles
-    /// (Cluster Inventory API); with the provider's flags, the hub's RBAC for its source, and
-    /// tests that run a hub and a member control plane.
+    /// (opkit::multicluster): kubeconfig Secrets in a hub namespace, the hub's ClusterProfiles
+    /// (Cluster Inventory API), or a static set of kubeconfig files; with the provider's flags,
+    /// the hub's RBAC for its source, and tests that run a hub and a member control plane.
     #[arg(long, value_enum, value_name = "PROVIDER")]
     multicluster: Option<MulticlusterProvider>,
     /// Do not build the project to write deploy/01-crds.yaml and deploy/03-rbac.yaml.
@@ -116,6 +116,8 @@ enum MulticlusterProvider {
     // The hub's ClusterProfiles (Cluster Inventory API), with an
     // access-provider file.
     ClusterProfiles,
+    // A fixed set, each `--member NAME=KUBECONFIG`.
+    Static,
 }
 
 impl MulticlusterProvider {
@@ -123,6 +125,7 @@ impl MulticlusterProvider {
         match self {
             Self::KubeconfigSecrets => cargo_opkit::ClusterProvider::KubeconfigSecrets,
             Self::ClusterProfiles => cargo_opkit::ClusterProvider::ClusterProfiles,
+            Self::Static => cargo_opkit::ClusterProvider::Static,
         }
     }
 }

@@ -20,17 +20,22 @@ pub enum ClusterProvider {
     /// through the access providers of a provider file
     /// (`opkit::multicluster::ClusterProfiles`).
     ClusterProfiles,
+    /// A fixed set named on the command line, each with its kubeconfig
+    /// file (`opkit::multicluster::StaticClusters`, multicluster-runtime's
+    /// file provider).
+    Static,
 }
 
 impl ClusterProvider {
     /// Every provider, in the order the help lists them.
-    pub const ALL: [Self; 2] = [Self::KubeconfigSecrets, Self::ClusterProfiles];
+    pub const ALL: [Self; 3] = [Self::KubeconfigSecrets, Self::ClusterProfiles, Self::Static];
 
     /// The flag's value, also the `PROJECT` file's.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::KubeconfigSecrets => "kubeconfig-secrets",
             Self::ClusterProfiles => "cluster-profiles",
+            Self::Static => "static",
         }
     }
 
@@ -138,6 +143,56 @@ What the member credentials must allow: the controllers' rules, the
 ClusterRole `deploy/03-rbac.yaml` renders (its ClusterProfile rule is the
 hub's), granted in each member to the identity the access provider
 yields. Install the CRDs (`deploy/01-crds.yaml`) in every member.
+"#,
+        ),
+        ClusterProvider::Static => (
+            r#"    /// A member cluster, as NAME=KUBECONFIG (the current context of that kubeconfig file);
+    /// repeat for each member.
+    #[arg(long = "member", value_name = "NAME=KUBECONFIG", value_parser = |member: &str| {
+        member
+            .split_once('=')
+            .filter(|(name, kubeconfig)| !name.is_empty() && !kubeconfig.is_empty())
+            .map(|(name, kubeconfig)| (name.to_owned(), PathBuf::from(kubeconfig)))
+            .ok_or_else(|| format!("expected NAME=KUBECONFIG, got {member:?}"))
+    })]
+    members: Vec<(String, PathBuf)>,
+"#,
+            r#"    // The member clusters: a fixed set, each named on the command line
+    // with its kubeconfig file (`--member east=/etc/fleet/east.kubeconfig`),
+    // engaged when the manager starts. The controllers marked
+    // `multicluster` run in every member.
+    if args.members.is_empty() {
+        tracing::warn!("no --member given: no member cluster will be reconciled");
+    }
+    let mut members = opkit::multicluster::StaticClusters::new();
+    for (name, kubeconfig) in args.members {
+        members = members.kubeconfig(name, kubeconfig);
+    }
+    manager.set_cluster_provider(members);
+"#,
+            "",
+            r#"
+## Member clusters
+
+This is a hub operator (`--multicluster static`): it runs in the hub, and
+the controllers marked `multicluster` reconcile their kinds in every
+member cluster. The members are named on the command line, each with a
+kubeconfig file whose current context reaches it, and are engaged when
+the manager starts (restart it to change the set):
+
+```sh
+cargo run -- --member east=east.kubeconfig --member west=west.kubeconfig
+```
+
+In a cluster, keep the kubeconfigs in a Secret, mount it into the pod
+(e.g. at `/etc/fleet`), and add `--member east=/etc/fleet/east` for each
+key to the Deployment's `args`. A member whose file cannot be read is
+logged and left out; the others are engaged.
+
+What the member credentials must allow: the controllers' rules, the
+ClusterRole `deploy/03-rbac.yaml` renders, bound in each member to the
+kubeconfig's identity. Install the CRDs (`deploy/01-crds.yaml`) in every
+member. The hub needs nothing more.
 "#,
         ),
     };

@@ -7,7 +7,8 @@
 //! allow, and the generated test (a hub and a member control plane, the
 //! member engaged as the provider would) passes. With `cluster-profiles`,
 //! the manager reads an access-provider file and watches the hub's
-//! ClusterProfiles, and the project is `clippy -D warnings` clean too.
+//! ClusterProfiles; with `static`, it takes `--member NAME=KUBECONFIG`
+//! flags and refuses a malformed one. Both are `clippy -D warnings` clean.
 
 use super::support::{cargo, cargo_opkit, lint, new_project_with, persist, text};
 
@@ -116,6 +117,33 @@ fn a_cluster_profiles_project_reads_its_provider_file_and_is_lint_clean() {
     let lib = std::fs::read_to_string(project.join("src/lib.rs")).expect("lib.rs");
     assert!(lib.contains("\"clusterprofiles\""), "{lib}");
     lint(&project);
+}
+
+#[test]
+fn a_static_project_takes_its_members_on_the_command_line_and_is_lint_clean() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    generate(tmp.path(), "pinned-operator", "Anchor", "static");
+    let persisted = persist(
+        &tmp.path().join("pinned-operator"),
+        "new_multicluster_static",
+        None,
+    );
+    let project = persisted.dir.clone();
+    let main = std::fs::read_to_string(project.join("src/main.rs")).expect("main.rs");
+    assert!(main.contains("StaticClusters::new()"), "{main}");
+    assert!(
+        main.contains("members = members.kubeconfig(name, kubeconfig);"),
+        "{main}"
+    );
+    lint(&project);
+    // a member that is not NAME=KUBECONFIG is refused before anything starts
+    let output = cargo(&["run", "--quiet", "--", "--member", "east"], &project);
+    assert!(!output.status.success());
+    assert!(
+        text(&output).contains("expected NAME=KUBECONFIG, got \"east\""),
+        "{}",
+        text(&output)
+    );
 }
 
 #[test]
