@@ -8,7 +8,7 @@ export OPKIT_CACHE
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
 
-.PHONY: help demo test test-fast book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint generate bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-multicluster bench-managed-fields bench-memory bench-build
+.PHONY: help demo test test-fast book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint generate bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-multicluster bench-multicluster-peers bench-managed-fields bench-memory bench-build
 
 help:
 	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
@@ -30,6 +30,7 @@ help:
 	@echo "make bench-memory  bytes per cached ConfigMap and Pod by component, opkit vs client-go"
 	@echo "make bench-scale   one Pod controller in opkit and controller-runtime over 10k kwok Pods with churn"
 	@echo "make bench-multicluster what an engaged cluster costs, and what disengaging gives back"
+	@echo "make bench-multicluster-peers the same, opkit's Fleet vs multicluster-runtime (Go), each its own process"
 	@echo "make bench-shard   sharded replicas: per-replica cache (1 vs 3), throughput and takeover (1-4 replicas), pause at a membership change"
 	@echo "make bench-build   generated projects (plain, with a webhook): crates, cold debug build, release binary and image"
 
@@ -137,7 +138,7 @@ lint:
 	RUSTDOCFLAGS='-D warnings --cfg docsrs' RUSTC_BOOTSTRAP=1 CARGO_TARGET_DIR=$${CARGO_TARGET_DIR:-target}/docsrs $(CARGO) doc --no-deps --workspace --all-features --quiet
 	tests/api/feature-items-used.sh
 
-bench: bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-multicluster bench-memory bench-managed-fields
+bench: bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-multicluster bench-multicluster-peers bench-memory bench-managed-fields
 
 bench-workqueue:
 	@tests/peers/bench-workqueue.sh
@@ -183,6 +184,13 @@ bench-shard: controlplane
 # of 1 000 ConfigMaps each) and what disengaging gives back (issue 41).
 bench-multicluster: controlplane
 	$(CARGO) test -p opkit-tests --test it multicluster::footprint_bench -- --ignored --nocapture
+
+# The same against sigs.k8s.io/multicluster-runtime: opkit's Fleet and the Go
+# peer each engage N = 1, 10, 50, 50 clusters of 1 000 ConfigMaps as release
+# builds of their own; engage time, memory per cluster, CPU per event and RSS
+# after disengaging, opkit ÷ multicluster-runtime. OBJECTS, ROUNDS, RUNS.
+bench-multicluster-peers: controlplane
+	@tests/peers/bench-multicluster-peers.sh
 
 # What managedFields cost a cached ConfigMap and Pod, decoded by k8s-openapi,
 # as raw bytes (WithManagedFields) and in client-go (issue 27); prints a table.
