@@ -25,10 +25,15 @@
 //!    ClusterRole, the error it reports names the verb and resource;
 //! 6. `make undeploy` leaves nothing behind.
 //!
+//! A third test (`multicluster`) ships a hub operator the same way and
+//! adds its member by a kubeconfig Secret.
+//!
 //! Prints the figures (image build time, time to ready, RSS). Needs root,
 //! the node assets (`make cluster-assets`) and the registry (`make registry`).
 
 use super::deploy_support;
+
+mod multicluster;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
