@@ -104,6 +104,18 @@ impl ControlPlaneBuilder {
         self
     }
 
+    /// Where kube-apiserver listens and what it advertises (default
+    /// `127.0.0.1`); its serving certificate names the address too. Give it
+    /// the host end of a [`Cluster`](super::Cluster)'s node link (the
+    /// address in `cluster.control_plane().server_url()`) for a control
+    /// plane the cluster's pods can reach, e.g. a member cluster of a
+    /// multicluster operator that runs in a pod. The address must be one of
+    /// this host's.
+    pub fn address(mut self, address: Ipv4Addr) -> Self {
+        self.address = address;
+        self
+    }
+
     /// How long to wait for each process to become ready (default 60 s).
     pub fn start_timeout(mut self, timeout: Duration) -> Self {
         self.start_timeout = timeout;
@@ -132,7 +144,8 @@ impl ControlPlaneBuilder {
         })?;
         let pki = match self.pki.clone() {
             Some(pki) => pki,
-            None => Arc::new(Pki::generate(&[])?),
+            None if self.address.is_loopback() => Arc::new(Pki::generate(&[])?),
+            None => Arc::new(Pki::generate(&[self.address.to_string()])?),
         };
         let files = write_pki(dir.path(), &pki)?;
         let begun = Instant::now();

@@ -875,10 +875,19 @@ async fn widget_round_trip(deployed: &Deployed<'_>, name: &str) {
 /// `cargo opkit new gen-operator` (kind Widget) in `parent`, built in its
 /// directory that persists between runs; holds that directory's lock.
 fn generate_operator(parent: &Path) -> Persisted {
+    generate_widget_operator(parent, "gen-operator", &[], "deploy_in_cluster")
+}
+
+/// `cargo opkit new NAME --group e2e.example.com --kind Widget` with
+/// `flags` in `parent`, built in its directory that persists between runs
+/// under `state`; holds that directory's lock.
+fn generate_widget_operator(parent: &Path, name: &str, flags: &[&str], state: &str) -> Persisted {
     let lock = workspace().join("Cargo.lock");
     let output = std::process::Command::new(target_dir().join("debug/cargo-opkit"))
-        .args(["opkit", "new", "gen-operator", "--group", "e2e.example.com"])
-        .args(["--kind", "Widget", "--skip-manifests", "--dir"])
+        .args(["opkit", "new", name, "--group", "e2e.example.com"])
+        .args(["--kind", "Widget", "--skip-manifests"])
+        .args(flags)
+        .arg("--dir")
         .arg(parent)
         .arg("--lock-from")
         .arg(&lock)
@@ -892,7 +901,7 @@ fn generate_operator(parent: &Path) -> Persisted {
     );
     // Built in a directory that persists between runs: unchanged, it
     // compiles nothing again.
-    persist_and_render(&parent.join("gen-operator"), "deploy_in_cluster")
+    persist_and_render(&parent.join(name), state)
 }
 
 /// The generated project's journey on `cluster`, from its directory `dir`:

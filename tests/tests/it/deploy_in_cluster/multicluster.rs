@@ -1,34 +1,40 @@
 //! A hub operator shipped as a pod (`cargo opkit new --multicluster
 //! kubeconfig-secrets`, kind Widget), on the local single-node cluster:
 //! members are added by creating kubeconfig Secrets in the hub's `fleet`
-//! namespace, as a user adds them. The member here is the cluster itself,
-//! reached from the pod the way a remote member is (its own kubeconfig,
-//! server `https://kubernetes.default.svc` through the cluster DNS and the
-//! Service network, a ServiceAccount token bound to the controller's
-//! ClusterRole, as the generated README says), so what the provider does
-//! in a pod is real: it reads the Secret with the hub's RBAC, builds a
-//! client from the kubeconfig, engages the member (a Widget made before
-//! the member joined is reconciled then, and one made after goes through
-//! its whole round trip: finalizer, `Ready=True`, deletion), and
-//! disengages it when the Secret is deleted.
+//! namespace, as a user adds them, each with a ServiceAccount token bound
+//! to the controller's ClusterRole (as the generated README says). Two
+//! members:
+//!
+//! - `self`, the cluster itself, reached from the pod at
+//!   `https://kubernetes.default.svc` (the cluster DNS and the Service
+//!   network): a Widget made before it joined is reconciled when it joins,
+//!   one made after goes through its whole round trip (finalizer,
+//!   `Ready=True`, deletion);
+//! - `remote`, a control plane of its own listening on the host end of the
+//!   node link (where the cluster's API server listens), with the CRDs and
+//!   the ClusterRole applied from `deploy/`: a Widget made there is
+//!   reconciled by the pod.
+//!
+//! Deleting a member's Secret disengages it.
 
 use std::collections::BTreeMap;
+use std::net::Ipv4Addr;
 use std::path::Path;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
-use k8s_openapi::api::rbac::v1::{ClusterRoleBinding, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::ClusterRoleBinding;
 use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ObjectMeta, PostParams};
-use opkit_envtest::Cluster;
+use opkit::multicluster::{KUBECONFIG_SECRET_KEY, KUBECONFIG_SECRET_LABEL};
+use opkit::rbac::cluster_role_binding;
+use opkit_envtest::{Cluster, ControlPlane};
 use opkit_tests::{create_namespace, eventually, init_tracing, service_account_token};
 
 use super::deploy_support::persist::Persisted;
-use super::deploy_support::{
-    Project, Tools, build_cargo_opkit, persist_and_render, target_dir, text, workspace,
-};
+use super::deploy_support::{Project, Tools, build_cargo_opkit};
 use super::{
     Deployed, Figures, WAIT, build_and_push, condition_true, deploy, forbidden_lines,
-    has_finalizer, widget, widget_round_trip,
+    generate_widget_operator, has_finalizer, widget, widget_round_trip,
 };
 
 /// The generated hub operator's name.
@@ -37,23 +43,12 @@ const NAME: &str = "fleet-gen";
 /// `cargo opkit new fleet-gen --multicluster kubeconfig-secrets` (kind
 /// Widget) in `parent`, built in its directory that persists between runs.
 fn generate_hub_operator(parent: &Path) -> Persisted {
-    let lock = workspace().join("Cargo.lock");
-    let output = std::process::Command::new(target_dir().join("debug/cargo-opkit"))
-        .args(["opkit", "new", NAME, "--group", "e2e.example.com"])
-        .args(["--kind", "Widget", "--skip-manifests"])
-        .args(["--multicluster", "kubeconfig-secrets", "--dir"])
-        .arg(parent)
-        .arg("--lock-from")
-        .arg(&lock)
-        .env("CARGO_TARGET_DIR", target_dir())
-        .output()
-        .expect("run cargo-opkit");
-    assert!(
-        output.status.success(),
-        "cargo opkit new:\n{}",
-        text(&output)
-    );
-    persist_and_render(&parent.join(NAME), "deploy_in_cluster_multicluster")
+    generate_widget_operator(
+        parent,
+        NAME,
+        &["--multicluster", "kubeconfig-secrets"],
+        "deploy_in_cluster_multicluster",
+    )
 }
 
 /// A kubeconfig reaching this cluster from a pod: the API server by its
@@ -74,44 +69,37 @@ async fn in_cluster_kubeconfig(admin: &kube::Client, token: &str) -> String {
 }
 
 /// The member `self`: a ServiceAccount of the `fleet` namespace bound to
-/// the operator's ClusterRole, and its kubeconfig Secret, labelled for the
-/// provider.
-async fn add_member(admin: &kube::Client) {
+/// the operator's ClusterRole, and its kubeconfig Secret.
+async fn add_self_member(admin: &kube::Client) {
     let token = service_account_token(admin, "fleet", "member-self").await;
-    let binding = ClusterRoleBinding {
-        metadata: ObjectMeta {
-            name: Some("fleet-member-self".to_owned()),
-            ..ObjectMeta::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".to_owned()),
-            kind: "ClusterRole".to_owned(),
-            name: format!("{NAME}-manager-role"),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".to_owned(),
-            name: "member-self".to_owned(),
-            namespace: Some("fleet".to_owned()),
-            ..Subject::default()
-        }]),
-    };
+    let binding = cluster_role_binding(
+        "fleet-member-self",
+        &format!("{NAME}-manager-role"),
+        "member-self",
+        "fleet",
+    );
     Api::<ClusterRoleBinding>::all(admin.clone())
         .create(&PostParams::default(), &binding)
         .await
         .expect("bind the member's identity to the controller's ClusterRole");
     let kubeconfig = in_cluster_kubeconfig(admin, &token).await;
+    create_kubeconfig_secret(admin, "self", kubeconfig).await;
+}
+
+/// The hub's kubeconfig Secret `fleet/<name>`, labelled for the provider.
+async fn create_kubeconfig_secret(admin: &kube::Client, name: &str, kubeconfig: String) {
     let secret = Secret {
         metadata: ObjectMeta {
-            name: Some("self".to_owned()),
+            name: Some(name.to_owned()),
             namespace: Some("fleet".to_owned()),
             labels: Some(BTreeMap::from([(
-                "sigs.k8s.io/multicluster-runtime-kubeconfig".to_owned(),
+                KUBECONFIG_SECRET_LABEL.to_owned(),
                 "true".to_owned(),
             )])),
             ..ObjectMeta::default()
         },
         data: Some(BTreeMap::from([(
-            "kubeconfig".to_owned(),
+            KUBECONFIG_SECRET_KEY.to_owned(),
             ByteString(kubeconfig.into_bytes()),
         )])),
         ..Secret::default()
@@ -119,13 +107,65 @@ async fn add_member(admin: &kube::Client) {
     Api::<Secret>::namespaced(admin.clone(), "fleet")
         .create(&PostParams::default(), &secret)
         .await
-        .expect("create the member's kubeconfig Secret");
+        .unwrap_or_else(|e| panic!("create the kubeconfig Secret of {name}: {e}"));
 }
 
-/// Whether the operator's JSON log has a line with `message` for cluster `self`.
-fn logged(log: &str, message: &str) -> bool {
+/// The member `remote`: a control plane listening where the cluster's pods
+/// reach it (the host end of the node link, the address of the cluster's
+/// own API server), given the operator's CRDs and ClusterRole from
+/// `deploy/`, and its kubeconfig Secret on the hub, as a ServiceAccount of
+/// its own bound to that ClusterRole.
+async fn add_remote_member(
+    cluster: &Cluster,
+    admin: &kube::Client,
+    project: &Path,
+) -> ControlPlane {
+    let server = cluster.control_plane().server_url();
+    let host: Ipv4Addr = server
+        .trim_start_matches("https://")
+        .split(':')
+        .next()
+        .and_then(|host| host.parse().ok())
+        .unwrap_or_else(|| panic!("the cluster's API server address in {server}"));
+    let remote = ControlPlane::builder()
+        .address(host)
+        .start()
+        .await
+        .expect("start the remote member's control plane");
+    let tools = Tools::new(remote.kubeconfig_path());
+    for manifest in ["deploy/01-crds.yaml", "deploy/03-rbac.yaml"] {
+        let path = project.join(manifest);
+        tools.kubectl_ok(&[
+            "apply",
+            "--server-side",
+            "-f",
+            path.to_str().expect("utf-8"),
+        ]);
+    }
+    let remote_admin = remote.client().expect("remote admin client");
+    create_namespace(&remote_admin, "fleet").await;
+    let token = service_account_token(&remote_admin, "fleet", "hub").await;
+    let binding =
+        cluster_role_binding("fleet-hub", &format!("{NAME}-manager-role"), "hub", "fleet");
+    Api::<ClusterRoleBinding>::all(remote_admin)
+        .create(&PostParams::default(), &binding)
+        .await
+        .expect("bind the hub's identity to the controller's ClusterRole in the member");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("kubeconfig");
+    remote
+        .write_token_kubeconfig(&token, &path)
+        .expect("the remote member's kubeconfig");
+    let kubeconfig = std::fs::read_to_string(&path).expect("read the kubeconfig");
+    create_kubeconfig_secret(admin, "remote", kubeconfig).await;
+    remote
+}
+
+/// Whether the operator's JSON log has a line with `message` for `cluster`.
+fn logged(log: &str, message: &str, cluster: &str) -> bool {
+    let cluster = format!("\"cluster\":\"{cluster}\"");
     log.lines()
-        .any(|line| line.contains(message) && line.contains("\"cluster\":\"self\""))
+        .any(|line| line.contains(message) && line.contains(&cluster))
 }
 
 #[tokio::test]
@@ -181,7 +221,7 @@ async fn a_hub_operator_in_a_pod_engages_members_from_kubeconfig_secrets() {
     // The member joins by its Secret: engaged from the pod, the early
     // Widget reconciled in it, and a new one through its round trip.
     create_namespace(&admin, "fleet").await;
-    add_member(&admin).await;
+    add_self_member(&admin).await;
     eventually(
         "the early Widget reconciled in member self",
         WAIT,
@@ -192,7 +232,7 @@ async fn a_hub_operator_in_a_pod_engages_members_from_kubeconfig_secrets() {
     )
     .await;
     let log = deployed.log(&pod_name).await;
-    assert!(logged(&log, "cluster engaged"), "{log}");
+    assert!(logged(&log, "cluster engaged", "self"), "{log}");
     widget_round_trip(&deployed, "one").await;
     widgets
         .delete("early", &DeleteParams::default())
@@ -203,15 +243,48 @@ async fn a_hub_operator_in_a_pod_engages_members_from_kubeconfig_secrets() {
     })
     .await;
 
-    // The member leaves with its Secret: disengaged in the pod.
-    Api::<Secret>::namespaced(admin.clone(), "fleet")
-        .delete("self", &DeleteParams::default())
+    // A member of its own, reached from the pod over the node link.
+    let remote = add_remote_member(&cluster, &admin, &deployed.dir).await;
+    let remote_widgets: Api<DynamicObject> = Api::namespaced_with(
+        remote.client().expect("remote admin client"),
+        "default",
+        &deployed.resource,
+    );
+    let far: DynamicObject = serde_json::from_value(widget("far")).expect("a Widget");
+    remote_widgets
+        .create(&PostParams::default(), &far)
         .await
-        .expect("delete the member's Secret");
-    eventually("member self disengaged", WAIT, || async {
-        logged(&deployed.log(&pod_name).await, "cluster disengaged").then_some(())
+        .expect("create a Widget in the remote member");
+    eventually("the Widget reconciled in member remote", WAIT, || async {
+        let object = remote_widgets.get("far").await.ok()?;
+        (has_finalizer(&object) && condition_true(&object, "Ready")).then_some(())
     })
     .await;
+    remote_widgets
+        .delete("far", &DeleteParams::default())
+        .await
+        .expect("delete the remote Widget");
+    eventually("the remote Widget finalized and gone", WAIT, || async {
+        remote_widgets
+            .get_opt("far")
+            .await
+            .ok()?
+            .is_none()
+            .then_some(())
+    })
+    .await;
+
+    // The members leave with their Secrets: disengaged in the pod.
+    for member in ["self", "remote"] {
+        Api::<Secret>::namespaced(admin.clone(), "fleet")
+            .delete(member, &DeleteParams::default())
+            .await
+            .expect("delete the member's Secret");
+        eventually(&format!("member {member} disengaged"), WAIT, || async {
+            logged(&deployed.log(&pod_name).await, "cluster disengaged", member).then_some(())
+        })
+        .await;
+    }
 
     let log = deployed.log(&pod_name).await;
     let forbidden = forbidden_lines(&log);
