@@ -269,6 +269,8 @@ impl<'a> Gen<'a> {
         };
         let go = self.inputs.go.get(&msg.package);
         let mut arms = String::new();
+        // the repeated fields' spare room, given back once the message is read
+        let mut fits = String::new();
         for f in &msg.fields {
             let ctx = format!("{}.{}", msg.name, f.name);
             let g = match self.go_field(go, &msg.name, f) {
@@ -317,6 +319,12 @@ impl<'a> Gen<'a> {
                         );
                     }
                     let _ = writeln!(arms, "            {} => {{ {stmt} }}", f.number);
+                    if f.label == Label::Repeated {
+                        let _ = match &rf.ty {
+                            RType::Opt(_) => writeln!(fits, "    w::fit_list(&mut o.{});", rf.name),
+                            _ => writeln!(fits, "    w::fit(&mut o.{});", rf.name),
+                        };
+                    }
                     covered.insert(rf.name.clone(), init);
                 }
                 Err(e) => self.errors.push(e),
@@ -324,7 +332,7 @@ impl<'a> Gen<'a> {
         }
         let _ = write!(
             funcs,
-            "fn {name}(mut b: &[u8], o: &mut {}, d: Decode) -> R<()> {{\n    let _ = d;\n    while !b.is_empty() {{\n        let (n, v) = w::next(&mut b)?;\n        match n {{\n{arms}            _ => {{}}\n        }}\n    }}\n    Ok(())\n}}\n\n",
+            "fn {name}(mut b: &[u8], o: &mut {}, d: Decode) -> R<()> {{\n    let _ = d;\n    while !b.is_empty() {{\n        let (n, v) = w::next(&mut b)?;\n        match n {{\n{arms}            _ => {{}}\n        }}\n    }}\n{fits}    Ok(())\n}}\n\n",
             def.path
         );
     }

@@ -240,6 +240,7 @@ fn m_apimachinery_pkg_apis_meta_v1_StatusDetails(mut b: &[u8], o: &mut k8s_opena
             _ => {}
         }
     }
+    w::fit_list(&mut o.causes);
     Ok(())
 }
 
@@ -333,6 +334,9 @@ fn m_apimachinery_pkg_apis_meta_v1_ObjectMeta(mut b: &[u8], o: &mut k8s_openapi:
             _ => {}
         }
     }
+    w::fit_list(&mut o.owner_references);
+    w::fit_list(&mut o.finalizers);
+    w::fit_list(&mut o.managed_fields);
     Ok(())
 }
 
@@ -418,6 +422,7 @@ fn m_kube_aggregator_pkg_apis_apiregistration_v1_APIServiceStatus(mut b: &[u8], 
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -525,6 +530,8 @@ fn m_apiextensions_apiserver_pkg_apis_apiextensions_v1_CustomResourceDefinitionS
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
+    w::fit_list(&mut o.stored_versions);
     Ok(())
 }
 
@@ -548,6 +555,8 @@ fn m_apiextensions_apiserver_pkg_apis_apiextensions_v1_CustomResourceDefinitionN
             _ => {}
         }
     }
+    w::fit_list(&mut o.short_names);
+    w::fit_list(&mut o.categories);
     Ok(())
 }
 
@@ -594,6 +603,7 @@ fn m_apiextensions_apiserver_pkg_apis_apiextensions_v1_CustomResourceDefinitionS
             _ => {}
         }
     }
+    w::fit(&mut o.versions);
     Ok(())
 }
 
@@ -632,6 +642,7 @@ fn m_apiextensions_apiserver_pkg_apis_apiextensions_v1_WebhookConversion(mut b: 
             _ => {}
         }
     }
+    w::fit(&mut o.conversion_review_versions);
     Ok(())
 }
 
@@ -699,6 +710,8 @@ fn m_apiextensions_apiserver_pkg_apis_apiextensions_v1_CustomResourceDefinitionV
             _ => {}
         }
     }
+    w::fit_list(&mut o.additional_printer_columns);
+    w::fit_list(&mut o.selectable_fields);
     Ok(())
 }
 
@@ -858,6 +871,13 @@ fn m_apiextensions_apiserver_pkg_apis_apiextensions_v1_JSONSchemaProps(mut b: &[
             _ => {}
         }
     }
+    w::fit_list(&mut o.enum_);
+    w::fit_list(&mut o.required);
+    w::fit_list(&mut o.all_of);
+    w::fit_list(&mut o.one_of);
+    w::fit_list(&mut o.any_of);
+    w::fit_list(&mut o.x_kubernetes_list_map_keys);
+    w::fit_list(&mut o.x_kubernetes_validations);
     Ok(())
 }
 
@@ -939,6 +959,7 @@ fn m_api_storagemigration_v1beta1_StorageVersionMigrationStatus(mut b: &[u8], o:
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -1199,6 +1220,8 @@ fn m_api_core_v1_PersistentVolumeSpec(mut b: &[u8], o: &mut k8s_openapi::api::co
             _ => {}
         }
     }
+    w::fit_list(&mut o.access_modes);
+    w::fit_list(&mut o.mount_options);
     Ok(())
 }
 
@@ -1235,6 +1258,7 @@ fn m_api_core_v1_NodeSelector(mut b: &[u8], o: &mut k8s_openapi::api::core::v1::
             _ => {}
         }
     }
+    w::fit(&mut o.node_selector_terms);
     Ok(())
 }
 
@@ -1254,6 +1278,8 @@ fn m_api_core_v1_NodeSelectorTerm(mut b: &[u8], o: &mut k8s_openapi::api::core::
             _ => {}
         }
     }
+    w::fit_list(&mut o.match_expressions);
+    w::fit_list(&mut o.match_fields);
     Ok(())
 }
 
@@ -1274,6 +1300,7 @@ fn m_api_core_v1_NodeSelectorRequirement(mut b: &[u8], o: &mut k8s_openapi::api:
             _ => {}
         }
     }
+    w::fit_list(&mut o.values);
     Ok(())
 }
 
@@ -1602,6 +1629,8 @@ fn m_api_core_v1_FCVolumeSource(mut b: &[u8], o: &mut k8s_openapi::api::core::v1
             _ => {}
         }
     }
+    w::fit_list(&mut o.target_wwns);
+    w::fit_list(&mut o.wwids);
     Ok(())
 }
 
@@ -1625,6 +1654,7 @@ fn m_api_core_v1_CephFSPersistentVolumeSource(mut b: &[u8], o: &mut k8s_openapi:
             _ => {}
         }
     }
+    w::fit(&mut o.monitors);
     Ok(())
 }
 
@@ -1674,6 +1704,7 @@ fn m_api_core_v1_ISCSIPersistentVolumeSource(mut b: &[u8], o: &mut k8s_openapi::
             _ => {}
         }
     }
+    w::fit_list(&mut o.portals);
     Ok(())
 }
 
@@ -1699,6 +1730,7 @@ fn m_api_core_v1_RBDPersistentVolumeSource(mut b: &[u8], o: &mut k8s_openapi::ap
             _ => {}
         }
     }
+    w::fit(&mut o.monitors);
     Ok(())
 }
 
@@ -1826,6 +1858,8 @@ fn m_api_storage_v1_StorageClass(mut b: &[u8], o: &mut k8s_openapi::api::storage
             _ => {}
         }
     }
+    w::fit_list(&mut o.mount_options);
+    w::fit_list(&mut o.allowed_topologies);
     Ok(())
 }
 
@@ -1844,6 +1878,7 @@ fn m_api_core_v1_TopologySelectorTerm(mut b: &[u8], o: &mut k8s_openapi::api::co
             _ => {}
         }
     }
+    w::fit_list(&mut o.match_label_expressions);
     Ok(())
 }
 
@@ -1863,6 +1898,7 @@ fn m_api_core_v1_TopologySelectorLabelRequirement(mut b: &[u8], o: &mut k8s_open
             _ => {}
         }
     }
+    w::fit(&mut o.values);
     Ok(())
 }
 
@@ -1904,6 +1940,7 @@ fn m_apimachinery_pkg_apis_meta_v1_LabelSelector(mut b: &[u8], o: &mut k8s_opena
             _ => {}
         }
     }
+    w::fit_list(&mut o.match_expressions);
     Ok(())
 }
 
@@ -1924,6 +1961,7 @@ fn m_apimachinery_pkg_apis_meta_v1_LabelSelectorRequirement(mut b: &[u8], o: &mu
             _ => {}
         }
     }
+    w::fit_list(&mut o.values);
     Ok(())
 }
 
@@ -1961,6 +1999,7 @@ fn m_api_storage_v1_CSINodeSpec(mut b: &[u8], o: &mut k8s_openapi::api::storage:
             _ => {}
         }
     }
+    w::fit(&mut o.drivers);
     Ok(())
 }
 
@@ -1982,6 +2021,7 @@ fn m_api_storage_v1_CSINodeDriver(mut b: &[u8], o: &mut k8s_openapi::api::storag
             _ => {}
         }
     }
+    w::fit_list(&mut o.topology_keys);
     Ok(())
 }
 
@@ -2047,6 +2087,8 @@ fn m_api_storage_v1_CSIDriverSpec(mut b: &[u8], o: &mut k8s_openapi::api::storag
             _ => {}
         }
     }
+    w::fit_list(&mut o.volume_lifecycle_modes);
+    w::fit_list(&mut o.token_requests);
     Ok(())
 }
 
@@ -2104,6 +2146,7 @@ fn m_api_scheduling_v1alpha2_WorkloadSpec(mut b: &[u8], o: &mut k8s_openapi::api
             _ => {}
         }
     }
+    w::fit(&mut o.pod_group_templates);
     Ok(())
 }
 
@@ -2128,6 +2171,7 @@ fn m_api_scheduling_v1alpha2_PodGroupTemplate(mut b: &[u8], o: &mut k8s_openapi:
             _ => {}
         }
     }
+    w::fit_list(&mut o.resource_claims);
     Ok(())
 }
 
@@ -2166,6 +2210,7 @@ fn m_api_scheduling_v1alpha2_PodGroupSchedulingConstraints(mut b: &[u8], o: &mut
             _ => {}
         }
     }
+    w::fit_list(&mut o.topology);
     Ok(())
 }
 
@@ -2280,6 +2325,8 @@ fn m_api_scheduling_v1alpha2_PodGroupStatus(mut b: &[u8], o: &mut k8s_openapi::a
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
+    w::fit_list(&mut o.resource_claim_statuses);
     Ok(())
 }
 
@@ -2323,6 +2370,7 @@ fn m_api_scheduling_v1alpha2_PodGroupSpec(mut b: &[u8], o: &mut k8s_openapi::api
             _ => {}
         }
     }
+    w::fit_list(&mut o.resource_claims);
     Ok(())
 }
 
@@ -2426,6 +2474,8 @@ fn m_api_resource_v1beta2_ResourceSliceSpec(mut b: &[u8], o: &mut k8s_openapi::a
             _ => {}
         }
     }
+    w::fit_list(&mut o.devices);
+    w::fit_list(&mut o.shared_counters);
     Ok(())
 }
 
@@ -2493,6 +2543,10 @@ fn m_api_resource_v1beta2_Device(mut b: &[u8], o: &mut k8s_openapi::api::resourc
             _ => {}
         }
     }
+    w::fit_list(&mut o.consumes_counters);
+    w::fit_list(&mut o.taints);
+    w::fit_list(&mut o.binding_conditions);
+    w::fit_list(&mut o.binding_failure_conditions);
     Ok(())
 }
 
@@ -2591,6 +2645,7 @@ fn m_api_resource_v1beta2_CapacityRequestPolicy(mut b: &[u8], o: &mut k8s_openap
             _ => {}
         }
     }
+    w::fit_list(&mut o.valid_values);
     Ok(())
 }
 
@@ -2636,6 +2691,10 @@ fn m_api_resource_v1beta2_DeviceAttribute(mut b: &[u8], o: &mut k8s_openapi::api
             _ => {}
         }
     }
+    w::fit_list(&mut o.ints);
+    w::fit_list(&mut o.bools);
+    w::fit_list(&mut o.strings);
+    w::fit_list(&mut o.versions);
     Ok(())
 }
 
@@ -2732,6 +2791,9 @@ fn m_api_resource_v1beta2_DeviceClaim(mut b: &[u8], o: &mut k8s_openapi::api::re
             _ => {}
         }
     }
+    w::fit_list(&mut o.requests);
+    w::fit_list(&mut o.constraints);
+    w::fit_list(&mut o.config);
     Ok(())
 }
 
@@ -2763,6 +2825,7 @@ fn m_api_resource_v1beta2_DeviceClaimConfiguration(mut b: &[u8], o: &mut k8s_ope
             _ => {}
         }
     }
+    w::fit_list(&mut o.requests);
     Ok(())
 }
 
@@ -2802,6 +2865,7 @@ fn m_api_resource_v1beta2_DeviceConstraint(mut b: &[u8], o: &mut k8s_openapi::ap
             _ => {}
         }
     }
+    w::fit_list(&mut o.requests);
     Ok(())
 }
 
@@ -2822,6 +2886,7 @@ fn m_api_resource_v1beta2_DeviceRequest(mut b: &[u8], o: &mut k8s_openapi::api::
             _ => {}
         }
     }
+    w::fit_list(&mut o.first_available);
     Ok(())
 }
 
@@ -2846,6 +2911,8 @@ fn m_api_resource_v1beta2_DeviceSubRequest(mut b: &[u8], o: &mut k8s_openapi::ap
             _ => {}
         }
     }
+    w::fit_list(&mut o.selectors);
+    w::fit_list(&mut o.tolerations);
     Ok(())
 }
 
@@ -2946,6 +3013,8 @@ fn m_api_resource_v1beta2_ExactDeviceRequest(mut b: &[u8], o: &mut k8s_openapi::
             _ => {}
         }
     }
+    w::fit_list(&mut o.selectors);
+    w::fit_list(&mut o.tolerations);
     Ok(())
 }
 
@@ -2986,6 +3055,8 @@ fn m_api_resource_v1beta2_ResourceClaimStatus(mut b: &[u8], o: &mut k8s_openapi:
             _ => {}
         }
     }
+    w::fit_list(&mut o.reserved_for);
+    w::fit_list(&mut o.devices);
     Ok(())
 }
 
@@ -3010,6 +3081,7 @@ fn m_api_resource_v1beta2_AllocatedDeviceStatus(mut b: &[u8], o: &mut k8s_openap
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -3030,6 +3102,7 @@ fn m_api_resource_v1beta2_NetworkDeviceData(mut b: &[u8], o: &mut k8s_openapi::a
             _ => {}
         }
     }
+    w::fit_list(&mut o.ips);
     Ok(())
 }
 
@@ -3090,6 +3163,8 @@ fn m_api_resource_v1beta2_DeviceAllocationResult(mut b: &[u8], o: &mut k8s_opena
             _ => {}
         }
     }
+    w::fit_list(&mut o.results);
+    w::fit_list(&mut o.config);
     Ok(())
 }
 
@@ -3122,6 +3197,7 @@ fn m_api_resource_v1beta2_DeviceAllocationConfiguration(mut b: &[u8], o: &mut k8
             _ => {}
         }
     }
+    w::fit_list(&mut o.requests);
     Ok(())
 }
 
@@ -3149,6 +3225,9 @@ fn m_api_resource_v1beta2_DeviceRequestAllocationResult(mut b: &[u8], o: &mut k8
             _ => {}
         }
     }
+    w::fit_list(&mut o.tolerations);
+    w::fit_list(&mut o.binding_conditions);
+    w::fit_list(&mut o.binding_failure_conditions);
     Ok(())
 }
 
@@ -3187,6 +3266,7 @@ fn m_api_resource_v1beta2_DeviceTaintRuleStatus(mut b: &[u8], o: &mut k8s_openap
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -3265,6 +3345,8 @@ fn m_api_resource_v1beta2_DeviceClassSpec(mut b: &[u8], o: &mut k8s_openapi::api
             _ => {}
         }
     }
+    w::fit_list(&mut o.selectors);
+    w::fit_list(&mut o.config);
     Ok(())
 }
 
@@ -3339,6 +3421,8 @@ fn m_api_resource_v1beta1_ResourceSliceSpec(mut b: &[u8], o: &mut k8s_openapi::a
             _ => {}
         }
     }
+    w::fit_list(&mut o.devices);
+    w::fit_list(&mut o.shared_counters);
     Ok(())
 }
 
@@ -3424,6 +3508,10 @@ fn m_api_resource_v1beta1_BasicDevice(mut b: &[u8], o: &mut k8s_openapi::api::re
             _ => {}
         }
     }
+    w::fit_list(&mut o.consumes_counters);
+    w::fit_list(&mut o.taints);
+    w::fit_list(&mut o.binding_conditions);
+    w::fit_list(&mut o.binding_failure_conditions);
     Ok(())
 }
 
@@ -3522,6 +3610,7 @@ fn m_api_resource_v1beta1_CapacityRequestPolicy(mut b: &[u8], o: &mut k8s_openap
             _ => {}
         }
     }
+    w::fit_list(&mut o.valid_values);
     Ok(())
 }
 
@@ -3567,6 +3656,10 @@ fn m_api_resource_v1beta1_DeviceAttribute(mut b: &[u8], o: &mut k8s_openapi::api
             _ => {}
         }
     }
+    w::fit_list(&mut o.ints);
+    w::fit_list(&mut o.bools);
+    w::fit_list(&mut o.strings);
+    w::fit_list(&mut o.versions);
     Ok(())
 }
 
@@ -3663,6 +3756,9 @@ fn m_api_resource_v1beta1_DeviceClaim(mut b: &[u8], o: &mut k8s_openapi::api::re
             _ => {}
         }
     }
+    w::fit_list(&mut o.requests);
+    w::fit_list(&mut o.constraints);
+    w::fit_list(&mut o.config);
     Ok(())
 }
 
@@ -3694,6 +3790,7 @@ fn m_api_resource_v1beta1_DeviceClaimConfiguration(mut b: &[u8], o: &mut k8s_ope
             _ => {}
         }
     }
+    w::fit_list(&mut o.requests);
     Ok(())
 }
 
@@ -3733,6 +3830,7 @@ fn m_api_resource_v1beta1_DeviceConstraint(mut b: &[u8], o: &mut k8s_openapi::ap
             _ => {}
         }
     }
+    w::fit_list(&mut o.requests);
     Ok(())
 }
 
@@ -3759,6 +3857,9 @@ fn m_api_resource_v1beta1_DeviceRequest(mut b: &[u8], o: &mut k8s_openapi::api::
             _ => {}
         }
     }
+    w::fit_list(&mut o.selectors);
+    w::fit_list(&mut o.first_available);
+    w::fit_list(&mut o.tolerations);
     Ok(())
 }
 
@@ -3823,6 +3924,8 @@ fn m_api_resource_v1beta1_DeviceSubRequest(mut b: &[u8], o: &mut k8s_openapi::ap
             _ => {}
         }
     }
+    w::fit_list(&mut o.selectors);
+    w::fit_list(&mut o.tolerations);
     Ok(())
 }
 
@@ -3899,6 +4002,8 @@ fn m_api_resource_v1beta1_ResourceClaimStatus(mut b: &[u8], o: &mut k8s_openapi:
             _ => {}
         }
     }
+    w::fit_list(&mut o.reserved_for);
+    w::fit_list(&mut o.devices);
     Ok(())
 }
 
@@ -3923,6 +4028,7 @@ fn m_api_resource_v1beta1_AllocatedDeviceStatus(mut b: &[u8], o: &mut k8s_openap
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -3943,6 +4049,7 @@ fn m_api_resource_v1beta1_NetworkDeviceData(mut b: &[u8], o: &mut k8s_openapi::a
             _ => {}
         }
     }
+    w::fit_list(&mut o.ips);
     Ok(())
 }
 
@@ -4003,6 +4110,8 @@ fn m_api_resource_v1beta1_DeviceAllocationResult(mut b: &[u8], o: &mut k8s_opena
             _ => {}
         }
     }
+    w::fit_list(&mut o.results);
+    w::fit_list(&mut o.config);
     Ok(())
 }
 
@@ -4035,6 +4144,7 @@ fn m_api_resource_v1beta1_DeviceAllocationConfiguration(mut b: &[u8], o: &mut k8
             _ => {}
         }
     }
+    w::fit_list(&mut o.requests);
     Ok(())
 }
 
@@ -4062,6 +4172,9 @@ fn m_api_resource_v1beta1_DeviceRequestAllocationResult(mut b: &[u8], o: &mut k8
             _ => {}
         }
     }
+    w::fit_list(&mut o.tolerations);
+    w::fit_list(&mut o.binding_conditions);
+    w::fit_list(&mut o.binding_failure_conditions);
     Ok(())
 }
 
@@ -4101,6 +4214,8 @@ fn m_api_resource_v1beta1_DeviceClassSpec(mut b: &[u8], o: &mut k8s_openapi::api
             _ => {}
         }
     }
+    w::fit_list(&mut o.selectors);
+    w::fit_list(&mut o.config);
     Ok(())
 }
 
@@ -4171,6 +4286,8 @@ fn m_api_resource_v1alpha3_ResourcePoolStatusRequestStatus(mut b: &[u8], o: &mut
             _ => {}
         }
     }
+    w::fit_list(&mut o.pools);
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -4256,6 +4373,7 @@ fn m_api_resource_v1alpha3_DeviceTaintRuleStatus(mut b: &[u8], o: &mut k8s_opena
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -4360,6 +4478,8 @@ fn m_api_resource_v1_ResourceSliceSpec(mut b: &[u8], o: &mut k8s_openapi::api::r
             _ => {}
         }
     }
+    w::fit_list(&mut o.devices);
+    w::fit_list(&mut o.shared_counters);
     Ok(())
 }
 
@@ -4427,6 +4547,10 @@ fn m_api_resource_v1_Device(mut b: &[u8], o: &mut k8s_openapi::api::resource::v1
             _ => {}
         }
     }
+    w::fit_list(&mut o.consumes_counters);
+    w::fit_list(&mut o.taints);
+    w::fit_list(&mut o.binding_conditions);
+    w::fit_list(&mut o.binding_failure_conditions);
     Ok(())
 }
 
@@ -4525,6 +4649,7 @@ fn m_api_resource_v1_CapacityRequestPolicy(mut b: &[u8], o: &mut k8s_openapi::ap
             _ => {}
         }
     }
+    w::fit_list(&mut o.valid_values);
     Ok(())
 }
 
@@ -4570,6 +4695,10 @@ fn m_api_resource_v1_DeviceAttribute(mut b: &[u8], o: &mut k8s_openapi::api::res
             _ => {}
         }
     }
+    w::fit_list(&mut o.ints);
+    w::fit_list(&mut o.bools);
+    w::fit_list(&mut o.strings);
+    w::fit_list(&mut o.versions);
     Ok(())
 }
 
@@ -4666,6 +4795,9 @@ fn m_api_resource_v1_DeviceClaim(mut b: &[u8], o: &mut k8s_openapi::api::resourc
             _ => {}
         }
     }
+    w::fit_list(&mut o.requests);
+    w::fit_list(&mut o.constraints);
+    w::fit_list(&mut o.config);
     Ok(())
 }
 
@@ -4697,6 +4829,7 @@ fn m_api_resource_v1_DeviceClaimConfiguration(mut b: &[u8], o: &mut k8s_openapi:
             _ => {}
         }
     }
+    w::fit_list(&mut o.requests);
     Ok(())
 }
 
@@ -4736,6 +4869,7 @@ fn m_api_resource_v1_DeviceConstraint(mut b: &[u8], o: &mut k8s_openapi::api::re
             _ => {}
         }
     }
+    w::fit_list(&mut o.requests);
     Ok(())
 }
 
@@ -4756,6 +4890,7 @@ fn m_api_resource_v1_DeviceRequest(mut b: &[u8], o: &mut k8s_openapi::api::resou
             _ => {}
         }
     }
+    w::fit_list(&mut o.first_available);
     Ok(())
 }
 
@@ -4780,6 +4915,8 @@ fn m_api_resource_v1_DeviceSubRequest(mut b: &[u8], o: &mut k8s_openapi::api::re
             _ => {}
         }
     }
+    w::fit_list(&mut o.selectors);
+    w::fit_list(&mut o.tolerations);
     Ok(())
 }
 
@@ -4880,6 +5017,8 @@ fn m_api_resource_v1_ExactDeviceRequest(mut b: &[u8], o: &mut k8s_openapi::api::
             _ => {}
         }
     }
+    w::fit_list(&mut o.selectors);
+    w::fit_list(&mut o.tolerations);
     Ok(())
 }
 
@@ -4920,6 +5059,8 @@ fn m_api_resource_v1_ResourceClaimStatus(mut b: &[u8], o: &mut k8s_openapi::api:
             _ => {}
         }
     }
+    w::fit_list(&mut o.reserved_for);
+    w::fit_list(&mut o.devices);
     Ok(())
 }
 
@@ -4944,6 +5085,7 @@ fn m_api_resource_v1_AllocatedDeviceStatus(mut b: &[u8], o: &mut k8s_openapi::ap
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -4964,6 +5106,7 @@ fn m_api_resource_v1_NetworkDeviceData(mut b: &[u8], o: &mut k8s_openapi::api::r
             _ => {}
         }
     }
+    w::fit_list(&mut o.ips);
     Ok(())
 }
 
@@ -5024,6 +5167,8 @@ fn m_api_resource_v1_DeviceAllocationResult(mut b: &[u8], o: &mut k8s_openapi::a
             _ => {}
         }
     }
+    w::fit_list(&mut o.results);
+    w::fit_list(&mut o.config);
     Ok(())
 }
 
@@ -5056,6 +5201,7 @@ fn m_api_resource_v1_DeviceAllocationConfiguration(mut b: &[u8], o: &mut k8s_ope
             _ => {}
         }
     }
+    w::fit_list(&mut o.requests);
     Ok(())
 }
 
@@ -5083,6 +5229,9 @@ fn m_api_resource_v1_DeviceRequestAllocationResult(mut b: &[u8], o: &mut k8s_ope
             _ => {}
         }
     }
+    w::fit_list(&mut o.tolerations);
+    w::fit_list(&mut o.binding_conditions);
+    w::fit_list(&mut o.binding_failure_conditions);
     Ok(())
 }
 
@@ -5122,6 +5271,8 @@ fn m_api_resource_v1_DeviceClassSpec(mut b: &[u8], o: &mut k8s_openapi::api::res
             _ => {}
         }
     }
+    w::fit_list(&mut o.selectors);
+    w::fit_list(&mut o.config);
     Ok(())
 }
 
@@ -5172,6 +5323,7 @@ fn m_api_rbac_v1_RoleBinding(mut b: &[u8], o: &mut k8s_openapi::api::rbac::v1::R
             _ => {}
         }
     }
+    w::fit_list(&mut o.subjects);
     Ok(())
 }
 
@@ -5232,6 +5384,7 @@ fn m_api_rbac_v1_Role(mut b: &[u8], o: &mut k8s_openapi::api::rbac::v1::Role, d:
             _ => {}
         }
     }
+    w::fit_list(&mut o.rules);
     Ok(())
 }
 
@@ -5254,6 +5407,11 @@ fn m_api_rbac_v1_PolicyRule(mut b: &[u8], o: &mut k8s_openapi::api::rbac::v1::Po
             _ => {}
         }
     }
+    w::fit(&mut o.verbs);
+    w::fit_list(&mut o.api_groups);
+    w::fit_list(&mut o.resources);
+    w::fit_list(&mut o.resource_names);
+    w::fit_list(&mut o.non_resource_urls);
     Ok(())
 }
 
@@ -5274,6 +5432,7 @@ fn m_api_rbac_v1_ClusterRoleBinding(mut b: &[u8], o: &mut k8s_openapi::api::rbac
             _ => {}
         }
     }
+    w::fit_list(&mut o.subjects);
     Ok(())
 }
 
@@ -5294,6 +5453,7 @@ fn m_api_rbac_v1_ClusterRole(mut b: &[u8], o: &mut k8s_openapi::api::rbac::v1::C
             _ => {}
         }
     }
+    w::fit_list(&mut o.rules);
     Ok(())
 }
 
@@ -5312,6 +5472,7 @@ fn m_api_rbac_v1_AggregationRule(mut b: &[u8], o: &mut k8s_openapi::api::rbac::v
             _ => {}
         }
     }
+    w::fit_list(&mut o.cluster_role_selectors);
     Ok(())
 }
 
@@ -5356,6 +5517,7 @@ fn m_api_policy_v1_PodDisruptionBudgetStatus(mut b: &[u8], o: &mut k8s_openapi::
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -5417,6 +5579,7 @@ fn m_api_node_v1_Scheduling(mut b: &[u8], o: &mut k8s_openapi::api::node::v1::Sc
             _ => {}
         }
     }
+    w::fit_list(&mut o.tolerations);
     Ok(())
 }
 
@@ -5495,6 +5658,7 @@ fn m_api_networking_v1beta1_ServiceCIDRStatus(mut b: &[u8], o: &mut k8s_openapi:
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -5513,6 +5677,7 @@ fn m_api_networking_v1beta1_ServiceCIDRSpec(mut b: &[u8], o: &mut k8s_openapi::a
             _ => {}
         }
     }
+    w::fit_list(&mut o.cidrs);
     Ok(())
 }
 
@@ -5609,6 +5774,7 @@ fn m_api_networking_v1_ServiceCIDRStatus(mut b: &[u8], o: &mut k8s_openapi::api:
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -5627,6 +5793,7 @@ fn m_api_networking_v1_ServiceCIDRSpec(mut b: &[u8], o: &mut k8s_openapi::api::n
             _ => {}
         }
     }
+    w::fit_list(&mut o.cidrs);
     Ok(())
 }
 
@@ -5667,6 +5834,9 @@ fn m_api_networking_v1_NetworkPolicySpec(mut b: &[u8], o: &mut k8s_openapi::api:
             _ => {}
         }
     }
+    w::fit_list(&mut o.ingress);
+    w::fit_list(&mut o.egress);
+    w::fit_list(&mut o.policy_types);
     Ok(())
 }
 
@@ -5686,6 +5856,8 @@ fn m_api_networking_v1_NetworkPolicyEgressRule(mut b: &[u8], o: &mut k8s_openapi
             _ => {}
         }
     }
+    w::fit_list(&mut o.ports);
+    w::fit_list(&mut o.to);
     Ok(())
 }
 
@@ -5725,6 +5897,7 @@ fn m_api_networking_v1_IPBlock(mut b: &[u8], o: &mut k8s_openapi::api::networkin
             _ => {}
         }
     }
+    w::fit_list(&mut o.except);
     Ok(())
 }
 
@@ -5764,6 +5937,8 @@ fn m_api_networking_v1_NetworkPolicyIngressRule(mut b: &[u8], o: &mut k8s_openap
             _ => {}
         }
     }
+    w::fit_list(&mut o.ports);
+    w::fit_list(&mut o.from);
     Ok(())
 }
 
@@ -5880,6 +6055,7 @@ fn m_api_networking_v1_IngressLoadBalancerStatus(mut b: &[u8], o: &mut k8s_opena
             _ => {}
         }
     }
+    w::fit_list(&mut o.ingress);
     Ok(())
 }
 
@@ -5900,6 +6076,7 @@ fn m_api_networking_v1_IngressLoadBalancerIngress(mut b: &[u8], o: &mut k8s_open
             _ => {}
         }
     }
+    w::fit_list(&mut o.ports);
     Ok(())
 }
 
@@ -5941,6 +6118,8 @@ fn m_api_networking_v1_IngressSpec(mut b: &[u8], o: &mut k8s_openapi::api::netwo
             _ => {}
         }
     }
+    w::fit_list(&mut o.tls);
+    w::fit_list(&mut o.rules);
     Ok(())
 }
 
@@ -5990,6 +6169,7 @@ fn m_api_networking_v1_HTTPIngressRuleValue(mut b: &[u8], o: &mut k8s_openapi::a
             _ => {}
         }
     }
+    w::fit(&mut o.paths);
     Ok(())
 }
 
@@ -6029,6 +6209,7 @@ fn m_api_networking_v1_IngressTLS(mut b: &[u8], o: &mut k8s_openapi::api::networ
             _ => {}
         }
     }
+    w::fit_list(&mut o.hosts);
     Ok(())
 }
 
@@ -6202,6 +6383,7 @@ fn m_api_flowcontrol_v1_PriorityLevelConfigurationStatus(mut b: &[u8], o: &mut k
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -6361,6 +6543,7 @@ fn m_api_flowcontrol_v1_FlowSchemaStatus(mut b: &[u8], o: &mut k8s_openapi::api:
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -6404,6 +6587,7 @@ fn m_api_flowcontrol_v1_FlowSchemaSpec(mut b: &[u8], o: &mut k8s_openapi::api::f
             _ => {}
         }
     }
+    w::fit_list(&mut o.rules);
     Ok(())
 }
 
@@ -6424,6 +6608,9 @@ fn m_api_flowcontrol_v1_PolicyRulesWithSubjects(mut b: &[u8], o: &mut k8s_openap
             _ => {}
         }
     }
+    w::fit(&mut o.subjects);
+    w::fit_list(&mut o.resource_rules);
+    w::fit_list(&mut o.non_resource_rules);
     Ok(())
 }
 
@@ -6443,6 +6630,8 @@ fn m_api_flowcontrol_v1_NonResourcePolicyRule(mut b: &[u8], o: &mut k8s_openapi:
             _ => {}
         }
     }
+    w::fit(&mut o.verbs);
+    w::fit(&mut o.non_resource_urls);
     Ok(())
 }
 
@@ -6465,6 +6654,10 @@ fn m_api_flowcontrol_v1_ResourcePolicyRule(mut b: &[u8], o: &mut k8s_openapi::ap
             _ => {}
         }
     }
+    w::fit(&mut o.verbs);
+    w::fit(&mut o.api_groups);
+    w::fit(&mut o.resources);
+    w::fit_list(&mut o.namespaces);
     Ok(())
 }
 
@@ -6668,6 +6861,8 @@ fn m_api_discovery_v1_EndpointSlice(mut b: &[u8], o: &mut k8s_openapi::api::disc
             _ => {}
         }
     }
+    w::fit_list(&mut o.endpoints);
+    w::fit_list(&mut o.ports);
     Ok(())
 }
 
@@ -6714,6 +6909,7 @@ fn m_api_discovery_v1_Endpoint(mut b: &[u8], o: &mut k8s_openapi::api::discovery
             _ => {}
         }
     }
+    w::fit(&mut o.addresses);
     Ok(())
 }
 
@@ -6733,6 +6929,8 @@ fn m_api_discovery_v1_EndpointHints(mut b: &[u8], o: &mut k8s_openapi::api::disc
             _ => {}
         }
     }
+    w::fit_list(&mut o.for_zones);
+    w::fit_list(&mut o.for_nodes);
     Ok(())
 }
 
@@ -6810,6 +7008,8 @@ fn m_api_core_v1_ServiceAccount(mut b: &[u8], o: &mut k8s_openapi::api::core::v1
             _ => {}
         }
     }
+    w::fit_list(&mut o.secrets);
+    w::fit_list(&mut o.image_pull_secrets);
     Ok(())
 }
 
@@ -6867,6 +7067,7 @@ fn m_api_core_v1_ServiceStatus(mut b: &[u8], o: &mut k8s_openapi::api::core::v1:
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -6885,6 +7086,7 @@ fn m_api_core_v1_LoadBalancerStatus(mut b: &[u8], o: &mut k8s_openapi::api::core
             _ => {}
         }
     }
+    w::fit_list(&mut o.ingress);
     Ok(())
 }
 
@@ -6906,6 +7108,7 @@ fn m_api_core_v1_LoadBalancerIngress(mut b: &[u8], o: &mut k8s_openapi::api::cor
             _ => {}
         }
     }
+    w::fit_list(&mut o.ports);
     Ok(())
 }
 
@@ -6963,6 +7166,11 @@ fn m_api_core_v1_ServiceSpec(mut b: &[u8], o: &mut k8s_openapi::api::core::v1::S
             _ => {}
         }
     }
+    w::fit_list(&mut o.ports);
+    w::fit_list(&mut o.cluster_ips);
+    w::fit_list(&mut o.external_ips);
+    w::fit_list(&mut o.load_balancer_source_ranges);
+    w::fit_list(&mut o.ip_families);
     Ok(())
 }
 
@@ -7103,6 +7311,7 @@ fn m_api_core_v1_ResourceQuotaSpec(mut b: &[u8], o: &mut k8s_openapi::api::core:
             _ => {}
         }
     }
+    w::fit_list(&mut o.scopes);
     Ok(())
 }
 
@@ -7121,6 +7330,7 @@ fn m_api_core_v1_ScopeSelector(mut b: &[u8], o: &mut k8s_openapi::api::core::v1:
             _ => {}
         }
     }
+    w::fit_list(&mut o.match_expressions);
     Ok(())
 }
 
@@ -7141,6 +7351,7 @@ fn m_api_core_v1_ScopedResourceSelectorRequirement(mut b: &[u8], o: &mut k8s_ope
             _ => {}
         }
     }
+    w::fit_list(&mut o.values);
     Ok(())
 }
 
@@ -7184,6 +7395,7 @@ fn m_api_core_v1_ReplicationControllerStatus(mut b: &[u8], o: &mut k8s_openapi::
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -7305,6 +7517,17 @@ fn m_api_core_v1_PodSpec(mut b: &[u8], o: &mut k8s_openapi::api::core::v1::PodSp
             _ => {}
         }
     }
+    w::fit_list(&mut o.volumes);
+    w::fit_list(&mut o.init_containers);
+    w::fit(&mut o.containers);
+    w::fit_list(&mut o.ephemeral_containers);
+    w::fit_list(&mut o.image_pull_secrets);
+    w::fit_list(&mut o.tolerations);
+    w::fit_list(&mut o.host_aliases);
+    w::fit_list(&mut o.readiness_gates);
+    w::fit_list(&mut o.topology_spread_constraints);
+    w::fit_list(&mut o.scheduling_gates);
+    w::fit_list(&mut o.resource_claims);
     Ok(())
 }
 
@@ -7343,6 +7566,7 @@ fn m_api_core_v1_ResourceRequirements(mut b: &[u8], o: &mut k8s_openapi::api::co
             _ => {}
         }
     }
+    w::fit_list(&mut o.claims);
     Ok(())
 }
 
@@ -7443,6 +7667,7 @@ fn m_api_core_v1_TopologySpreadConstraint(mut b: &[u8], o: &mut k8s_openapi::api
             _ => {}
         }
     }
+    w::fit_list(&mut o.match_label_keys);
     Ok(())
 }
 
@@ -7481,6 +7706,9 @@ fn m_api_core_v1_PodDNSConfig(mut b: &[u8], o: &mut k8s_openapi::api::core::v1::
             _ => {}
         }
     }
+    w::fit_list(&mut o.nameservers);
+    w::fit_list(&mut o.searches);
+    w::fit_list(&mut o.options);
     Ok(())
 }
 
@@ -7519,6 +7747,7 @@ fn m_api_core_v1_HostAlias(mut b: &[u8], o: &mut k8s_openapi::api::core::v1::Hos
             _ => {}
         }
     }
+    w::fit_list(&mut o.hostnames);
     Ok(())
 }
 
@@ -7558,6 +7787,8 @@ fn m_api_core_v1_PodAntiAffinity(mut b: &[u8], o: &mut k8s_openapi::api::core::v
             _ => {}
         }
     }
+    w::fit_list(&mut o.required_during_scheduling_ignored_during_execution);
+    w::fit_list(&mut o.preferred_during_scheduling_ignored_during_execution);
     Ok(())
 }
 
@@ -7600,6 +7831,9 @@ fn m_api_core_v1_PodAffinityTerm(mut b: &[u8], o: &mut k8s_openapi::api::core::v
             _ => {}
         }
     }
+    w::fit_list(&mut o.namespaces);
+    w::fit_list(&mut o.match_label_keys);
+    w::fit_list(&mut o.mismatch_label_keys);
     Ok(())
 }
 
@@ -7619,6 +7853,8 @@ fn m_api_core_v1_PodAffinity(mut b: &[u8], o: &mut k8s_openapi::api::core::v1::P
             _ => {}
         }
     }
+    w::fit_list(&mut o.required_during_scheduling_ignored_during_execution);
+    w::fit_list(&mut o.preferred_during_scheduling_ignored_during_execution);
     Ok(())
 }
 
@@ -7638,6 +7874,7 @@ fn m_api_core_v1_NodeAffinity(mut b: &[u8], o: &mut k8s_openapi::api::core::v1::
             _ => {}
         }
     }
+    w::fit_list(&mut o.preferred_during_scheduling_ignored_during_execution);
     Ok(())
 }
 
@@ -7687,6 +7924,8 @@ fn m_api_core_v1_PodSecurityContext(mut b: &[u8], o: &mut k8s_openapi::api::core
             _ => {}
         }
     }
+    w::fit_list(&mut o.supplemental_groups);
+    w::fit_list(&mut o.sysctls);
     Ok(())
 }
 
@@ -7828,6 +8067,15 @@ fn m_api_core_v1_EphemeralContainer__EphemeralContainerCommon(mut b: &[u8], o: &
             _ => {}
         }
     }
+    w::fit_list(&mut o.command);
+    w::fit_list(&mut o.args);
+    w::fit_list(&mut o.ports);
+    w::fit_list(&mut o.env_from);
+    w::fit_list(&mut o.env);
+    w::fit_list(&mut o.resize_policy);
+    w::fit_list(&mut o.restart_policy_rules);
+    w::fit_list(&mut o.volume_mounts);
+    w::fit_list(&mut o.volume_devices);
     Ok(())
 }
 
@@ -7889,6 +8137,8 @@ fn m_api_core_v1_Capabilities(mut b: &[u8], o: &mut k8s_openapi::api::core::v1::
             _ => {}
         }
     }
+    w::fit_list(&mut o.add);
+    w::fit_list(&mut o.drop);
     Ok(())
 }
 
@@ -7989,6 +8239,7 @@ fn m_api_core_v1_HTTPGetAction(mut b: &[u8], o: &mut k8s_openapi::api::core::v1:
             _ => {}
         }
     }
+    w::fit_list(&mut o.http_headers);
     Ok(())
 }
 
@@ -8026,6 +8277,7 @@ fn m_api_core_v1_ExecAction(mut b: &[u8], o: &mut k8s_openapi::api::core::v1::Ex
             _ => {}
         }
     }
+    w::fit_list(&mut o.command);
     Ok(())
 }
 
@@ -8165,6 +8417,7 @@ fn m_api_core_v1_ContainerRestartRuleOnExitCodes(mut b: &[u8], o: &mut k8s_opena
             _ => {}
         }
     }
+    w::fit_list(&mut o.values);
     Ok(())
 }
 
@@ -8496,6 +8749,15 @@ fn m_api_core_v1_Container(mut b: &[u8], o: &mut k8s_openapi::api::core::v1::Con
             _ => {}
         }
     }
+    w::fit_list(&mut o.command);
+    w::fit_list(&mut o.args);
+    w::fit_list(&mut o.ports);
+    w::fit_list(&mut o.env_from);
+    w::fit_list(&mut o.env);
+    w::fit_list(&mut o.resize_policy);
+    w::fit_list(&mut o.restart_policy_rules);
+    w::fit_list(&mut o.volume_mounts);
+    w::fit_list(&mut o.volume_devices);
     Ok(())
 }
 
@@ -8638,6 +8900,7 @@ fn m_api_core_v1_PersistentVolumeClaimSpec(mut b: &[u8], o: &mut k8s_openapi::ap
             _ => {}
         }
     }
+    w::fit_list(&mut o.access_modes);
     Ok(())
 }
 
@@ -8768,6 +9031,7 @@ fn m_api_core_v1_ProjectedVolumeSource(mut b: &[u8], o: &mut k8s_openapi::api::c
             _ => {}
         }
     }
+    w::fit_list(&mut o.sources);
     Ok(())
 }
 
@@ -8889,6 +9153,7 @@ fn m_api_core_v1_ConfigMapProjection(mut b: &[u8], o: &mut k8s_openapi::api::cor
             _ => {}
         }
     }
+    w::fit_list(&mut o.items);
     Ok(())
 }
 
@@ -8927,6 +9192,7 @@ fn m_api_core_v1_DownwardAPIProjection(mut b: &[u8], o: &mut k8s_openapi::api::c
             _ => {}
         }
     }
+    w::fit_list(&mut o.items);
     Ok(())
 }
 
@@ -8980,6 +9246,7 @@ fn m_api_core_v1_SecretProjection(mut b: &[u8], o: &mut k8s_openapi::api::core::
             _ => {}
         }
     }
+    w::fit_list(&mut o.items);
     Ok(())
 }
 
@@ -9013,6 +9280,7 @@ fn m_api_core_v1_ConfigMapVolumeSource(mut b: &[u8], o: &mut k8s_openapi::api::c
             _ => {}
         }
     }
+    w::fit_list(&mut o.items);
     Ok(())
 }
 
@@ -9052,6 +9320,7 @@ fn m_api_core_v1_DownwardAPIVolumeSource(mut b: &[u8], o: &mut k8s_openapi::api:
             _ => {}
         }
     }
+    w::fit_list(&mut o.items);
     Ok(())
 }
 
@@ -9075,6 +9344,7 @@ fn m_api_core_v1_CephFSVolumeSource(mut b: &[u8], o: &mut k8s_openapi::api::core
             _ => {}
         }
     }
+    w::fit(&mut o.monitors);
     Ok(())
 }
 
@@ -9143,6 +9413,7 @@ fn m_api_core_v1_RBDVolumeSource(mut b: &[u8], o: &mut k8s_openapi::api::core::v
             _ => {}
         }
     }
+    w::fit(&mut o.monitors);
     Ok(())
 }
 
@@ -9210,6 +9481,7 @@ fn m_api_core_v1_ISCSIVolumeSource(mut b: &[u8], o: &mut k8s_openapi::api::core:
             _ => {}
         }
     }
+    w::fit_list(&mut o.portals);
     Ok(())
 }
 
@@ -9231,6 +9503,7 @@ fn m_api_core_v1_SecretVolumeSource(mut b: &[u8], o: &mut k8s_openapi::api::core
             _ => {}
         }
     }
+    w::fit_list(&mut o.items);
     Ok(())
 }
 
@@ -9347,6 +9620,14 @@ fn m_api_core_v1_PodStatus(mut b: &[u8], o: &mut k8s_openapi::api::core::v1::Pod
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
+    w::fit_list(&mut o.host_ips);
+    w::fit_list(&mut o.pod_ips);
+    w::fit_list(&mut o.init_container_statuses);
+    w::fit_list(&mut o.container_statuses);
+    w::fit_list(&mut o.ephemeral_container_statuses);
+    w::fit_list(&mut o.resource_claim_statuses);
+    w::fit_list(&mut o.node_allocatable_resource_claim_statuses);
     Ok(())
 }
 
@@ -9367,6 +9648,7 @@ fn m_api_core_v1_NodeAllocatableResourceClaimStatus(mut b: &[u8], o: &mut k8s_op
             _ => {}
         }
     }
+    w::fit_list(&mut o.containers);
     Ok(())
 }
 
@@ -9386,6 +9668,7 @@ fn m_api_core_v1_PodExtendedResourceClaimStatus(mut b: &[u8], o: &mut k8s_openap
             _ => {}
         }
     }
+    w::fit(&mut o.request_mappings);
     Ok(())
 }
 
@@ -9457,6 +9740,8 @@ fn m_api_core_v1_ContainerStatus(mut b: &[u8], o: &mut k8s_openapi::api::core::v
             _ => {}
         }
     }
+    w::fit_list(&mut o.volume_mounts);
+    w::fit_list(&mut o.allocated_resources_status);
     Ok(())
 }
 
@@ -9476,6 +9761,7 @@ fn m_api_core_v1_ResourceStatus(mut b: &[u8], o: &mut k8s_openapi::api::core::v1
             _ => {}
         }
     }
+    w::fit_list(&mut o.resources);
     Ok(())
 }
 
@@ -9534,6 +9820,7 @@ fn m_api_core_v1_LinuxContainerUser(mut b: &[u8], o: &mut k8s_openapi::api::core
             _ => {}
         }
     }
+    w::fit_list(&mut o.supplemental_groups);
     Ok(())
 }
 
@@ -9778,6 +10065,8 @@ fn m_api_core_v1_PersistentVolumeClaimStatus(mut b: &[u8], o: &mut k8s_openapi::
             _ => {}
         }
     }
+    w::fit_list(&mut o.access_modes);
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -9912,6 +10201,13 @@ fn m_api_core_v1_NodeStatus(mut b: &[u8], o: &mut k8s_openapi::api::core::v1::No
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
+    w::fit_list(&mut o.addresses);
+    w::fit_list(&mut o.images);
+    w::fit_list(&mut o.volumes_in_use);
+    w::fit_list(&mut o.volumes_attached);
+    w::fit_list(&mut o.runtime_handlers);
+    w::fit_list(&mut o.declared_features);
     Ok(())
 }
 
@@ -10067,6 +10363,7 @@ fn m_api_core_v1_ContainerImage(mut b: &[u8], o: &mut k8s_openapi::api::core::v1
             _ => {}
         }
     }
+    w::fit_list(&mut o.names);
     Ok(())
 }
 
@@ -10215,6 +10512,8 @@ fn m_api_core_v1_NodeSpec(mut b: &[u8], o: &mut k8s_openapi::api::core::v1::Node
             _ => {}
         }
     }
+    w::fit_list(&mut o.pod_cidrs);
+    w::fit_list(&mut o.taints);
     Ok(())
 }
 
@@ -10275,6 +10574,7 @@ fn m_api_core_v1_NamespaceStatus(mut b: &[u8], o: &mut k8s_openapi::api::core::v
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -10315,6 +10615,7 @@ fn m_api_core_v1_NamespaceSpec(mut b: &[u8], o: &mut k8s_openapi::api::core::v1:
             _ => {}
         }
     }
+    w::fit_list(&mut o.finalizers);
     Ok(())
 }
 
@@ -10352,6 +10653,7 @@ fn m_api_core_v1_LimitRangeSpec(mut b: &[u8], o: &mut k8s_openapi::api::core::v1
             _ => {}
         }
     }
+    w::fit(&mut o.limits);
     Ok(())
 }
 
@@ -10445,6 +10747,7 @@ fn m_api_core_v1_Endpoints(mut b: &[u8], o: &mut k8s_openapi::api::core::v1::End
             _ => {}
         }
     }
+    w::fit_list(&mut o.subsets);
     Ok(())
 }
 
@@ -10465,6 +10768,9 @@ fn m_api_core_v1_EndpointSubset(mut b: &[u8], o: &mut k8s_openapi::api::core::v1
             _ => {}
         }
     }
+    w::fit_list(&mut o.addresses);
+    w::fit_list(&mut o.not_ready_addresses);
+    w::fit_list(&mut o.ports);
     Ok(())
 }
 
@@ -10547,6 +10853,7 @@ fn m_api_core_v1_ComponentStatus(mut b: &[u8], o: &mut k8s_openapi::api::core::v
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -10737,6 +11044,7 @@ fn m_api_certificates_v1beta1_PodCertificateRequestStatus(mut b: &[u8], o: &mut 
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -10881,6 +11189,7 @@ fn m_api_certificates_v1_CertificateSigningRequestStatus(mut b: &[u8], o: &mut k
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -10929,6 +11238,8 @@ fn m_api_certificates_v1_CertificateSigningRequestSpec(mut b: &[u8], o: &mut k8s
             _ => {}
         }
     }
+    w::fit_list(&mut o.usages);
+    w::fit_list(&mut o.groups);
     Ok(())
 }
 
@@ -10977,6 +11288,7 @@ fn m_api_batch_v1_JobStatus(mut b: &[u8], o: &mut k8s_openapi::api::batch::v1::J
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -10996,6 +11308,8 @@ fn m_api_batch_v1_UncountedTerminatedPods(mut b: &[u8], o: &mut k8s_openapi::api
             _ => {}
         }
     }
+    w::fit_list(&mut o.succeeded);
+    w::fit_list(&mut o.failed);
     Ok(())
 }
 
@@ -11070,6 +11384,7 @@ fn m_api_batch_v1_SuccessPolicy(mut b: &[u8], o: &mut k8s_openapi::api::batch::v
             _ => {}
         }
     }
+    w::fit(&mut o.rules);
     Ok(())
 }
 
@@ -11107,6 +11422,7 @@ fn m_api_batch_v1_PodFailurePolicy(mut b: &[u8], o: &mut k8s_openapi::api::batch
             _ => {}
         }
     }
+    w::fit(&mut o.rules);
     Ok(())
 }
 
@@ -11127,6 +11443,7 @@ fn m_api_batch_v1_PodFailurePolicyRule(mut b: &[u8], o: &mut k8s_openapi::api::b
             _ => {}
         }
     }
+    w::fit_list(&mut o.on_pod_conditions);
     Ok(())
 }
 
@@ -11166,6 +11483,7 @@ fn m_api_batch_v1_PodFailurePolicyOnExitCodesRequirement(mut b: &[u8], o: &mut k
             _ => {}
         }
     }
+    w::fit(&mut o.values);
     Ok(())
 }
 
@@ -11206,6 +11524,7 @@ fn m_api_batch_v1_CronJobStatus(mut b: &[u8], o: &mut k8s_openapi::api::batch::v
             _ => {}
         }
     }
+    w::fit_list(&mut o.active);
     Ok(())
 }
 
@@ -11293,6 +11612,8 @@ fn m_api_autoscaling_v2_HorizontalPodAutoscalerStatus(mut b: &[u8], o: &mut k8s_
             _ => {}
         }
     }
+    w::fit_list(&mut o.current_metrics);
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -11516,6 +11837,7 @@ fn m_api_autoscaling_v2_HorizontalPodAutoscalerSpec(mut b: &[u8], o: &mut k8s_op
             _ => {}
         }
     }
+    w::fit_list(&mut o.metrics);
     Ok(())
 }
 
@@ -11556,6 +11878,7 @@ fn m_api_autoscaling_v2_HPAScalingRules(mut b: &[u8], o: &mut k8s_openapi::api::
             _ => {}
         }
     }
+    w::fit_list(&mut o.policies);
     Ok(())
 }
 
@@ -11847,6 +12170,7 @@ fn m_api_apps_v1_StatefulSetStatus(mut b: &[u8], o: &mut k8s_openapi::api::apps:
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -11897,6 +12221,7 @@ fn m_api_apps_v1_StatefulSetSpec(mut b: &[u8], o: &mut k8s_openapi::api::apps::v
             _ => {}
         }
     }
+    w::fit_list(&mut o.volume_claim_templates);
     Ok(())
 }
 
@@ -12016,6 +12341,7 @@ fn m_api_apps_v1_ReplicaSetStatus(mut b: &[u8], o: &mut k8s_openapi::api::apps::
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -12105,6 +12431,7 @@ fn m_api_apps_v1_DeploymentStatus(mut b: &[u8], o: &mut k8s_openapi::api::apps::
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -12238,6 +12565,7 @@ fn m_api_apps_v1_DaemonSetStatus(mut b: &[u8], o: &mut k8s_openapi::api::apps::v
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -12380,6 +12708,8 @@ fn m_api_apiserverinternal_v1alpha1_StorageVersionStatus(mut b: &[u8], o: &mut k
             _ => {}
         }
     }
+    w::fit_list(&mut o.storage_versions);
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -12424,6 +12754,8 @@ fn m_api_apiserverinternal_v1alpha1_ServerStorageVersion(mut b: &[u8], o: &mut k
             _ => {}
         }
     }
+    w::fit(&mut o.decodable_versions);
+    w::fit_list(&mut o.served_versions);
     Ok(())
 }
 
@@ -12485,6 +12817,8 @@ fn m_api_admissionregistration_v1beta1_MatchResources(mut b: &[u8], o: &mut k8s_
             _ => {}
         }
     }
+    w::fit_list(&mut o.resource_rules);
+    w::fit_list(&mut o.exclude_resource_rules);
     Ok(())
 }
 
@@ -12506,6 +12840,9 @@ fn m_api_admissionregistration_v1beta1_NamedRuleWithOperations__RuleWithOperatio
             _ => {}
         }
     }
+    w::fit_list(&mut o.api_groups);
+    w::fit_list(&mut o.api_versions);
+    w::fit_list(&mut o.resources);
     Ok(())
 }
 
@@ -12519,6 +12856,7 @@ fn m_api_admissionregistration_v1beta1_NamedRuleWithOperations__RuleWithOperatio
             _ => {}
         }
     }
+    w::fit_list(&mut o.operations);
     Ok(())
 }
 
@@ -12532,6 +12870,7 @@ fn m_api_admissionregistration_v1beta1_NamedRuleWithOperations(mut b: &[u8], o: 
             _ => {}
         }
     }
+    w::fit_list(&mut o.resource_names);
     Ok(())
 }
 
@@ -12596,6 +12935,9 @@ fn m_api_admissionregistration_v1beta1_MutatingAdmissionPolicySpec(mut b: &[u8],
             _ => {}
         }
     }
+    w::fit_list(&mut o.variables);
+    w::fit_list(&mut o.mutations);
+    w::fit_list(&mut o.match_conditions);
     Ok(())
 }
 
@@ -12770,6 +13112,8 @@ fn m_api_admissionregistration_v1alpha1_MatchResources(mut b: &[u8], o: &mut k8s
             _ => {}
         }
     }
+    w::fit_list(&mut o.resource_rules);
+    w::fit_list(&mut o.exclude_resource_rules);
     Ok(())
 }
 
@@ -12791,6 +13135,9 @@ fn m_api_admissionregistration_v1alpha1_NamedRuleWithOperations__RuleWithOperati
             _ => {}
         }
     }
+    w::fit_list(&mut o.api_groups);
+    w::fit_list(&mut o.api_versions);
+    w::fit_list(&mut o.resources);
     Ok(())
 }
 
@@ -12804,6 +13151,7 @@ fn m_api_admissionregistration_v1alpha1_NamedRuleWithOperations__RuleWithOperati
             _ => {}
         }
     }
+    w::fit_list(&mut o.operations);
     Ok(())
 }
 
@@ -12817,6 +13165,7 @@ fn m_api_admissionregistration_v1alpha1_NamedRuleWithOperations(mut b: &[u8], o:
             _ => {}
         }
     }
+    w::fit_list(&mut o.resource_names);
     Ok(())
 }
 
@@ -12881,6 +13230,9 @@ fn m_api_admissionregistration_v1alpha1_MutatingAdmissionPolicySpec(mut b: &[u8]
             _ => {}
         }
     }
+    w::fit_list(&mut o.variables);
+    w::fit_list(&mut o.mutations);
+    w::fit_list(&mut o.match_conditions);
     Ok(())
 }
 
@@ -13013,6 +13365,7 @@ fn m_api_admissionregistration_v1_ValidatingWebhookConfiguration(mut b: &[u8], o
             _ => {}
         }
     }
+    w::fit_list(&mut o.webhooks);
     Ok(())
 }
 
@@ -13041,6 +13394,9 @@ fn m_api_admissionregistration_v1_ValidatingWebhook(mut b: &[u8], o: &mut k8s_op
             _ => {}
         }
     }
+    w::fit_list(&mut o.rules);
+    w::fit(&mut o.admission_review_versions);
+    w::fit_list(&mut o.match_conditions);
     Ok(())
 }
 
@@ -13081,6 +13437,9 @@ fn m_api_admissionregistration_v1_RuleWithOperations__Rule(mut b: &[u8], o: &mut
             _ => {}
         }
     }
+    w::fit_list(&mut o.api_groups);
+    w::fit_list(&mut o.api_versions);
+    w::fit_list(&mut o.resources);
     Ok(())
 }
 
@@ -13094,6 +13453,7 @@ fn m_api_admissionregistration_v1_RuleWithOperations(mut b: &[u8], o: &mut k8s_o
             _ => {}
         }
     }
+    w::fit_list(&mut o.operations);
     Ok(())
 }
 
@@ -13175,6 +13535,7 @@ fn m_api_admissionregistration_v1_ValidatingAdmissionPolicyBindingSpec(mut b: &[
             _ => {}
         }
     }
+    w::fit(&mut o.validation_actions);
     Ok(())
 }
 
@@ -13197,6 +13558,8 @@ fn m_api_admissionregistration_v1_MatchResources(mut b: &[u8], o: &mut k8s_opena
             _ => {}
         }
     }
+    w::fit_list(&mut o.resource_rules);
+    w::fit_list(&mut o.exclude_resource_rules);
     Ok(())
 }
 
@@ -13218,6 +13581,9 @@ fn m_api_admissionregistration_v1_NamedRuleWithOperations__RuleWithOperations__R
             _ => {}
         }
     }
+    w::fit_list(&mut o.api_groups);
+    w::fit_list(&mut o.api_versions);
+    w::fit_list(&mut o.resources);
     Ok(())
 }
 
@@ -13231,6 +13597,7 @@ fn m_api_admissionregistration_v1_NamedRuleWithOperations__RuleWithOperations(mu
             _ => {}
         }
     }
+    w::fit_list(&mut o.operations);
     Ok(())
 }
 
@@ -13244,6 +13611,7 @@ fn m_api_admissionregistration_v1_NamedRuleWithOperations(mut b: &[u8], o: &mut 
             _ => {}
         }
     }
+    w::fit_list(&mut o.resource_names);
     Ok(())
 }
 
@@ -13305,6 +13673,7 @@ fn m_api_admissionregistration_v1_ValidatingAdmissionPolicyStatus(mut b: &[u8], 
             _ => {}
         }
     }
+    w::fit_list(&mut o.conditions);
     Ok(())
 }
 
@@ -13323,6 +13692,7 @@ fn m_api_admissionregistration_v1_TypeChecking(mut b: &[u8], o: &mut k8s_openapi
             _ => {}
         }
     }
+    w::fit_list(&mut o.expression_warnings);
     Ok(())
 }
 
@@ -13366,6 +13736,10 @@ fn m_api_admissionregistration_v1_ValidatingAdmissionPolicySpec(mut b: &[u8], o:
             _ => {}
         }
     }
+    w::fit_list(&mut o.validations);
+    w::fit_list(&mut o.audit_annotations);
+    w::fit_list(&mut o.match_conditions);
+    w::fit_list(&mut o.variables);
     Ok(())
 }
 
@@ -13463,6 +13837,7 @@ fn m_api_admissionregistration_v1_MutatingWebhookConfiguration(mut b: &[u8], o: 
             _ => {}
         }
     }
+    w::fit_list(&mut o.webhooks);
     Ok(())
 }
 
@@ -13492,6 +13867,9 @@ fn m_api_admissionregistration_v1_MutatingWebhook(mut b: &[u8], o: &mut k8s_open
             _ => {}
         }
     }
+    w::fit_list(&mut o.rules);
+    w::fit(&mut o.admission_review_versions);
+    w::fit_list(&mut o.match_conditions);
     Ok(())
 }
 
@@ -13574,6 +13952,9 @@ fn m_api_admissionregistration_v1_MutatingAdmissionPolicySpec(mut b: &[u8], o: &
             _ => {}
         }
     }
+    w::fit_list(&mut o.variables);
+    w::fit_list(&mut o.mutations);
+    w::fit_list(&mut o.match_conditions);
     Ok(())
 }
 

@@ -221,6 +221,24 @@ pub(crate) fn list<T>(field: &mut Option<Vec<T>>) -> &mut Vec<T> {
     field.get_or_insert_with(Vec::new)
 }
 
+/// Gives back a repeated field's spare room once its message is read:
+/// each element is pushed (the wire says nothing of a field's count), so
+/// the `Vec` grew by doubling from four, and a cached object would keep
+/// the slack for its whole life (the JSON path allocates exactly, see
+/// `decode::exact_capacity`).
+pub(crate) fn fit<T>(list: &mut Vec<T>) {
+    if list.capacity() > list.len() {
+        list.shrink_to_fit();
+    }
+}
+
+/// [`fit`] for an optional list field.
+pub(crate) fn fit_list<T>(field: &mut Option<Vec<T>>) {
+    if let Some(list) = field {
+        fit(list);
+    }
+}
+
 /// The map an optional map field holds, made empty if absent.
 pub(crate) fn map<T>(field: &mut Option<BTreeMap<String, T>>) -> &mut BTreeMap<String, T> {
     field.get_or_insert_with(BTreeMap::new)
