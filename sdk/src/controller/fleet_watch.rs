@@ -195,7 +195,31 @@ impl FleetWatches {
                 let predicates = WatchPredicates::<K>::new()
                     .with_event_filters(Arc::clone(&target.event_filters));
                 let mapper = Mapper::from_fn(move |obj: &K| map(&cluster, obj));
-                register_handler(member, mapper, predicates, target.queue.clone())
+                let registered = register_handler(
+                    member,
+                    mapper.clone(),
+                    predicates.clone(),
+                    target.queue.clone(),
+                )?;
+                // At the member's disengagement (before its informers stop),
+                // every object it held is mapped once more, as if deleted.
+                let informer = member
+                    .informer::<K>()
+                    .map_err(|e| (registered.kind.clone(), e))?;
+                let (queue, remove) = (target.queue.clone(), registered.remove);
+                Ok(RegisteredWatch {
+                    remove: Box::new(move || {
+                        for obj in informer.store().list() {
+                            if predicates.passes(&PredicateEvent::Delete(&*obj)) {
+                                for request in mapper.map(&obj) {
+                                    queue.add_with_priority(request, Priority::Normal);
+                                }
+                            }
+                        }
+                        remove();
+                    }),
+                    ..registered
+                })
             },
         ));
     }

@@ -140,7 +140,10 @@ impl<R: Reconcile> Controller<R> {
     /// Each member's informer of `K` is shared with the multicluster
     /// controllers engaged there, starts when the member is engaged (its
     /// initial list maps every object once) and stops when it is
-    /// disengaged. The hub controller does not wait for members to sync:
+    /// disengaged; then every object it held is mapped once more, as if
+    /// deleted, so the hub objects they map to are reconciled and can see
+    /// the member gone ([`Manager::engaged_clusters`](crate::manager::Manager::engaged_clusters)).
+    /// The hub controller does not wait for members to sync:
     /// one out of reach holds up nothing. `map` runs on the member's event
     /// path, so it should only read. The controller's event filters apply.
     ///

@@ -3,7 +3,8 @@
 //! a multicluster controller to a copy in each member it names, a member
 //! engaged after the placement was made getting its copy too, a member
 //! dropped from the list losing its copy; and a hub controller whose
-//! member-side watch maps each member's copy back to the placement.
+//! member-side watch maps each member's copy back to the placement, also
+//! when the member leaves.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -307,9 +308,15 @@ async fn hub_objects_reach_the_members_they_name_and_member_objects_map_back() {
     wait_copy(&m1, "m1", "web", false).await;
     assert!(copy_exists(&m2, "web").await);
 
-    // m2 leaves: the hub's requests for it are dropped (no reconcile runs
-    // for it), and the others keep converging.
+    // m2 leaves: its copy is mapped back once more, so the placement is
+    // reconciled and can see m2 gone; the hub's requests for m2 are dropped
+    // (no reconcile runs for it), and the others keep converging.
+    let left = Instant::now();
     assert!(handle.remove("m2").await.unwrap());
+    eventually("the placement reconciled after m2 left", WAIT, || async {
+        seen.reconciled_since("web", left).then_some(())
+    })
+    .await;
     place(&hub, "web", "m1, m2").await;
     wait_copy(&m1, "m1", "web", true).await;
     Api::<ConfigMap>::namespaced(hub.clone(), NS)
