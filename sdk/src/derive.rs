@@ -117,6 +117,8 @@
 //! | `max_concurrent_reconciles = N` | [`max_concurrent_reconciles`](Controller::max_concurrent_reconciles) | — |
 //! | `throttle(per_second = N, burst = N)` | [`throttle(Quota::per_second(N).burst(N))`](Controller::throttle) | — |
 //! | `multicluster` (feature `multicluster`) | `multicluster()`: the controller runs in every cluster of the manager's cluster provider (see `opkit::multicluster`); the reconciler does not change | — (the rules are what each member's credentials must allow) |
+//! | — (builder only) | `watches_hub::<H>(map)` (feature `multicluster`): on a multicluster controller, hub objects of kind `H` mapped to `ClusterRequest`s, each queued in the member it names (replayed when a member is engaged) | `get`, `list`, `watch` on `H` in the hub |
+//! | — (builder only) | `watches_members::<K>(map)` (feature `multicluster`): on a hub controller, objects of kind `K` in every engaged member mapped (with the member's name) to its own requests | — (each member's credentials need `get`, `list`, `watch` on `K`) |
 //!
 //! Predicates belong to the watch they are written in (several are all
 //! required); `event_filter` applies to every watch and sees objects as
