@@ -105,23 +105,27 @@ type QueuesByCluster = Arc<RwLock<HashMap<ClusterName, (u64, WorkQueue<Request>)
 /// One hub-side watch of a multicluster controller: its handler on the
 /// hub's cache, and its replay of the hub's objects into a newly engaged
 /// member's queue (what the handler could not route before it was engaged).
-#[derive(Clone)]
 pub(super) struct HubWatch {
     register: RegisterFn,
     replay: ReplayFn,
 }
 
 /// One member-side watch of a hub controller, registered on each engaged
-/// member's cache, enqueueing into the hub controller's queue.
+/// member's cache, enqueueing into the hub controller's queue; with what
+/// it does when the member is disengaged.
 pub(super) type MemberWatch = Arc<
     dyn Fn(
             &ClusterName,
             &SharedCache,
             &WatchTarget,
-        ) -> Result<RegisteredWatch, (String, CacheError)>
+        ) -> Result<(RegisteredWatch, Farewell), (String, CacheError)>
         + Send
         + Sync,
 >;
+
+/// What a member-side watch does when its member is disengaged (not when
+/// the fleet shuts down): maps every object the member held once more.
+type Farewell = Box<dyn FnOnce() + Send + Sync>;
 
 impl FleetWatches {
     /// Adds a hub-side watch of kind `H` (see `Controller::watches_hub`).
@@ -203,23 +207,20 @@ impl FleetWatches {
                 )?;
                 // At the member's disengagement (before its informers stop),
                 // every object it held is mapped once more, as if deleted.
-                let informer = member
-                    .informer::<K>()
+                let store = member
+                    .store::<K>()
                     .map_err(|e| (registered.kind.clone(), e))?;
-                let (queue, remove) = (target.queue.clone(), registered.remove);
-                Ok(RegisteredWatch {
-                    remove: Box::new(move || {
-                        for obj in informer.store().list() {
-                            if predicates.passes(&PredicateEvent::Delete(&*obj)) {
-                                for request in mapper.map(&obj) {
-                                    queue.add_with_priority(request, Priority::Normal);
-                                }
+                let queue = target.queue.clone();
+                let farewell: Farewell = Box::new(move || {
+                    for obj in store.list() {
+                        if predicates.passes(&PredicateEvent::Delete(&*obj)) {
+                            for request in mapper.map(&obj) {
+                                queue.add_with_priority(request, Priority::Normal);
                             }
                         }
-                        remove();
-                    }),
-                    ..registered
-                })
+                    }
+                });
+                Ok((registered, farewell))
             },
         ));
     }
@@ -389,10 +390,10 @@ impl MemberWatchFeed {
         &self,
         cluster: &ClusterName,
         member: &SharedCache,
-    ) -> Result<WatchRegistrations, ControllerError> {
-        let mut registrations = WatchRegistrations::default();
+    ) -> Result<MemberRegistrations, ControllerError> {
+        let mut registrations = MemberRegistrations::default();
         for bound in self.watches.lock().iter() {
-            let registered =
+            let (registered, farewell) =
                 (bound.watch)(cluster, member, &bound.target).map_err(|(kind, source)| {
                     ControllerError::Watch {
                         controller: bound.controller.clone(),
@@ -400,8 +401,30 @@ impl MemberWatchFeed {
                         source,
                     }
                 })?;
-            registrations.0.push(registered);
+            registrations.watches.0.push(registered);
+            registrations.farewells.push(farewell);
         }
         Ok(registrations)
+    }
+}
+
+/// The hub controllers' watches registered on one member: removed when
+/// dropped (at the fleet's shutdown), after their farewells at the
+/// member's disengagement ([`farewell`](Self::farewell)).
+#[derive(Default)]
+pub(crate) struct MemberRegistrations {
+    watches: WatchRegistrations,
+    farewells: Vec<Farewell>,
+}
+
+impl MemberRegistrations {
+    /// The member is disengaged: every object it held is mapped once more
+    /// (as if deleted), then the watches are removed.
+    pub(crate) fn farewell(self) {
+        let Self { watches, farewells } = self;
+        for farewell in farewells {
+            farewell();
+        }
+        drop(watches);
     }
 }

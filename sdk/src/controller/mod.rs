@@ -87,7 +87,7 @@ mod workers;
 pub use builder::Controller;
 pub use error::ControllerError;
 #[cfg(feature = "multicluster")]
-pub(crate) use fleet_watch::{MemberWatchFeed, WatchRegistrations};
+pub(crate) use fleet_watch::{MemberRegistrations, MemberWatchFeed};
 #[cfg(feature = "multicluster")]
 pub(crate) use multicluster::ClusterController;
 pub(crate) use observer::{ControllerObservers, ReconcileObserver, ReconcileResult};

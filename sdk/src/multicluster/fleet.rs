@@ -18,7 +18,7 @@ use super::provider::{ClusterSink, Command, Provider};
 use crate::cache::{SharedCache, SyncState};
 use crate::cluster_request::ClusterName;
 use crate::controller::{
-    ClusterController, Controller, ControllerError, MemberWatchFeed, WatchRegistrations,
+    ClusterController, Controller, ControllerError, MemberRegistrations, MemberWatchFeed,
     until_shutdown,
 };
 use crate::reconcile::Reconcile;
@@ -318,7 +318,7 @@ struct Member {
     disengaged: CancellationToken,
     runs: JoinSet<()>,
     /// The hub controllers' watches on this cluster.
-    member_watches: Option<WatchRegistrations>,
+    member_watches: Option<MemberRegistrations>,
     claim: Claim,
     engagement: u64,
 }
@@ -335,7 +335,9 @@ impl Member {
     ) {
         self.disengaged.cancel();
         while self.runs.join_next().await.is_some() {}
-        drop(self.member_watches.take());
+        if let Some(watches) = self.member_watches.take() {
+            watches.farewell();
+        }
         self.cache.stop_and_wait().await;
         for controller in controllers {
             controller.forget(cluster);
