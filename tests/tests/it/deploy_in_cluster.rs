@@ -1054,15 +1054,24 @@ async fn memcached_ships_as_a_pod_and_does_its_job() {
 /// (built under `tmp` while the cluster starts) pushed to it, by digest.
 async fn cluster_with_scraper(tmp: &Path) -> (Cluster, String) {
     let scraper_output = tmp.join("metrics-scrape-oci");
-    let scraper = tokio::task::spawn_blocking(move || build_scraper_image(&scraper_output));
+    let (cluster, scraper) = cluster_while(move || build_scraper_image(&scraper_output)).await;
+    let scraper_image = push_scraper_image(&cluster, &scraper).await;
+    (cluster, scraper_image)
+}
+
+/// A local cluster with its registry, started while `work` (a build, a
+/// project generated) runs on a blocking thread; with `work`'s result.
+async fn cluster_while<T: Send + 'static>(
+    work: impl FnOnce() -> T + Send + 'static,
+) -> (Cluster, T) {
+    let work = tokio::task::spawn_blocking(work);
     let cluster = Cluster::builder()
         .with_registry()
         .start()
         .await
         .expect("start the local cluster and its registry");
-    let scraper = scraper
+    let done = work
         .await
         .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
-    let scraper_image = push_scraper_image(&cluster, &scraper).await;
-    (cluster, scraper_image)
+    (cluster, done)
 }

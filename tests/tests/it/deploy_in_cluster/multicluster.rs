@@ -33,8 +33,8 @@ use opkit_tests::{create_namespace, eventually, init_tracing, service_account_to
 use super::deploy_support::persist::Persisted;
 use super::deploy_support::{Project, Tools, build_cargo_opkit};
 use super::{
-    Deployed, Figures, WAIT, build_and_push, condition_true, deploy, forbidden_lines,
-    generate_widget_operator, has_finalizer, widget, widget_round_trip,
+    Deployed, Figures, WAIT, build_and_push, cluster_while, condition_true, deploy,
+    forbidden_lines, generate_widget_operator, has_finalizer, widget, widget_round_trip,
 };
 
 /// The generated hub operator's name.
@@ -174,15 +174,7 @@ async fn a_hub_operator_in_a_pod_engages_members_from_kubeconfig_secrets() {
     build_cargo_opkit();
     let tmp = tempfile::tempdir().expect("tempdir");
     let parent = tmp.path().to_owned();
-    let generated = tokio::task::spawn_blocking(move || generate_hub_operator(&parent));
-    let cluster = Cluster::builder()
-        .with_registry()
-        .start()
-        .await
-        .expect("start the local cluster and its registry");
-    let generated = generated
-        .await
-        .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+    let (cluster, generated) = cluster_while(move || generate_hub_operator(&parent)).await;
     let admin = cluster.client().expect("admin client");
     let deployed = Deployed {
         cluster: &cluster,
