@@ -27,10 +27,12 @@ fn generate(dir: &std::path::Path, name: &str, kind: &str, provider: &str) {
 #[test]
 fn a_multicluster_project_reconciles_its_kind_in_a_member_cluster() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    generate(tmp.path(), "fleet-operator", "Beacon", "kubeconfig-secrets");
+    // Its own project name: package names are binary names in the shared
+    // target directory (create_api builds a `fleet-operator`).
+    generate(tmp.path(), "beacon-operator", "Beacon", "kubeconfig-secrets");
     // Built in a directory that persists between runs (support::persist):
     // unchanged, it compiles nothing again.
-    let persisted = persist(&tmp.path().join("fleet-operator"), "new_multicluster", None);
+    let persisted = persist(&tmp.path().join("beacon-operator"), "new_multicluster", None);
     let project = persisted.dir.clone();
     let read = |file: &str| std::fs::read_to_string(project.join(file)).expect(file);
 

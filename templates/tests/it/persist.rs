@@ -35,6 +35,11 @@ pub fn persist(generated: &Path, staged: &Path, state: &str, package: Option<&st
     lock.lock().expect("lock the state's directory");
     let name = staged.file_name().expect("a project directory");
     let dir = root.join(name);
+    claim_package(
+        generated,
+        state,
+        package.unwrap_or(name.to_str().expect("utf-8 project name")),
+    );
     // Cargo.lock: cargo rewrites the staged one (the workspace's, pruned,
     // with what `--features otel` adds resolved anew); the rewritten one
     // stays while the staged one is what it was last run, so the same
@@ -76,6 +81,38 @@ pub fn persist(generated: &Path, staged: &Path, state: &str, package: Option<&st
         std::fs::write(&last_staged_lock, staged_lock).expect("keep the staged Cargo.lock");
     }
     Persisted { dir, _lock: lock }
+}
+
+/// Records that `state` builds package `package` (`GENERATED/STATE/package`)
+/// and panics if another state builds one of the same name. Every state
+/// builds in the one target directory, where a package's binary is
+/// `debug/PACKAGE`: two journeys running at once would replace each
+/// other's binary between its build and its run (a `cargo opkit
+/// manifests` of one project rendering the other's manifests).
+fn claim_package(generated: &Path, state: &str, package: &str) {
+    let claims = std::fs::read_dir(generated).expect("the generated projects' directory");
+    for entry in claims.flatten() {
+        let other = entry.file_name();
+        let Some(other) = other.to_str() else {
+            continue;
+        };
+        if other == state {
+            continue;
+        }
+        let claimed = std::fs::read_to_string(entry.path().join("package")).unwrap_or_default();
+        assert_ne!(
+            claimed,
+            package,
+            "journey states `{other}` and `{state}` both build package `{package}` in one \
+             target directory; give one a project name or `package` of its own (if `{other}` \
+             is gone from the tests, remove {})",
+            entry.path().display()
+        );
+    }
+    let mine = generated.join(state).join("package");
+    if std::fs::read_to_string(&mine).ok().as_deref() != Some(package) {
+        std::fs::write(&mine, package).expect("record the state's package");
+    }
 }
 
 /// Makes `to` hold what `from` holds, writing only files whose contents
