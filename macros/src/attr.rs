@@ -13,7 +13,8 @@ const OPTIONS: &str = "`for = Kind` (or `for(Kind, predicates(..))`), `owns(Kind
      `watches(Kind, map = function)` (or `by_index = \"index\"`), `index(Kind, \"name\", function)`, \
      `reads(Kind, ..)`, `event_filter(expr, ..)`, \
      `rbac(verb, .. on Kind, ..)`, `status`, `finalizer`, `events`, `name = \"..\"`, `field_manager = \"..\"`, \
-     `max_concurrent_reconciles = N`, `throttle(per_second = N, burst = N)`, `multicluster`";
+     `max_concurrent_reconciles = N`, `throttle(per_second = N, burst = N)`, `multicluster`, \
+     `watches_hub(Kind, map = function)`, `watches_members(Kind, map = function)`";
 
 /// The verbs `rbac(...)` accepts, as RBAC spells them, with the
 /// `opkit::rbac::Verb` variant for each.
@@ -41,6 +42,16 @@ pub(crate) struct Watch {
     pub kind: Type,
     pub map: WatchMap,
     pub predicates: Vec<Expr>,
+}
+
+/// A watch across the fleet: `watches_hub(Kind, map = function)` (hub
+/// objects to requests in members) or `watches_members(Kind, map =
+/// function)` (members' objects to the hub controller's requests).
+pub(crate) struct FleetWatch {
+    pub kind: Type,
+    pub map: Expr,
+    /// The option's name, where the errors about it point.
+    pub option: Ident,
 }
 
 /// An index: `index(Kind, "name", function)`.
@@ -101,6 +112,10 @@ pub(crate) struct Declaration {
     pub throttle: Option<(LitInt, LitInt)>,
     /// `multicluster`: where it was written (the generated call's span).
     pub multicluster: Option<Span>,
+    /// `watches_hub(..)`: for a multicluster controller only.
+    pub hub_watches: Vec<FleetWatch>,
+    /// `watches_members(..)`: for a hub controller (not multicluster) only.
+    pub member_watches: Vec<FleetWatch>,
 }
 
 impl Declaration {
@@ -132,7 +147,34 @@ impl Declaration {
                 ),
             });
         }
+        decl.check_fleet_watches()?;
         Ok(decl)
+    }
+
+    /// A hub watch needs `multicluster` (it queues requests in members); a
+    /// member watch refuses it (its requests are the hub controller's).
+    fn check_fleet_watches(&self) -> syn::Result<()> {
+        if self.multicluster.is_none()
+            && let Some(watch) = self.hub_watches.first()
+        {
+            return Err(syn::Error::new_spanned(
+                &watch.option,
+                "`watches_hub(..)` maps hub objects to requests in member clusters: it needs \
+                 `multicluster` (a controller that runs in every member); a hub controller \
+                 watches hub objects with `watches(..)`",
+            ));
+        }
+        if self.multicluster.is_some()
+            && let Some(watch) = self.member_watches.first()
+        {
+            return Err(syn::Error::new_spanned(
+                &watch.option,
+                "`watches_members(..)` maps the members' objects to a hub controller's requests: \
+                 it belongs on a controller without `multicluster`; a multicluster controller \
+                 watches its own member with `owns(..)` or `watches(..)`",
+            ));
+        }
+        Ok(())
     }
 
     fn option(&mut self, meta: syn::meta::ParseNestedMeta<'_>) -> syn::Result<()> {
@@ -178,6 +220,20 @@ impl Declaration {
                 let content;
                 parenthesized!(content in meta.input);
                 self.watches.push(parse_watch(&content, path.span())?);
+            }
+            "watches_hub" | "watches_members" => {
+                let content;
+                parenthesized!(content in meta.input);
+                let option = path
+                    .get_ident()
+                    .cloned()
+                    .ok_or_else(|| meta.error("expected an option"))?;
+                let watch = parse_fleet_watch(&content, option)?;
+                if key == "watches_hub" {
+                    self.hub_watches.push(watch);
+                } else {
+                    self.member_watches.push(watch);
+                }
             }
             "index" => {
                 let content;
@@ -404,6 +460,41 @@ fn parse_watch(content: ParseStream<'_>, span: Span) -> syn::Result<Watch> {
         map,
         predicates,
     })
+}
+
+/// `Kind, map = function` of `watches_hub(..)` or `watches_members(..)`.
+fn parse_fleet_watch(content: ParseStream<'_>, option: Ident) -> syn::Result<FleetWatch> {
+    let expected = if option == "watches_hub" {
+        "expected `watches_hub(Kind, map = function)` with \
+         `fn function(object: &Kind) -> Vec<opkit::multicluster::ClusterRequest>`"
+    } else {
+        "expected `watches_members(Kind, map = function)` with \
+         `fn function(cluster: &opkit::multicluster::ClusterName, object: &Kind) -> Vec<opkit::reconcile::Request>`"
+    };
+    if content.is_empty() {
+        return Err(syn::Error::new_spanned(&option, expected));
+    }
+    let kind: Type = content.parse()?;
+    if content.is_empty() {
+        return Err(syn::Error::new_spanned(&kind, expected));
+    }
+    content.parse::<Token![,]>()?;
+    let key: Ident = content.call(Ident::parse_any)?;
+    if key != "map" || !content.peek(Token![=]) {
+        return Err(syn::Error::new_spanned(key, expected));
+    }
+    content.parse::<Token![=]>()?;
+    let map: Expr = content.parse()?;
+    if !content.is_empty() {
+        content.parse::<Token![,]>()?;
+    }
+    if !content.is_empty() {
+        return Err(content.error(
+            "unexpected tokens after the mapper (the controller's `event_filter(..)` applies \
+             to this watch)",
+        ));
+    }
+    Ok(FleetWatch { kind, map, option })
 }
 
 /// `(expr, ..)` after `predicates`.

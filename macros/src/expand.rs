@@ -107,6 +107,15 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
             },
         }
     });
+    // Need opkit's `multicluster` feature, as `multicluster` does.
+    let hub_watches = decl.hub_watches.iter().map(|watch| {
+        let (kind, map) = (&watch.kind, &watch.map);
+        quote_spanned! {watch.option.span()=> .watches_hub::<#kind>(#map) }
+    });
+    let member_watches = decl.member_watches.iter().map(|watch| {
+        let (kind, map) = (&watch.kind, &watch.map);
+        quote_spanned! {watch.option.span()=> .watches_members::<#kind>(#map) }
+    });
     let reads = decl.reads.iter().map(|kind| {
         quote_spanned! {kind.span()=> .reads::<#kind>() }
     });
@@ -168,6 +177,13 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
         let kind = &watch.kind;
         rules.push(quote_spanned! {kind.span()=> .allow::<#kind>(#read) });
     }
+    // A hub watch reads the hub; a member watch reads each member, whose
+    // credentials are granted the same rules (the README of a generated
+    // hub operator says so).
+    for watch in decl.hub_watches.iter().chain(&decl.member_watches) {
+        let kind = &watch.kind;
+        rules.push(quote_spanned! {kind.span()=> .allow::<#kind>(#read) });
+    }
     for clause in &decl.rbac {
         let verbs = clause.verbs.iter().map(|(variant, span)| {
             let variant = Ident::new(variant, *span);
@@ -194,6 +210,8 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
                     #(#owns)*
                     #(#indexes)*
                     #(#watches)*
+                    #(#hub_watches)*
+                    #(#member_watches)*
                     #(#reads)*
                     #(#event_filters)*
                     #name

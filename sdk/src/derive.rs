@@ -117,8 +117,8 @@
 //! | `max_concurrent_reconciles = N` | [`max_concurrent_reconciles`](Controller::max_concurrent_reconciles) | — |
 //! | `throttle(per_second = N, burst = N)` | [`throttle(Quota::per_second(N).burst(N))`](Controller::throttle) | — |
 //! | `multicluster` (feature `multicluster`) | `multicluster()`: the controller runs in every cluster of the manager's cluster provider (see `opkit::multicluster`); the reconciler does not change | — (the rules are what each member's credentials must allow) |
-//! | — (builder only) | `watches_hub::<H>(map)` (feature `multicluster`): on a multicluster controller, hub objects of kind `H` mapped to `ClusterRequest`s, each queued in the member it names (replayed when a member is engaged) | `get`, `list`, `watch` on `H` in the hub |
-//! | — (builder only) | `watches_members::<K>(map)` (feature `multicluster`): on a hub controller, objects of kind `K` in every engaged member mapped (with the member's name) to its own requests | — (each member's credentials need `get`, `list`, `watch` on `K`) |
+//! | `watches_hub(Kind, map = f)` (feature `multicluster`; with `multicluster` only) | `watches_hub::<Kind>(f)` with `f(&Kind) -> Vec<ClusterRequest>`: hub objects mapped to requests, each queued in the member it names (every hub object mapped again when a member is engaged) | `get`, `list`, `watch` (in the hub) |
+//! | `watches_members(Kind, map = f)` (feature `multicluster`; without `multicluster` only) | `watches_members::<Kind>(f)` with `f(&ClusterName, &Kind) -> Vec<Request>`: on a hub controller, the objects of every engaged member mapped (with the member's name) to its own requests | `get`, `list`, `watch` (what each member's credentials must allow) |
 //!
 //! Predicates belong to the watch they are written in (several are all
 //! required); `event_filter` applies to every watch and sees objects as
@@ -184,7 +184,9 @@
 //! struct Misspelt;
 //! ```
 //!
-//! Others: no `for`, `for` twice, `watches(Kind)` without `map = f`, a
+//! Others: no `for`, `for` twice, `watches(Kind)` without `map = f`,
+//! `watches_hub(..)` without `multicluster` (or `watches_members(..)` with
+//! it), a
 //! mapper of the wrong signature, a kind that is not a `kube::Resource`,
 //! a reconciler that does not implement [`Reconcile`],
 //! `max_concurrent_reconciles = 0`. The UI tests in `tests/ui/` show each

@@ -29,18 +29,25 @@
 //! same verbs into one `PolicyRule`, in a stable order, so the rendered YAML
 //! changes only when the code does.
 //!
+//! [`Rules::role`] and [`role_binding`] render the same rules as a `Role`
+//! of one namespace, for what an operator reads only there.
+//!
 //! [`user_roles`] renders the admin, editor and viewer roles of a CRD for
 //! the cluster's users, aggregated into the built-in `admin`, `edit` and
 //! `view`.
 
+mod role_binding;
 mod user_roles;
 
+pub use role_binding::role_binding;
 pub use user_roles::user_roles;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, PolicyRule, RoleRef, Subject};
+use k8s_openapi::api::rbac::v1::{
+    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleRef, Subject,
+};
 use kube::Resource;
 use kube::api::ObjectMeta;
 
@@ -274,6 +281,20 @@ impl Rules {
             .collect()
     }
 
+    /// A `Role` named `name` in `namespace` granting these rules there, and
+    /// nowhere else (folded as [`Rules::cluster_role`] folds them); bind it
+    /// with [`role_binding`].
+    pub fn role(&self, name: &str, namespace: &str) -> Role {
+        Role {
+            metadata: ObjectMeta {
+                name: Some(name.to_owned()),
+                namespace: Some(namespace.to_owned()),
+                ..ObjectMeta::default()
+            },
+            rules: Some(self.policy_rules()),
+        }
+    }
+
     /// A `ClusterRole` named `name` granting these rules.
     pub fn cluster_role(&self, name: &str) -> ClusterRole {
         ClusterRole {
@@ -355,6 +376,25 @@ pub fn cluster_role_binding(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_role_holds_the_rules_in_its_namespace_only() {
+        use k8s_openapi::api::core::v1::Secret;
+        let role = Rules::new()
+            .allow::<Secret>(&Verb::READ)
+            .role("reader", "fleet");
+        assert_eq!(role.metadata.namespace.as_deref(), Some("fleet"));
+        let rules = role.rules.unwrap_or_default();
+        assert_eq!(rules.len(), 1);
+        assert_eq!(
+            rules[0].resources.as_deref(),
+            Some(&["secrets".to_owned()][..])
+        );
+        assert_eq!(
+            rules[0].verbs,
+            ["get", "list", "watch"].map(str::to_owned).to_vec()
+        );
+    }
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::{ConfigMap, Service};
 

@@ -40,9 +40,13 @@ pub(super) fn render(mut manifests: Manifests) -> Result<Vec<(String, String)>, 
     for (file, docs) in &manifests.files {
         let mut text = String::new();
         for doc in docs {
-            if kind(doc) == "Namespace" {
+            if kind(doc) == "Namespace"
+                && doc.at(&["metadata", "name"]).and_then(Node::as_str) == namespace.as_deref()
+            {
                 // Helm installs into the release's namespace
-                // (`--namespace ... --create-namespace`).
+                // (`--namespace ... --create-namespace`). Another
+                // namespace the manifests make (a hub's fleet namespace,
+                // where its Role is) stays.
                 continue;
             }
             let mut doc = doc.clone();

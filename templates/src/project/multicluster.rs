@@ -53,20 +53,32 @@ impl ClusterProvider {
 
 /// The placeholders of the project templates: empty without
 /// `--multicluster`, so a single-cluster project does not change.
-pub(super) fn project_values(values: &mut Values, provider: Option<ClusterProvider>) {
+pub(super) fn project_values(values: &mut Values, name: &str, provider: Option<ClusterProvider>) {
     let Some(provider) = provider else {
         values
             .set("multicluster_arg", "")
             .set("multicluster_setup", "")
             .set("multicluster_rbac", "")
+            .set("multicluster_items", "")
+            .set("multicluster_manifests", "")
             .set("multicluster_readme", "");
         return;
+    };
+    // With kubeconfig Secrets, reading them is the hub's only extra right,
+    // granted in the fleet namespace alone (a Role), not cluster-wide.
+    let (items, manifests) = match provider {
+        ClusterProvider::KubeconfigSecrets => {
+            (KUBECONFIG_SECRETS_ITEMS, KUBECONFIG_SECRETS_MANIFESTS)
+        }
+        ClusterProvider::ClusterProfiles | ClusterProvider::Static => ("", ""),
     };
     let (arg, setup, rbac, readme) = match provider {
         ClusterProvider::KubeconfigSecrets => (
             r#"    /// The hub namespace whose Secrets labelled `sigs.k8s.io/multicluster-runtime-kubeconfig=true`
     /// hold the member clusters' kubeconfigs (key `kubeconfig`): a cluster per Secret, named like it.
-    #[arg(long, default_value = "fleet")]
+    /// The operator may read Secrets there only: change `FLEET_NAMESPACE` in `src/lib.rs`
+    /// and render the manifests again (`cargo opkit manifests`) to use another.
+    #[arg(long, default_value = {{crate_name}}::FLEET_NAMESPACE)]
     fleet_namespace: String,
 "#,
             r#"    // The member clusters: one per kubeconfig Secret in the hub's fleet
@@ -79,7 +91,7 @@ pub(super) fn project_values(values: &mut Values, provider: Option<ClusterProvid
         args.fleet_namespace,
     ));
 "#,
-            "        // the members' kubeconfig Secrets on the hub (`--fleet-namespace`)\n        .allow::<k8s_openapi::api::core::v1::Secret>(&[rbac::Verb::Get, rbac::Verb::List, rbac::Verb::Watch])\n",
+            "",
             r#"
 ## Member clusters
 
@@ -92,17 +104,21 @@ under the key `kubeconfig` appears in the hub's fleet namespace
 changes, and leaves when it is deleted:
 
 ```sh
-kubectl create namespace fleet
 kubectl -n fleet create secret generic member-1 --from-file=kubeconfig=member-1.kubeconfig
 kubectl -n fleet label secret member-1 sigs.k8s.io/multicluster-runtime-kubeconfig=true
 ```
 
+`deploy/03-rbac.yaml` creates the fleet namespace and lets the operator
+read Secrets there, and nowhere else: a Role and its RoleBinding in that
+namespace (`fleet_rules` in `src/lib.rs`). Running the operator outside
+the cluster, create the namespace yourself first (`kubectl create
+namespace fleet`). To use another namespace, change `FLEET_NAMESPACE` in
+`src/lib.rs` and render the manifests again (`cargo opkit manifests`).
+
 What the member credentials must allow: the controllers' rules, the
-ClusterRole `deploy/03-rbac.yaml` renders (its Secret rule is the hub's
-and can be left out), bound in each member to the kubeconfig's identity.
-Install the CRDs (`deploy/01-crds.yaml`) in every member. In the hub, that
-Secret rule lets the operator read Secrets in every namespace; narrow it
-to a Role in the fleet namespace where that matters.
+ClusterRole `deploy/03-rbac.yaml` renders, bound in each member to the
+kubeconfig's identity (the fleet Role is the hub's and is not needed
+there). Install the CRDs (`deploy/01-crds.yaml`) in every member.
 "#,
         ),
         ClusterProvider::ClusterProfiles => (
@@ -197,11 +213,54 @@ member. The hub needs nothing more.
         ),
     };
     values
-        .set("multicluster_arg", arg)
+        // The flags name the project's own items (`{{crate_name}}::...`).
+        .set(
+            "multicluster_arg",
+            arg.replace("{{crate_name}}", &name.replace('-', "_")),
+        )
         .set("multicluster_setup", setup)
         .set("multicluster_rbac", rbac)
+        .set("multicluster_items", items)
+        .set("multicluster_manifests", manifests)
         .set("multicluster_readme", readme);
 }
+
+/// `src/lib.rs`'s items for kubeconfig Secrets: the fleet namespace and
+/// the rules the operator has there.
+const KUBECONFIG_SECRETS_ITEMS: &str = r#"
+/// The hub namespace whose Secrets hold the member clusters' kubeconfigs
+/// (`--fleet-namespace`'s default). The operator may read Secrets there
+/// only: [`fleet_rules`], rendered as a Role of this namespace.
+pub const FLEET_NAMESPACE: &str = "fleet";
+
+/// The RBAC rules the operator has in [`FLEET_NAMESPACE`] alone: reading
+/// the members' kubeconfig Secrets.
+pub fn fleet_rules() -> Rules {
+    Rules::new().allow::<k8s_openapi::api::core::v1::Secret>(&rbac::Verb::READ)
+}
+"#;
+
+/// `manifests()`'s documents for kubeconfig Secrets: the fleet namespace,
+/// and [`KUBECONFIG_SECRETS_ITEMS`]'s rules as a Role there, bound to the
+/// operator's ServiceAccount.
+const KUBECONFIG_SECRETS_MANIFESTS: &str = r#"        // The members' kubeconfig Secrets: their namespace, and reading
+        // them there (a Role), not in every namespace.
+        .push(&k8s_openapi::api::core::v1::Namespace {
+            metadata: kube::api::ObjectMeta {
+                name: Some(FLEET_NAMESPACE.to_owned()),
+                ..Default::default()
+            },
+            ..Default::default()
+        })?
+        .push(&fleet_rules().role(&format!("{NAME}-fleet-secrets"), FLEET_NAMESPACE))?
+        .push(&rbac::role_binding(
+            &format!("{NAME}-fleet-secrets"),
+            &format!("{NAME}-fleet-secrets"),
+            SERVICE_ACCOUNT,
+            NAMESPACE,
+            FLEET_NAMESPACE,
+        ))?
+"#;
 
 /// The placeholders of a kind's templates (`create api`, and `new`'s first
 /// kind): with `multicluster`, the controller runs in every member, and

@@ -537,7 +537,8 @@ fn a_webhook_project_chart_turns_the_webhooks_on_and_off() {
 /// What `deploy/` holds (metrics over HTTPS on 8443 with `--metrics-secure`)
 /// and what a user adds to it (here a ClusterRole and a NetworkPolicy) flows
 /// into the chart without a change to `cargo opkit chart`: its defaults
-/// still render `deploy/`, and `metrics.secure` appears.
+/// still render `deploy/`, and `metrics.secure` appears; a namespace
+/// other than the operator's, and a Role in it, stay in the chart.
 #[test]
 fn the_chart_takes_whatever_deploy_holds() {
     let tmp = tempfile::tempdir().expect("tempdir");
@@ -551,7 +552,7 @@ fn the_chart_takes_whatever_deploy_holds() {
     );
     std::fs::write(
         project.join("deploy/06-extras.yaml"),
-        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: memcached-operator-metrics-reader\nrules:\n- nonResourceURLs: [/metrics]\n  verbs: [get]\n---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: allow-metrics\n  namespace: memcached-operator-system\nspec:\n  podSelector:\n    matchLabels:\n      app.kubernetes.io/component: manager\n  ingress:\n  - ports:\n    - port: 8443\n",
+        "apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata:\n  name: memcached-operator-metrics-reader\nrules:\n- nonResourceURLs: [/metrics]\n  verbs: [get]\n---\napiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata:\n  name: allow-metrics\n  namespace: memcached-operator-system\nspec:\n  podSelector:\n    matchLabels:\n      app.kubernetes.io/component: manager\n  ingress:\n  - ports:\n    - port: 8443\n---\napiVersion: v1\nkind: Namespace\nmetadata:\n  name: fleet\n---\napiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata:\n  name: fleet-secrets\n  namespace: fleet\nrules:\n- apiGroups: ['']\n  resources: [secrets]\n  verbs: [get, list, watch]\n",
     )
     .expect("write 06-extras.yaml");
     let output = cargo_opkit(&["opkit", "chart"], &project);
@@ -566,13 +567,21 @@ fn the_chart_takes_whatever_deploy_holds() {
         .into_iter()
         .map(without_release_marks)
         .collect();
+    // Only the operator's own Namespace is left to helm; another one (a
+    // hub's fleet namespace, where its Role is) is the chart's.
     let mut installed: Vec<Value> = deploy_docs(&project)
         .into_iter()
-        .filter(|d| d["kind"] != "Namespace")
+        .filter(|d| !(d["kind"] == "Namespace" && d["metadata"]["name"] == NAMESPACE))
         .collect();
     from_helm.sort_by_key(key);
     installed.sort_by_key(key);
     assert_eq!(from_helm, installed);
+    assert!(
+        from_helm
+            .iter()
+            .any(|d| d["kind"] == "Role" && d["metadata"]["namespace"] == "fleet"),
+        "{from_helm:?}"
+    );
 
     let docs = rendered(&chart, &["--set", "metrics.secure=false,metrics.port=9443"]);
     let flags = args(&manager(&docs));

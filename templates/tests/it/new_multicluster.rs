@@ -29,10 +29,19 @@ fn a_multicluster_project_reconciles_its_kind_in_a_member_cluster() {
     let tmp = tempfile::tempdir().expect("tempdir");
     // Its own project name: package names are binary names in the shared
     // target directory (create_api builds a `fleet-operator`).
-    generate(tmp.path(), "beacon-operator", "Beacon", "kubeconfig-secrets");
+    generate(
+        tmp.path(),
+        "beacon-operator",
+        "Beacon",
+        "kubeconfig-secrets",
+    );
     // Built in a directory that persists between runs (support::persist):
     // unchanged, it compiles nothing again.
-    let persisted = persist(&tmp.path().join("beacon-operator"), "new_multicluster", None);
+    let persisted = persist(
+        &tmp.path().join("beacon-operator"),
+        "new_multicluster",
+        None,
+    );
     let project = persisted.dir.clone();
     let read = |file: &str| std::fs::read_to_string(project.join(file)).expect(file);
 
@@ -67,14 +76,38 @@ fn a_multicluster_project_reconciles_its_kind_in_a_member_cluster() {
         &project,
     );
     assert!(output.status.success(), "manifests:\n{}", text(&output));
+    // The members' kubeconfig Secrets are read in the fleet namespace
+    // only: a Role there (and the namespace), no Secret rule in the
+    // ClusterRole.
     let rbac = read("deploy/03-rbac.yaml");
-    let secrets = rbac
-        .split("- apiGroups:")
-        .find(|rule| rule.contains("- secrets"))
-        .unwrap_or_else(|| panic!("no Secret rule:\n{rbac}"));
-    for verb in ["get", "list", "watch"] {
-        assert!(secrets.contains(&format!("- {verb}")), "{verb}:\n{secrets}");
-    }
+    let docs: Vec<serde_json::Value> =
+        serde_saphyr::from_multiple(&rbac).unwrap_or_else(|e| panic!("{e}\n{rbac}"));
+    let of = |kind: &'static str| docs.iter().filter(move |d| d["kind"] == kind);
+    let cluster_role = of("ClusterRole")
+        .find(|d| d["metadata"]["name"] == "beacon-operator-manager-role")
+        .unwrap_or_else(|| panic!("no manager ClusterRole:\n{rbac}"));
+    assert!(!cluster_role.to_string().contains("secrets"), "{rbac}");
+    assert!(
+        of("Namespace").any(|d| d["metadata"]["name"] == "fleet"),
+        "{rbac}"
+    );
+    let role = of("Role")
+        .find(|d| d["metadata"]["namespace"] == "fleet")
+        .unwrap_or_else(|| panic!("no Role in the fleet namespace:\n{rbac}"));
+    assert_eq!(role["rules"][0]["resources"][0], "secrets", "{rbac}");
+    assert_eq!(
+        role["rules"][0]["verbs"],
+        serde_json::json!(["get", "list", "watch"]),
+        "{rbac}"
+    );
+    let binding = of("RoleBinding")
+        .find(|d| d["metadata"]["namespace"] == "fleet")
+        .unwrap_or_else(|| panic!("no RoleBinding in the fleet namespace:\n{rbac}"));
+    assert_eq!(binding["roleRef"]["name"], role["metadata"]["name"]);
+    assert_eq!(
+        binding["subjects"][0]["name"],
+        "beacon-operator-controller-manager"
+    );
     let output = cargo(&["run", "--quiet", "--", "--help"], &project);
     assert!(
         text(&output).contains("--fleet-namespace"),

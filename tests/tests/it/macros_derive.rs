@@ -120,3 +120,64 @@ fn the_declared_controller_is_named_as_declared() {
     let controller = R { _state: 0u8 }.controller();
     assert_eq!(controller.controller_name(), "every-option");
 }
+
+/// A Secret of the hub, as the request for its namesake in member `east`.
+fn to_members(hub: &Secret) -> Vec<opkit::multicluster::ClusterRequest> {
+    let name = hub.metadata.name.clone().unwrap_or_default();
+    vec![opkit::multicluster::ClusterRequest::new(
+        "east",
+        Request::namespaced("copies", name),
+    )]
+}
+
+/// A member's Service mapped back to the hub ConfigMap of its name.
+fn to_hub(_cluster: &opkit::multicluster::ClusterName, service: &Service) -> Vec<Request> {
+    Request::for_object(service).into_iter().collect()
+}
+
+#[derive(Controller)]
+#[controller(for = ConfigMap, multicluster, watches_hub(Secret, map = to_members))]
+struct InEveryMember;
+
+impl Reconcile for InEveryMember {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        _: Request,
+        _: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
+        Ok(Action::done())
+    }
+}
+
+#[derive(Controller)]
+#[controller(for = ConfigMap, name = "on-the-hub", watches_members(Service, map = to_hub))]
+struct OnTheHub;
+
+impl Reconcile for OnTheHub {
+    type Object = ConfigMap;
+
+    async fn reconcile(
+        &self,
+        _: Request,
+        _: &Context<ConfigMap>,
+    ) -> Result<Action, ReconcileError> {
+        Ok(Action::done())
+    }
+}
+
+/// `watches_hub(..)` and `watches_members(..)` wire the builder's watches
+/// across the fleet and read their kinds (in the hub, and in each member).
+#[test]
+fn watches_across_the_fleet_are_declared_in_the_derive() {
+    let member = InEveryMember::rbac_rules();
+    assert!(member.permits("", "secrets", Verb::Watch));
+    assert!(!member.permits("", "secrets", Verb::Create));
+    let hub = OnTheHub::rbac_rules();
+    assert!(hub.permits("", "services", Verb::List));
+    assert!(!hub.permits("", "services", Verb::Patch));
+    // The wiring itself runs in `multicluster::hub_watches` (a derived
+    // multicluster controller with `watches_hub`).
+    let _ = (InEveryMember.controller(), OnTheHub.controller());
+}

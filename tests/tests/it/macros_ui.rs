@@ -21,4 +21,6 @@ fn controller_derive() {
     t.compile_fail("ui/not_reconcile.rs");
     t.compile_fail("ui/kind_mismatch.rs");
     t.compile_fail("ui/rbac_typo_is_the_only_error.rs");
+    t.compile_fail("ui/hub_watch_without_multicluster.rs");
+    t.compile_fail("ui/member_watch_with_multicluster.rs");
 }

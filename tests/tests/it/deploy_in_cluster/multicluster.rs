@@ -28,7 +28,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ObjectMeta, PostP
 use opkit::multicluster::{KUBECONFIG_SECRET_KEY, KUBECONFIG_SECRET_LABEL};
 use opkit::rbac::cluster_role_binding;
 use opkit_envtest::{Cluster, ControlPlane};
-use opkit_tests::{create_namespace, eventually, init_tracing, service_account_token};
+use opkit_tests::{eventually, init_tracing, service_account_token};
 
 use super::deploy_support::persist::Persisted;
 use super::deploy_support::{Project, Tools, build_cargo_opkit};
@@ -142,8 +142,10 @@ async fn add_remote_member(
             path.to_str().expect("utf-8"),
         ]);
     }
+    // 03-rbac.yaml made the `fleet` namespace here too (with the hub's
+    // Role for Secrets, which a member does not need): the hub's identity
+    // is a ServiceAccount of it.
     let remote_admin = remote.client().expect("remote admin client");
-    create_namespace(&remote_admin, "fleet").await;
     let token = service_account_token(&remote_admin, "fleet", "hub").await;
     let binding =
         cluster_role_binding("fleet-hub", &format!("{NAME}-manager-role"), "hub", "fleet");
@@ -210,9 +212,28 @@ async fn a_hub_operator_in_a_pod_engages_members_from_kubeconfig_secrets() {
         .await
         .expect("create the early Widget");
 
+    // deploy/ made the fleet namespace and let the operator read Secrets
+    // there, and there only (a Role, not a ClusterRole rule).
+    let operator = format!("system:serviceaccount:fleet-gen-system:{NAME}-controller-manager");
+    let can_i = |namespace: &str| {
+        let output = deployed.tools.kubectl(&[
+            "auth", "can-i", "watch", "secrets", "-n", namespace, "--as", &operator,
+        ]);
+        String::from_utf8_lossy(&output.stdout).trim().to_owned()
+    };
+    assert_eq!(
+        can_i("fleet"),
+        "yes",
+        "the operator reads the fleet's Secrets"
+    );
+    assert_eq!(
+        can_i("default"),
+        "no",
+        "the operator reads no other Secrets"
+    );
+
     // The member joins by its Secret: engaged from the pod, the early
     // Widget reconciled in it, and a new one through its round trip.
-    create_namespace(&admin, "fleet").await;
     add_self_member(&admin).await;
     eventually(
         "the early Widget reconciled in member self",

@@ -16,6 +16,7 @@ use opkit::controller::Controller;
 use opkit::manager::Manager;
 use opkit::multicluster::{ClusterName, ClusterRequest, ClusterSet};
 use opkit::reconcile::{Action, Context, Reconcile, ReconcileError, Request};
+use opkit::{Controller, ControllerWiring};
 use opkit_tests::{create_namespace, eventually, init_tracing, plane_with_namespace};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -46,9 +47,25 @@ fn copy_name(placement: &str) -> String {
     format!("{placement}-copy")
 }
 
+/// Each placement of the hub, as a request for its copy in every member it
+/// lists.
+fn to_members(placement: &ConfigMap) -> Vec<ClusterRequest> {
+    if placement.metadata.namespace.as_deref() != Some(NS) {
+        return Vec::new();
+    }
+    let name = placement.metadata.name.clone().unwrap_or_default();
+    listed(placement)
+        .into_iter()
+        .map(|cluster| ClusterRequest::new(cluster, Request::namespaced(NS, copy_name(&name))))
+        .collect()
+}
+
 /// In each member: makes the copy of every hub placement that lists the
 /// member, and deletes the copy of one that does not (any more). Reads
-/// the placements from the hub's cache.
+/// the placements from the hub's cache. Declared with the derive (the hub
+/// controller below with the builder): `watches_hub` wires the same.
+#[derive(Controller)]
+#[controller(for = ConfigMap, name = "placer", multicluster, watches_hub(ConfigMap, map = to_members))]
 struct Placer {
     placements: Store<ConfigMap>,
 }
@@ -216,24 +233,7 @@ async fn hub_objects_reach_the_members_they_name_and_member_objects_map_back() {
     let (clusters, handle) = ClusterSet::new();
     manager.set_cluster_provider(clusters);
     let placements = manager.cache().store::<ConfigMap>().unwrap();
-    let to_members = |placement: &ConfigMap| -> Vec<ClusterRequest> {
-        if placement.metadata.namespace.as_deref() != Some(NS) {
-            return Vec::new();
-        }
-        let name = placement.metadata.name.clone().unwrap_or_default();
-        listed(placement)
-            .into_iter()
-            .map(|cluster| ClusterRequest::new(cluster, Request::namespaced(NS, copy_name(&name))))
-            .collect()
-    };
-    manager
-        .add(
-            Controller::new(Placer { placements })
-                .name("placer")
-                .multicluster()
-                .watches_hub(to_members),
-        )
-        .unwrap();
+    manager.add(Placer { placements }.controller()).unwrap();
     let seen = Arc::new(Seen::default());
     let mapping = Arc::clone(&seen);
     manager
