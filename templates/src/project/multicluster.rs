@@ -104,16 +104,18 @@ under the key `kubeconfig` appears in the hub's fleet namespace
 changes, and leaves when it is deleted:
 
 ```sh
+kubectl create namespace fleet
 kubectl -n fleet create secret generic member-1 --from-file=kubeconfig=member-1.kubeconfig
 kubectl -n fleet label secret member-1 sigs.k8s.io/multicluster-runtime-kubeconfig=true
 ```
 
-`deploy/03-rbac.yaml` creates the fleet namespace and lets the operator
-read Secrets there, and nowhere else: a Role and its RoleBinding in that
-namespace (`fleet_rules` in `src/lib.rs`). Running the operator outside
-the cluster, create the namespace yourself first (`kubectl create
-namespace fleet`). To use another namespace, change `FLEET_NAMESPACE` in
-`src/lib.rs` and render the manifests again (`cargo opkit manifests`).
+Create the fleet namespace before `make deploy` (`kubectl create
+namespace fleet`): `deploy/03-rbac.yaml` lets the operator read Secrets
+there, and nowhere else, with a Role and its RoleBinding in that
+namespace (`fleet_rules` in `src/lib.rs`). The namespace and its Secrets
+are yours: `make undeploy` removes the Role, never them. To use another
+namespace, change `FLEET_NAMESPACE` in `src/lib.rs` and render the
+manifests again (`cargo opkit manifests`).
 
 What the member credentials must allow: the controllers' rules, the
 ClusterRole `deploy/03-rbac.yaml` renders, bound in each member to the
@@ -240,18 +242,14 @@ pub fn fleet_rules() -> Rules {
 }
 "#;
 
-/// `manifests()`'s documents for kubeconfig Secrets: the fleet namespace,
-/// and [`KUBECONFIG_SECRETS_ITEMS`]'s rules as a Role there, bound to the
-/// operator's ServiceAccount.
-const KUBECONFIG_SECRETS_MANIFESTS: &str = r#"        // The members' kubeconfig Secrets: their namespace, and reading
-        // them there (a Role), not in every namespace.
-        .push(&k8s_openapi::api::core::v1::Namespace {
-            metadata: kube::api::ObjectMeta {
-                name: Some(FLEET_NAMESPACE.to_owned()),
-                ..Default::default()
-            },
-            ..Default::default()
-        })?
+/// `manifests()`'s documents for kubeconfig Secrets:
+/// [`KUBECONFIG_SECRETS_ITEMS`]'s rules as a Role in the fleet namespace,
+/// bound to the operator's ServiceAccount. Not the namespace itself: it
+/// holds the members' Secrets, which `make undeploy` must not delete.
+const KUBECONFIG_SECRETS_MANIFESTS: &str = r#"        // Reading the members' kubeconfig Secrets in their namespace (a
+        // Role), not in every namespace. The namespace is the user's (it
+        // holds their Secrets): created before `make deploy`, kept by
+        // `make undeploy`.
         .push(&fleet_rules().role(&format!("{NAME}-fleet-secrets"), FLEET_NAMESPACE))?
         .push(&rbac::role_binding(
             &format!("{NAME}-fleet-secrets"),

@@ -28,7 +28,7 @@ use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ObjectMeta, PostP
 use opkit::multicluster::{KUBECONFIG_SECRET_KEY, KUBECONFIG_SECRET_LABEL};
 use opkit::rbac::cluster_role_binding;
 use opkit_envtest::{Cluster, ControlPlane};
-use opkit_tests::{eventually, init_tracing, service_account_token};
+use opkit_tests::{create_namespace, eventually, init_tracing, service_account_token};
 
 use super::deploy_support::persist::Persisted;
 use super::deploy_support::{Project, Tools, build_cargo_opkit};
@@ -133,6 +133,10 @@ async fn add_remote_member(
         .await
         .expect("start the remote member's control plane");
     let tools = Tools::new(remote.kubeconfig_path());
+    // The hub's identity is a ServiceAccount of `fleet` here; 03-rbac.yaml's
+    // Role for Secrets there is the hub's, harmless in a member.
+    let remote_admin = remote.client().expect("remote admin client");
+    create_namespace(&remote_admin, "fleet").await;
     for manifest in ["deploy/01-crds.yaml", "deploy/03-rbac.yaml"] {
         let path = project.join(manifest);
         tools.kubectl_ok(&[
@@ -142,10 +146,6 @@ async fn add_remote_member(
             path.to_str().expect("utf-8"),
         ]);
     }
-    // 03-rbac.yaml made the `fleet` namespace here too (with the hub's
-    // Role for Secrets, which a member does not need): the hub's identity
-    // is a ServiceAccount of it.
-    let remote_admin = remote.client().expect("remote admin client");
     let token = service_account_token(&remote_admin, "fleet", "hub").await;
     let binding =
         cluster_role_binding("fleet-hub", &format!("{NAME}-manager-role"), "hub", "fleet");
@@ -200,6 +200,9 @@ async fn a_hub_operator_in_a_pod_engages_members_from_kubeconfig_secrets() {
     };
     let mut figures = Figures::default();
     let image = build_and_push(&deployed, &mut figures);
+    // The fleet namespace is the user's, made before the deploy (its Role
+    // goes in it).
+    create_namespace(&admin, "fleet").await;
     let pod = deploy(&deployed, &image, &[], &mut figures).await;
     let pod_name = pod.metadata.name.clone().expect("pod name");
 
@@ -212,8 +215,9 @@ async fn a_hub_operator_in_a_pod_engages_members_from_kubeconfig_secrets() {
         .await
         .expect("create the early Widget");
 
-    // deploy/ made the fleet namespace and let the operator read Secrets
-    // there, and there only (a Role, not a ClusterRole rule).
+    // deploy/ let the operator read Secrets in the fleet namespace (made
+    // before, as the README says), and there only (a Role, not a
+    // ClusterRole rule).
     let operator = format!("system:serviceaccount:fleet-gen-system:{NAME}-controller-manager");
     let can_i = |namespace: &str| {
         let output = deployed.tools.kubectl(&[
@@ -307,4 +311,20 @@ async fn a_hub_operator_in_a_pod_engages_members_from_kubeconfig_secrets() {
         forbidden.join("\n")
     );
     deployed.undeploy("300s").await;
+    // `make undeploy` took the operator's Role from the fleet namespace and
+    // left the namespace (the members' Secrets live there).
+    let namespaces = Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone());
+    assert!(
+        namespaces.get_opt("fleet").await.expect("get").is_some(),
+        "make undeploy deleted the fleet namespace"
+    );
+    let roles = Api::<k8s_openapi::api::rbac::v1::Role>::namespaced(admin.clone(), "fleet");
+    assert!(
+        roles
+            .get_opt(&format!("{NAME}-fleet-secrets"))
+            .await
+            .expect("get")
+            .is_none(),
+        "the fleet Role is left"
+    );
 }
