@@ -68,7 +68,7 @@ demo: cluster-assets
 # tests/run-tests.sh builds the test binaries once, runs the doc tests and,
 # with cargo-nextest (installed pinned by tests/nextest.sh), every other
 # test in a process of its own as .config/nextest.toml says (the journeys
-# first, at most four at once; a JUnit report under the target directory).
+# first, at most six at once; a JUnit report under the target directory).
 # TEST_ARGS go to cargo nextest run, e.g. TEST_ARGS=leader for the tests
 # whose names contain "leader", or TEST_ARGS="-E 'test(/^cache_/)'".
 test: cluster-assets registry helm

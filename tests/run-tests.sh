@@ -7,7 +7,7 @@
 #      the background while
 #   3. cargo-nextest (pinned, tests/nextest.sh) runs every other test, each
 #      in a process of its own, as .config/nextest.toml says: the journeys
-#      first and at most four at once, per-test timeouts that name a hang,
+#      first and at most six at once, per-test timeouts that name a hang,
 #      a JUnit report in $CARGO_TARGET_DIR/nextest/<profile>/junit.xml;
 #   4. the control planes the tests shared are stopped (ControlPlane::shared
 #      keeps one per test binary under $OPKIT_SHARED_PLANES across nextest's
