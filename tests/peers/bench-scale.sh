@@ -14,7 +14,9 @@
 #   PODS=1000 REPS=1 CHURN_SECS=10 tests/peers/bench-scale.sh   # a quick look
 #   PODS=10000 NODES=20 WORKERS=4 CHURN=20 CHURN_SECS=20 tests/peers/bench-scale.sh
 #   PROJECTED=1 tests/peers/bench-scale.sh   # + opkit caching Pods as a
-#                                            #   projection (PodView, issue 27)
+#                                            #   projection (PodView, issue 27),
+#                                            #   and controller-runtime trimming
+#                                            #   to the same fields (issue 39)
 #
 # Peers and tools (never built by `make test`):
 #   tests/peers/scale                     opkit peer + this driver (Rust workspace)
@@ -45,7 +47,10 @@ CARGO_TARGET_DIR="$target" cargo build --quiet --release --manifest-path "$here/
 
 projected=()
 if [ "${PROJECTED:-0}" = 1 ]; then
-  projected=(--peer "opkit, projected (PodView)=$target/release/scale-opkit --projected")
+  # The projection, and controller-runtime trimming each Pod to the same
+  # fields with a cache transform (issue 39: projections against like).
+  projected=(--peer "opkit, projected (PodView)=$target/release/scale-opkit --projected"
+    --peer "controller-runtime (trim to PodView's fields)=$target/scale-controller-runtime --trim-to-projection")
 fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 "$target/release/bench-scale" \

@@ -13,14 +13,18 @@
 // reconciles (default 4), no client-side rate limit (QPS -1, as opkit has
 // none), metrics server off, logs discarded. -strip-managed-fields sets the
 // cache's DefaultTransform to cache.TransformStripManagedFields() (opkit's
-// default).
+// default). -trim-to-projection sets it to a transform that keeps exactly
+// what the opkit peer's projection (`--projected`, PodView) keeps: the
+// metadata essentials (name, namespace, uid, resourceVersion, generation,
+// deletionTimestamp, labels, ownerReferences), status.phase and the Ready
+// condition; issue 39's like-for-like peer for projections.
 //
 // Output on stdout, read by the driver:
 //
 //	Y <unix ns>                                        the Pod cache has synced
 //	T <unix ns> <events> <reconciles> <ready> <gone>   every 100 ms
 //
-//	scale-controller-runtime -kubeconfig K [-workers 4] [-strip-managed-fields]
+//	scale-controller-runtime -kubeconfig K [-workers 4] [-strip-managed-fields | -trim-to-projection]
 package main
 
 import (
@@ -34,6 +38,7 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/clientcmd"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -90,10 +95,40 @@ func (r *tallyReadiness) Reconcile(ctx context.Context, req reconcile.Request) (
 	return reconcile.Result{}, nil
 }
 
+// trimToProjection replaces a Pod by a new one holding only what the opkit
+// peer's PodView projection keeps (the Ready condition alone of its
+// conditions); anything else is left as it is.
+func trimToProjection(obj interface{}) (interface{}, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	var conditions []corev1.PodCondition
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              pod.Name,
+			Namespace:         pod.Namespace,
+			UID:               pod.UID,
+			ResourceVersion:   pod.ResourceVersion,
+			Generation:        pod.Generation,
+			DeletionTimestamp: pod.DeletionTimestamp,
+			Labels:            pod.Labels,
+			OwnerReferences:   pod.OwnerReferences,
+		},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase, Conditions: conditions},
+	}, nil
+}
+
 func main() {
 	// -kubeconfig is controller-runtime's own flag (pkg/client/config).
 	workers := flag.Int("workers", 4, "concurrent reconciles")
 	strip := flag.Bool("strip-managed-fields", false, "cache without metadata.managedFields")
+	trim := flag.Bool("trim-to-projection", false, "cache each Pod trimmed to what the opkit peer's projection keeps")
 	flag.Parse()
 
 	ctrl.SetLogger(logr.Discard())
@@ -105,8 +140,14 @@ func main() {
 	cfg.QPS = -1 // no client-side rate limit (opkit has none)
 
 	cacheOptions := cache.Options{}
-	if *strip {
+	switch {
+	case *strip && *trim:
+		fmt.Fprintln(os.Stderr, "-strip-managed-fields and -trim-to-projection exclude each other")
+		os.Exit(2)
+	case *strip:
 		cacheOptions.DefaultTransform = cache.TransformStripManagedFields()
+	case *trim:
+		cacheOptions.DefaultTransform = trimToProjection
 	}
 	mgr, err := ctrl.NewManager(cfg, manager.Options{
 		Cache:   cacheOptions,

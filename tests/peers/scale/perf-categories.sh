@@ -12,12 +12,14 @@ set -euo pipefail
 perf script -i "$1" 2>/dev/null | awk '
 BEGIN {
   RS = ""
-  n = split("json_strip|Lengths::scan|decode_watch_line|hyper::|rustls| ring::|ring_core|park_internal|park_timeout|watch_loop|opkit::cache::informer|processor|opkit::controller|workqueue|tokio::runtime", pat, "|")
+  n = split("json_strip|Lengths::scan|decode_watch_line|decode::protobuf|drop_in_place<|hyper::|rustls| ring::|ring_core|park_internal|park_timeout|watch_loop|opkit::cache::informer|processor|opkit::controller|workqueue|tokio::runtime", pat, "|")
   # pattern index -> category (several patterns share one)
-  split("cut,scan,decode,http,http,http,http,park,park,reflector,informer,informer,controller,controller,tokio", cat_of, ",")
+  split("cut,scan,decode,pb,drop,http,http,http,http,park,park,reflector,informer,informer,controller,controller,tokio", cat_of, ",")
   names["cut"] = "managedFields cut (json_strip)"
   names["scan"] = "array-length scan (exact capacity)"
   names["decode"] = "JSON decode into k8s-openapi"
+  names["pb"] = "protobuf decode into k8s-openapi (generated decoders, wire)"
+  names["drop"] = "dropping objects (drop_in_place: replaced and deleted ones)"
   names["http"] = "HTTP/1 and TLS (hyper, rustls, ring)"
   names["park"] = "parked and woken (runtime park)"
   names["reflector"] = "reflector: body chunks, FIFO push"
@@ -25,7 +27,7 @@ BEGIN {
   names["controller"] = "controller: workqueue and reconcile"
   names["tokio"] = "tokio scheduling"
   names["other"] = "other (malloc and free, copies)"
-  order = "decode park other tokio http reflector controller cut scan informer"
+  order = "decode pb drop park other tokio http reflector controller cut scan informer"
 }
 {
   sub(/^[^\n]*\n/, "")  # the sample header line; the rest are its frames
