@@ -36,18 +36,16 @@
 //! the cluster's users, aggregated into the built-in `admin`, `edit` and
 //! `view`.
 
-mod role_binding;
+mod bindings;
 mod user_roles;
 
-pub use role_binding::role_binding;
+pub use bindings::{cluster_role_binding, role_binding};
 pub use user_roles::user_roles;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-use k8s_openapi::api::rbac::v1::{
-    ClusterRole, ClusterRoleBinding, PolicyRule, Role, RoleRef, Subject,
-};
+use k8s_openapi::api::rbac::v1::{ClusterRole, PolicyRule, Role};
 use kube::Resource;
 use kube::api::ObjectMeta;
 
@@ -333,43 +331,6 @@ pub fn metrics_reader_role(name: &str) -> ClusterRole {
             ..PolicyRule::default()
         }]),
         ..ClusterRole::default()
-    }
-}
-
-/// A `ClusterRoleBinding` named `name` granting the `ClusterRole` `role` to
-/// the ServiceAccount `service_account` in `namespace`.
-///
-/// ```
-/// let binding = opkit::rbac::cluster_role_binding(
-///     "web-operator-manager-rolebinding",
-///     "web-operator-manager-role",
-///     "web-operator-controller-manager",
-///     "web-operator-system",
-/// );
-/// assert_eq!(binding.role_ref.kind, "ClusterRole");
-/// ```
-pub fn cluster_role_binding(
-    name: &str,
-    role: &str,
-    service_account: &str,
-    namespace: &str,
-) -> ClusterRoleBinding {
-    ClusterRoleBinding {
-        metadata: ObjectMeta {
-            name: Some(name.to_owned()),
-            ..ObjectMeta::default()
-        },
-        role_ref: RoleRef {
-            api_group: Some("rbac.authorization.k8s.io".to_owned()),
-            kind: "ClusterRole".to_owned(),
-            name: role.to_owned(),
-        },
-        subjects: Some(vec![Subject {
-            kind: "ServiceAccount".to_owned(),
-            name: service_account.to_owned(),
-            namespace: Some(namespace.to_owned()),
-            ..Subject::default()
-        }]),
     }
 }
 
