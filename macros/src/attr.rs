@@ -50,7 +50,8 @@ pub(crate) struct Watch {
 pub(crate) struct FleetWatch {
     pub kind: Type,
     pub map: Expr,
-    /// The option's name, where the errors about it point.
+    /// The option's name, which is also the builder method it calls;
+    /// where the errors about it point.
     pub option: Ident,
 }
 
@@ -112,10 +113,9 @@ pub(crate) struct Declaration {
     pub throttle: Option<(LitInt, LitInt)>,
     /// `multicluster`: where it was written (the generated call's span).
     pub multicluster: Option<Span>,
-    /// `watches_hub(..)`: for a multicluster controller only.
-    pub hub_watches: Vec<FleetWatch>,
-    /// `watches_members(..)`: for a hub controller (not multicluster) only.
-    pub member_watches: Vec<FleetWatch>,
+    /// `watches_hub(..)` (for a multicluster controller only) and
+    /// `watches_members(..)` (for a hub controller only).
+    pub fleet_watches: Vec<FleetWatch>,
 }
 
 impl Declaration {
@@ -154,8 +154,9 @@ impl Declaration {
     /// A hub watch needs `multicluster` (it queues requests in members); a
     /// member watch refuses it (its requests are the hub controller's).
     fn check_fleet_watches(&self) -> syn::Result<()> {
+        let first = |option: &str| self.fleet_watches.iter().find(|w| w.option == option);
         if self.multicluster.is_none()
-            && let Some(watch) = self.hub_watches.first()
+            && let Some(watch) = first("watches_hub")
         {
             return Err(syn::Error::new_spanned(
                 &watch.option,
@@ -165,7 +166,7 @@ impl Declaration {
             ));
         }
         if self.multicluster.is_some()
-            && let Some(watch) = self.member_watches.first()
+            && let Some(watch) = first("watches_members")
         {
             return Err(syn::Error::new_spanned(
                 &watch.option,
@@ -228,12 +229,8 @@ impl Declaration {
                     .get_ident()
                     .cloned()
                     .ok_or_else(|| meta.error("expected an option"))?;
-                let watch = parse_fleet_watch(&content, option)?;
-                if key == "watches_hub" {
-                    self.hub_watches.push(watch);
-                } else {
-                    self.member_watches.push(watch);
-                }
+                self.fleet_watches
+                    .push(parse_fleet_watch(&content, option)?);
             }
             "index" => {
                 let content;

@@ -107,14 +107,12 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
             },
         }
     });
-    // Need opkit's `multicluster` feature, as `multicluster` does.
-    let hub_watches = decl.hub_watches.iter().map(|watch| {
-        let (kind, map) = (&watch.kind, &watch.map);
-        quote_spanned! {watch.option.span()=> .watches_hub::<#kind>(#map) }
-    });
-    let member_watches = decl.member_watches.iter().map(|watch| {
-        let (kind, map) = (&watch.kind, &watch.map);
-        quote_spanned! {watch.option.span()=> .watches_members::<#kind>(#map) }
+    // `watches_hub::<Kind>(map)` or `watches_members::<Kind>(map)`: the
+    // option names its builder method. Need opkit's `multicluster` feature,
+    // as `multicluster` does.
+    let fleet_watches = decl.fleet_watches.iter().map(|watch| {
+        let (method, kind, map) = (&watch.option, &watch.kind, &watch.map);
+        quote_spanned! {method.span()=> .#method::<#kind>(#map) }
     });
     let reads = decl.reads.iter().map(|kind| {
         quote_spanned! {kind.span()=> .reads::<#kind>() }
@@ -180,7 +178,7 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
     // A hub watch reads the hub; a member watch reads each member, whose
     // credentials are granted the same rules (the README of a generated
     // hub operator says so).
-    for watch in decl.hub_watches.iter().chain(&decl.member_watches) {
+    for watch in &decl.fleet_watches {
         let kind = &watch.kind;
         rules.push(quote_spanned! {kind.span()=> .allow::<#kind>(#read) });
     }
@@ -210,8 +208,7 @@ pub(crate) fn controller(input: &DeriveInput) -> syn::Result<TokenStream> {
                     #(#owns)*
                     #(#indexes)*
                     #(#watches)*
-                    #(#hub_watches)*
-                    #(#member_watches)*
+                    #(#fleet_watches)*
                     #(#reads)*
                     #(#event_filters)*
                     #name

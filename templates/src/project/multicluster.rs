@@ -53,7 +53,10 @@ impl ClusterProvider {
 
 /// The placeholders of the project templates: empty without
 /// `--multicluster`, so a single-cluster project does not change.
-pub(super) fn project_values(values: &mut Values, name: &str, provider: Option<ClusterProvider>) {
+pub(super) fn project_values(
+    values: &mut Values,
+    provider: Option<ClusterProvider>,
+) -> Result<(), ScaffoldError> {
     let Some(provider) = provider else {
         values
             .set("multicluster_arg", "")
@@ -62,17 +65,12 @@ pub(super) fn project_values(values: &mut Values, name: &str, provider: Option<C
             .set("multicluster_items", "")
             .set("multicluster_manifests", "")
             .set("multicluster_readme", "");
-        return;
+        return Ok(());
     };
     // With kubeconfig Secrets, reading them is the hub's only extra right,
-    // granted in the fleet namespace alone (a Role), not cluster-wide.
-    let (items, manifests) = match provider {
-        ClusterProvider::KubeconfigSecrets => {
-            (KUBECONFIG_SECRETS_ITEMS, KUBECONFIG_SECRETS_MANIFESTS)
-        }
-        ClusterProvider::ClusterProfiles | ClusterProvider::Static => ("", ""),
-    };
-    let (arg, setup, rbac, readme) = match provider {
+    // granted in the fleet namespace alone (a Role, `items` and
+    // `manifests`), not cluster-wide.
+    let (arg, setup, rbac, readme, items, manifests) = match provider {
         ClusterProvider::KubeconfigSecrets => (
             r#"    /// The hub namespace whose Secrets labelled `sigs.k8s.io/multicluster-runtime-kubeconfig=true`
     /// hold the member clusters' kubeconfigs (key `kubeconfig`): a cluster per Secret, named like it.
@@ -122,6 +120,8 @@ ClusterRole `deploy/03-rbac.yaml` renders, bound in each member to the
 kubeconfig's identity (the fleet Role is the hub's and is not needed
 there). Install the CRDs (`deploy/01-crds.yaml`) in every member.
 "#,
+            KUBECONFIG_SECRETS_ITEMS,
+            KUBECONFIG_SECRETS_MANIFESTS,
         ),
         ClusterProvider::ClusterProfiles => (
             r#"    /// The access-provider file (multicluster-runtime's `--clusterprofile-provider-file` JSON):
@@ -162,6 +162,8 @@ ClusterRole `deploy/03-rbac.yaml` renders (its ClusterProfile rule is the
 hub's), granted in each member to the identity the access provider
 yields. Install the CRDs (`deploy/01-crds.yaml`) in every member.
 "#,
+            "",
+            "",
         ),
         ClusterProvider::Static => (
             r#"    /// A member cluster, as NAME=KUBECONFIG (the current context of that kubeconfig file);
@@ -212,19 +214,23 @@ ClusterRole `deploy/03-rbac.yaml` renders, bound in each member to the
 kubeconfig's identity. Install the CRDs (`deploy/01-crds.yaml`) in every
 member. The hub needs nothing more.
 "#,
+            "",
+            "",
         ),
     };
+    // The flag and the items name the project (`{{crate_name}}::...`,
+    // `{{name}}`): rendered with the project's values before they go in.
+    let template = format!("--multicluster {}", provider.as_str());
+    let arg = values.render(&template, arg)?;
+    let items = values.render(&template, items)?;
     values
-        // The flags name the project's own items (`{{crate_name}}::...`).
-        .set(
-            "multicluster_arg",
-            arg.replace("{{crate_name}}", &name.replace('-', "_")),
-        )
+        .set("multicluster_arg", arg)
         .set("multicluster_setup", setup)
         .set("multicluster_rbac", rbac)
         .set("multicluster_items", items)
         .set("multicluster_manifests", manifests)
         .set("multicluster_readme", readme);
+    Ok(())
 }
 
 /// `src/lib.rs`'s items for kubeconfig Secrets: the fleet namespace and
@@ -234,6 +240,8 @@ const KUBECONFIG_SECRETS_ITEMS: &str = r#"
 /// (`--fleet-namespace`'s default). The operator may read Secrets there
 /// only: [`fleet_rules`], rendered as a Role of this namespace.
 pub const FLEET_NAMESPACE: &str = "fleet";
+/// The Role (and its RoleBinding) of [`fleet_rules`] in [`FLEET_NAMESPACE`].
+pub const FLEET_ROLE: &str = "{{name}}-fleet-secrets";
 
 /// The RBAC rules the operator has in [`FLEET_NAMESPACE`] alone: reading
 /// the members' kubeconfig Secrets.
@@ -250,10 +258,10 @@ const KUBECONFIG_SECRETS_MANIFESTS: &str = r#"        // Reading the members' ku
         // Role), not in every namespace. The namespace is the user's (it
         // holds their Secrets): created before `make deploy`, kept by
         // `make undeploy`.
-        .push(&fleet_rules().role(&format!("{NAME}-fleet-secrets"), FLEET_NAMESPACE))?
+        .push(&fleet_rules().role(FLEET_ROLE, FLEET_NAMESPACE))?
         .push(&rbac::role_binding(
-            &format!("{NAME}-fleet-secrets"),
-            &format!("{NAME}-fleet-secrets"),
+            FLEET_ROLE,
+            FLEET_ROLE,
             SERVICE_ACCOUNT,
             NAMESPACE,
             FLEET_NAMESPACE,

@@ -121,7 +121,7 @@ impl NewProject {
             None => (String::new(), String::new()),
         };
         sharding_values(&mut values, &self.name, self.sharding);
-        project_values(&mut values, &self.name, self.multicluster);
+        project_values(&mut values, self.multicluster)?;
         values
             .set("opkit_dependency", dependency)
             .set("opkit_dev_dependency", dev_dependency)
