@@ -7,6 +7,18 @@ export OPKIT_CACHE
 # Test and demo builds do not need incremental state (it costs GBs of disk).
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
+# Cargo's intermediate artifacts (its build directory: compiled
+# dependencies, test binaries, build scripts' output) for everything make
+# builds, including the journeys' generated projects, live in the cache
+# outside the clone; the binaries cargo hands out (target/debug/cargo-opkit,
+# a generated project's manager) stay in target/. A fresh clone then reuses
+# every compiled dependency: a crates.io crate's artifacts are named by its
+# version, features and profile, not by the clone's path (the clone's own
+# crates are, so a clone at a new path compiles those once). Plain `cargo`
+# outside make keeps everything in target/ unless you set the same
+# variable. tests/build-dir.sh empties it past OPKIT_BUILD_DIR_MAX_GB.
+CARGO_BUILD_BUILD_DIR ?= $(OPKIT_CACHE)/cargo-build
+export CARGO_BUILD_BUILD_DIR
 
 .PHONY: help demo test test-fast book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint generate bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-multicluster bench-multicluster-peers bench-managed-fields bench-memory bench-build
 
@@ -72,6 +84,7 @@ demo: cluster-assets
 # TEST_ARGS go to cargo nextest run, e.g. TEST_ARGS=leader for the tests
 # whose names contain "leader", or TEST_ARGS="-E 'test(/^cache_/)'".
 test: cluster-assets registry helm
+	@tests/build-dir.sh
 	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/opkit-run.XXXXXX"); \
 	GO=$$(tests/controlplane/ensure-go.sh) OPKIT_RUN_DIR=$$run CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
 	OPKIT_RUN_DIR=$$run tests/check-orphans.sh || rc=1; \
@@ -81,6 +94,7 @@ test: cluster-assets registry helm
 # profile `fast`: no generated project built, no local cluster started)
 # and the doc tests; `make test` still runs everything.
 test-fast: cluster-assets registry helm
+	@tests/build-dir.sh
 	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/opkit-run.XXXXXX"); \
 	GO=$$(tests/controlplane/ensure-go.sh) OPKIT_RUN_DIR=$$run NEXTEST_PROFILE=fast CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
 	OPKIT_RUN_DIR=$$run tests/check-orphans.sh || rc=1; \

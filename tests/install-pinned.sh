@@ -27,7 +27,9 @@ if [ ! -x "$exe" ]; then
     tmp=$(mktemp -d "$cache/$crate/.build.XXXXXX")
     trap 'rm -rf "$tmp"' EXIT
     echo "install-pinned.sh: installing $crate $version into $root (once)" >&2
-    CARGO_TARGET_DIR="$tmp/target" "${CARGO:-cargo}" install "$crate" --version "$version" \
+    # All of the build in the temporary directory, removed after (not in
+    # the Makefile's shared CARGO_BUILD_BUILD_DIR: nothing else reuses it).
+    CARGO_TARGET_DIR="$tmp/target" CARGO_BUILD_BUILD_DIR="$tmp/target" "${CARGO:-cargo}" install "$crate" --version "$version" \
       --locked --root "$tmp/root" --quiet "$@" >&2
     rm -rf "$root"
     mv "$tmp/root" "$root"
