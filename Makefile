@@ -10,17 +10,19 @@ export CARGO_INCREMENTAL
 # Cargo's intermediate artifacts (its build directory: compiled
 # dependencies, test binaries, build scripts' output) for everything make
 # builds, including the journeys' generated projects, live in the cache
-# outside the clone; the binaries cargo hands out (target/debug/cargo-opkit,
-# a generated project's manager) stay in target/. A fresh clone then reuses
-# every compiled dependency: a crates.io crate's artifacts are named by its
-# version, features and profile, not by the clone's path (the clone's own
-# crates are, so a clone at a new path compiles those once). Plain `cargo`
-# outside make keeps everything in target/ unless you set the same
-# variable. tests/build-dir.sh empties it past OPKIT_BUILD_DIR_MAX_GB.
-CARGO_BUILD_BUILD_DIR ?= $(OPKIT_CACHE)/cargo-build
+# outside the clone, one directory per clone path; the binaries cargo hands
+# out (target/debug/cargo-opkit, a generated project's manager) stay in
+# target/. A fresh clone at a path built before (CI's) then reuses every
+# compiled dependency and compiles only its own crates, whose files are
+# newer. Per path, never shared: cargo names the workspace's own crates by
+# their path inside the workspace and trusts modification times, so two
+# checkouts sharing one would take each other's builds. Plain `cargo`
+# outside make keeps everything in target/. tests/build-dir.sh removes the
+# least recently used ones past OPKIT_BUILD_DIR_MAX_GB.
+CARGO_BUILD_BUILD_DIR ?= $(OPKIT_CACHE)/cargo-build/$(notdir $(CURDIR))-$(shell printf '%s' '$(CURDIR)' | sha256sum | cut -c1-12)
 export CARGO_BUILD_BUILD_DIR
 
-.PHONY: help demo test test-fast book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint generate bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-multicluster bench-multicluster-peers bench-managed-fields bench-memory bench-build
+.PHONY: help demo test test-fast test-prerequisites nextest test-binaries book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint generate bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-multicluster bench-multicluster-peers bench-managed-fields bench-memory bench-build
 
 help:
 	@echo "make demo          run the Memcached operator on a local cluster (builds what is missing)"
@@ -83,8 +85,7 @@ demo: cluster-assets
 # first, at most six at once; a JUnit report under the target directory).
 # TEST_ARGS go to cargo nextest run, e.g. TEST_ARGS=leader for the tests
 # whose names contain "leader", or TEST_ARGS="-E 'test(/^cache_/)'".
-test: cluster-assets registry helm
-	@tests/build-dir.sh
+test: test-prerequisites
 	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/opkit-run.XXXXXX"); \
 	GO=$$(tests/controlplane/ensure-go.sh) OPKIT_RUN_DIR=$$run CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
 	OPKIT_RUN_DIR=$$run tests/check-orphans.sh || rc=1; \
@@ -93,12 +94,29 @@ test: cluster-assets registry helm
 # A contributor's inner loop: every test but the journeys (nextest's
 # profile `fast`: no generated project built, no local cluster started)
 # and the doc tests; `make test` still runs everything.
-test-fast: cluster-assets registry helm
-	@tests/build-dir.sh
+test-fast: test-prerequisites
 	@run=$$(mktemp -d "$${TMPDIR:-/tmp}/opkit-run.XXXXXX"); \
 	GO=$$(tests/controlplane/ensure-go.sh) OPKIT_RUN_DIR=$$run NEXTEST_PROFILE=fast CARGO=$(CARGO) tests/run-tests.sh $(TEST_ARGS); rc=$$?; \
 	OPKIT_RUN_DIR=$$run tests/check-orphans.sh || rc=1; \
 	rm -rf "$$run"; exit $$rc
+
+# What the tests need before the first one starts, built at the same time
+# when missing (a new machine): the local cluster's Go parts, the registry
+# and helm (their downloads and one-core links leave a core idle),
+# cargo-nextest from crates.io and the workspace's test binaries. Warm,
+# each returns at once. tests/build-dir.sh first: it may empty the build
+# directory the test build uses.
+test-prerequisites:
+	@tests/build-dir.sh
+	@$(MAKE) --no-print-directory -j5 cluster-assets registry helm nextest test-binaries
+
+nextest:
+	@tests/nextest.sh >/dev/null
+
+# A failed test build is not fatal here: tests/run-tests.sh builds again
+# and sums the run up ("tests: 0 passed, 1 failed (the build failed)").
+test-binaries:
+	@$(CARGO) test --workspace --all-features --no-run || echo "make: the test build failed; tests/run-tests.sh reports it" >&2
 
 # Needs OPKIT_RUN_DIR: the directory a test run recorded into.
 check-orphans:

@@ -22,6 +22,16 @@ if [ -x "$local_go" ]; then
   exit 0
 fi
 
+# One install at a time (`make test` builds the Go parts in parallel);
+# another may have finished while we waited.
+mkdir -p "$cache"
+exec 9>"$cache/.go$want.lock"
+flock 9
+if [ -x "$local_go" ]; then
+  echo "$local_go"
+  exit 0
+fi
+
 if ! command -v go >/dev/null 2>&1; then
   echo "ensure-go: no Go on PATH; installing Debian's golang-go to bootstrap" >&2
   "$(dirname "$0")/../apt-install.sh" golang-go
