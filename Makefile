@@ -7,20 +7,19 @@ export OPKIT_CACHE
 # Test and demo builds do not need incremental state (it costs GBs of disk).
 CARGO_INCREMENTAL ?= 0
 export CARGO_INCREMENTAL
-# Cargo's intermediate artifacts (its build directory: compiled
-# dependencies, test binaries, build scripts' output) for everything make
-# builds, including the journeys' generated projects, live in the cache
-# outside the clone, one directory per clone path; the binaries cargo hands
-# out (target/debug/cargo-opkit, a generated project's manager) stay in
-# target/. A fresh clone at a path built before (CI's) then reuses every
-# compiled dependency and compiles only its own crates, whose files are
-# newer. Per path, never shared: cargo names the workspace's own crates by
-# their path inside the workspace and trusts modification times, so two
-# checkouts sharing one would take each other's builds. Plain `cargo`
-# outside make keeps everything in target/. tests/build-dir.sh removes the
-# least recently used ones past OPKIT_BUILD_DIR_MAX_GB.
-CARGO_BUILD_BUILD_DIR ?= $(OPKIT_CACHE)/cargo-build/$(notdir $(CURDIR))-$(shell printf '%s' '$(CURDIR)' | sha256sum | cut -c1-12)
-export CARGO_BUILD_BUILD_DIR
+# Cargo's target directory for everything make builds (the workspace, the
+# journeys' generated projects under opkit-generated/, trybuild's, the
+# docs.rs-like docs) lives in the cache outside the clone, one directory per
+# clone path: a fresh clone at a path built before (CI's) reuses every
+# compiled dependency and the journeys' persisted projects, and compiles
+# only what its newer files change. Per path, never one for all: cargo
+# names the workspace's crates by their path inside the workspace and
+# trusts modification times, so two checkouts sharing one would take each
+# other's builds. A CARGO_TARGET_DIR of your own wins; plain `cargo`
+# outside make builds in ./target. tests/target-dirs.sh removes the least
+# recently used ones past OPKIT_TARGET_DIRS_MAX_GB.
+CARGO_TARGET_DIR ?= $(OPKIT_CACHE)/target-dirs/$(notdir $(CURDIR))-$(shell printf '%s' '$(CURDIR)' | sha256sum | cut -c1-12)
+export CARGO_TARGET_DIR
 
 .PHONY: help demo test test-fast test-prerequisites nextest test-binaries book check-package controlplane registry helm cluster-assets cluster dev-cluster check-orphans lint generate bench bench-workqueue bench-informer bench-e2e bench-scale bench-webhook bench-shard bench-multicluster bench-multicluster-peers bench-managed-fields bench-memory bench-build
 
@@ -104,10 +103,10 @@ test-fast: test-prerequisites
 # when missing (a new machine): the local cluster's Go parts, the registry
 # and helm (their downloads and one-core links leave a core idle),
 # cargo-nextest from crates.io and the workspace's test binaries. Warm,
-# each returns at once. tests/build-dir.sh first: it may empty the build
-# directory the test build uses.
+# each returns at once. tests/target-dirs.sh first: it may empty the
+# target directory the test build uses.
 test-prerequisites:
-	@tests/build-dir.sh
+	@tests/target-dirs.sh
 	@$(MAKE) --no-print-directory -j5 cluster-assets registry helm nextest test-binaries
 
 nextest:

@@ -27,13 +27,10 @@ if [ ! -x "$exe" ]; then
     tmp=$(mktemp -d "$cache/$crate/.build.XXXXXX")
     trap 'rm -rf "$tmp"' EXIT
     echo "install-pinned.sh: installing $crate $version into $root (once)" >&2
-    # All of the build in the temporary directory, removed after (not in
-    # the Makefile's CARGO_BUILD_BUILD_DIR: nothing else reuses it). At
-    # opt-level 1: these tools run for seconds, and a new machine builds
+    # At opt-level 1: these tools run for seconds, and a new machine builds
     # them all (cargo-nextest took 378 s of CPU so, 885 s at release's
     # opt-level 3, 408 s as a debug build; book/src/reference/make.md).
-    CARGO_TARGET_DIR="$tmp/target" CARGO_BUILD_BUILD_DIR="$tmp/target" \
-      CARGO_PROFILE_RELEASE_OPT_LEVEL=1 "${CARGO:-cargo}" install "$crate" --version "$version" \
+    CARGO_TARGET_DIR="$tmp/target" CARGO_PROFILE_RELEASE_OPT_LEVEL=1 "${CARGO:-cargo}" install "$crate" --version "$version" \
       --locked --root "$tmp/root" --quiet "$@" >&2
     rm -rf "$root"
     mv "$tmp/root" "$root"

@@ -53,9 +53,6 @@
 #   OPKIT=../before CARGO_OPKIT=../before/target/debug/cargo-opkit \
 #     tests/peers/build-figures.sh deps debug release
 set -euo pipefail
-# Cold builds are cold: every build below uses only the target directory
-# it names, never the Makefile's shared build directory.
-unset CARGO_BUILD_BUILD_DIR
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 OPKIT="$(cd "${OPKIT:-$here}" && pwd)"
