@@ -10,7 +10,8 @@ trap 'rm -f "$log"' EXIT
 export DEBIAN_FRONTEND=noninteractive
 # One at a time: `make test` builds its prerequisites in parallel, and
 # apt-get update does not wait for another's lock on the package lists.
-exec 8>"${TMPDIR:-/tmp}/opkit-apt-install.lock"
+# One file for every caller, whatever its TMPDIR.
+exec 8>/tmp/opkit-apt-install.lock
 flock 8
 if ! { apt-get update -qq && apt-get install -y -qq --no-install-recommends \
     -o DPkg::Lock::Timeout=600 "$@"; } >"$log" 2>&1; then

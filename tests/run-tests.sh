@@ -14,6 +14,7 @@
 #      processes; see envtest/src/control_plane.rs).
 #
 #   tests/run-tests.sh [NEXTEST ARGS...]     # e.g. --profile fast, -E 'test(leader)'
+#   tests/run-tests.sh --build-only          # step 1 alone (make's test-binaries)
 #
 # OPKIT_RUN_DIR must be set (the Makefile does; tests/check-orphans.sh then
 # judges what it recorded). NEXTEST_PROFILE picks the profile (default).
@@ -21,8 +22,13 @@
 # `tests: N passed, N failed`. Exits non-zero if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-: "${OPKIT_RUN_DIR:?set OPKIT_RUN_DIR to a directory this run records into (make test does)}"
 CARGO=${CARGO:-cargo}
+# The one test build, here and in `make test-prerequisites`.
+build_tests=("$CARGO" test --workspace --all-features --no-run)
+if [ "${1:-}" = --build-only ]; then
+  exec "${build_tests[@]}"
+fi
+: "${OPKIT_RUN_DIR:?set OPKIT_RUN_DIR to a directory this run records into (make test does)}"
 nextest=$(tests/nextest.sh) || { echo "error: cargo-nextest could not be installed" >&2; exit 1; }
 export PATH="$(dirname "$nextest"):$PATH"
 export OPKIT_SHARED_PLANES="$OPKIT_RUN_DIR/planes"
@@ -55,7 +61,7 @@ stop_planes() {
 trap stop_planes EXIT
 trap 'exit 130' INT TERM
 
-if ! "$CARGO" test --workspace --all-features --no-run; then
+if ! "${build_tests[@]}"; then
   echo "tests: 0 passed, 1 failed (the build failed)"
   exit 1
 fi
